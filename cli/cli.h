@@ -1,0 +1,16 @@
+/* cli: the subcommands of build/twinserve. main.c only dispatches; each cmd_* parses its own
+ * options, prints usage on --help, and returns the process exit status (0 ok, 1 runtime
+ * failure, 2 usage error). */
+#ifndef TWIN_CLI_H
+#define TWIN_CLI_H
+
+#define TWIN_VERSION "0.1.0"
+
+int cmd_sim(int argc, char **argv);       /* cli/cmd_sim.c */
+int cmd_trace(int argc, char **argv);     /* cli/cmd_trace.c: trace gen | trace info */
+int cmd_kv(int argc, char **argv);        /* cli/cmd_calc.c */
+int cmd_roofline(int argc, char **argv);  /* cli/cmd_calc.c */
+int cmd_presets(int argc, char **argv);   /* cli/cmd_calc.c */
+int cmd_runs(int argc, char **argv);      /* cli/cmd_runs.c: one line per run in a database */
+
+#endif

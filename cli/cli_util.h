@@ -1,0 +1,46 @@
+/* cli_util: strict number parsing for command-line options (the whole string must be a
+ * number within [lo, hi]). Each returns 1 on success, 0 otherwise (nothing written). */
+#ifndef TWIN_CLI_UTIL_H
+#define TWIN_CLI_UTIL_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static inline int cli_double(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static inline int cli_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static inline int cli_int(const char *s, int32_t lo, int32_t hi, int32_t *out) {
+    int64_t v;
+    if (!cli_i64(s, lo, hi, &v)) return 0;
+    *out = (int32_t)v;
+    return 1;
+}
+
+static inline int cli_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (*s == '-') return 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno) return 0;
+    *out = v;
+    return 1;
+}
+
+#endif

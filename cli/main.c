@@ -1,0 +1,48 @@
+/* twinserve: one binary, subcommands. This file only dispatches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command_t;
+
+static const command_t commands[] = {
+    { "sim", cmd_sim, "replay a trace through a policy in the discrete-event simulator" },
+    { "trace", cmd_trace, "trace gen | trace info: synthetic traces, trace statistics" },
+    { "runs", cmd_runs, "list the runs recorded in a database with their key metrics" },
+    { "kv", cmd_kv, "KV-cache size calculator (bytes per token, per sequence)" },
+    { "roofline", cmd_roofline, "decode/prefill roofline calculator for a model on a GPU" },
+    { "presets", cmd_presets, "list the built-in model and hardware presets" },
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "twinserve %s: a workbench for LLM-serving scheduler research\n\n"
+               "usage: twinserve COMMAND [options]   (twinserve COMMAND --help for details)\n\n",
+            TWIN_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("twinserve %s\n", TWIN_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "twinserve: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,62 @@
+/* lua_host: runs a Lua policy file (LuaJIT) as the scheduler core's policy.
+ *
+ * A policy file returns a table: schedule(s) (required, called once per step), optional
+ * on_arrival(s, r), on_finish(s, r), init(s), and `params` defaults that --set key=value
+ * overrides (the default's type decides how the value is read: number, boolean, string).
+ * See policies/prelude.lua for the `s` API and docs/policies.md for the guide.
+ *
+ * Sandbox: policy code sees only safe libraries (no io, os, ffi, require, load, dofile,
+ * debug, jit, package, coroutine); requests are read-only FFI references. Limits per hook
+ * call: a time limit and a memory cap, checked every few thousand interpreted instructions
+ * with a clean Lua error and traceback. JIT-compiled loops never run hooks, so a watchdog
+ * thread also watches each call: past twice the time limit (or the memory cap in resident
+ * memory) it calls the abort callback (the runner marks the run failed and commits what was
+ * recorded) and ends the process with exit status 3, since a compiled loop cannot be
+ * interrupted safely.
+ *
+ * Errors: every failure leaves a message on the host (lhost_errmsg) that names the policy
+ * file and, for Lua errors, the line and a traceback.
+ *
+ * Ownership: lhost_open returns an object even on failure (NULL only when out of memory);
+ * always lhost_close it. The sched_t given to lhost_attach is borrowed and must outlive
+ * the hooks' use. */
+#ifndef TWIN_LUA_HOST_H
+#define TWIN_LUA_HOST_H
+
+#include <stddef.h>
+
+#include "policies/sched.h"
+
+typedef struct lhost lhost_t;
+
+typedef struct {
+    double time_limit_s;   /* per hook call (default 2 s; the policy load gets 5x) */
+    double mem_limit_mb;   /* Lua heap cap (default 256 MB) */
+} lhost_limits_t;
+
+/* Loads and runs the policy file in a fresh sandbox. lim may be NULL (defaults). */
+lhost_t *lhost_open(const char *path, const lhost_limits_t *lim);
+const char *lhost_errmsg(const lhost_t *h); /* NULL when no error happened */
+const char *lhost_path(const lhost_t *h);
+
+/* "key=value" (from --set). 0, or -1 with a message (unknown key, wrong type). */
+int lhost_set(lhost_t *h, const char *assignment);
+
+/* Fills the core's policy hooks (ud = h). */
+void lhost_policy(lhost_t *h, sched_policy_t *out);
+/* Binds the scheduler the hooks will drive and runs the policy's init(s), if any. */
+int lhost_attach(lhost_t *h, sched_t *s);
+
+/* The effective params as a JSON object, keys sorted; owned by h, valid until the next call. */
+const char *lhost_params_json(lhost_t *h);
+/* 1 and *out set if the param exists and is a number; 0 if absent; -1 if another type. */
+int lhost_param_num(lhost_t *h, const char *key, double *out);
+/* 1 and buf filled if it exists and is a string; 0 if absent; -1 if another type. */
+int lhost_param_str(lhost_t *h, const char *key, char *buf, size_t len);
+
+/* Called by the watchdog thread before it ends the process (see above). */
+void lhost_set_abort(lhost_t *h, void (*fn)(void *ud, const char *msg), void *ud);
+
+void lhost_close(lhost_t *h);
+
+#endif

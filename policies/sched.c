@@ -1,0 +1,707 @@
+/* sched: see sched.h. Requests live in a chunked pool (views never move), indexed by id in
+ * an open-addressing table; the waiting queue and the running list hold pointers into it.
+ * Queue surgery decided while a plan is built (admissions, preemptions, policy rejections)
+ * is deferred to the end of sched_step so that the policy's indexes stay stable during its
+ * call. */
+#include "policies/sched.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies/kv.h"
+#include "policies/rng.h"
+
+enum { POOL_CHUNK = 1024 };
+
+/* Private part of a request; the public view comes first so the two convert freely. */
+typedef struct slot {
+    sched_req_t pub;
+    int32_t *blocks;
+    int32_t blocks_cap;
+    uint8_t in_plan;     /* scheduled in the plan being built */
+    uint8_t leaving;     /* reached a final state in this step or commit: remove + recycle */
+    uint8_t preempted_now;
+    uint8_t admitted_now; /* moved from the queue into this step's plan */
+    struct slot *next_free;
+} slot_t;
+
+typedef struct chunk {
+    struct chunk *next;
+    slot_t slots[POOL_CHUNK];
+} chunk_t;
+
+typedef struct {
+    slot_t **v;
+    int32_t head, n, cap; /* items v[head .. head+n-1] */
+} queue_t;
+
+struct sched {
+    sched_config_t cfg;
+    sched_policy_t policy;
+    sched_sink_fn sink;
+    void *sink_ud;
+    kv_t *kv;
+    rng_t rng;
+    char err[8192]; /* policy errors carry a Lua traceback */
+
+    chunk_t *chunks;
+    slot_t *free_slots;
+    /* id -> slot, linear probing with backward-shift deletion; cap is a power of two */
+    slot_t **map;
+    int32_t map_cap, map_n;
+
+    queue_t waiting;
+    queue_t running;
+
+    sched_entry_t *entries;
+    sched_pad_t *pads;
+    int32_t entries_cap, pads_cap;
+    sched_plan_t plan;
+    int64_t steps;
+    int in_step;          /* inside the schedule hook: plan calls allowed */
+    int need_compact;     /* waiting/running contain slots that must move */
+    int stalled;
+    int64_t total_preemptions;
+    int32_t num_unfinished;
+    int32_t wait_out;     /* queue members that left the queue since the last compaction */
+    slot_t **scratch;     /* preempted slots during compaction */
+    int32_t scratch_cap;
+
+    sched_view_t view;
+};
+
+/* ------------------------------------------------------------------ small helpers */
+
+const char *sched_state_name(int32_t st) {
+    switch (st) {
+    case SCHED_WAITING: return "waiting";
+    case SCHED_RUNNING: return "running";
+    case SCHED_PREEMPTED: return "preempted";
+    case SCHED_FINISHED: return "finished";
+    case SCHED_REJECTED: return "rejected";
+    case SCHED_ABORTED: return "aborted";
+    default: return "unknown";
+    }
+}
+
+void sched_set_error(sched_t *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+}
+
+const char *sched_errmsg(const sched_t *s) { return s->err; }
+const sched_config_t *sched_config(const sched_t *s) { return &s->cfg; }
+
+static int queue_reserve(queue_t *q, int32_t need_front, int32_t need_back) {
+    if (q->head >= need_front && q->head + q->n + need_back <= q->cap) return 0;
+    int32_t front = need_front > 16 ? need_front : 16;
+    int32_t cap = q->n + front + need_back + q->n / 2 + 16;
+    slot_t **v = malloc(sizeof *v * (size_t)cap);
+    if (!v) return -1;
+    if (q->n) memcpy(v + front, q->v + q->head, sizeof *v * (size_t)q->n);
+    free(q->v);
+    q->v = v;
+    q->head = front;
+    q->cap = cap;
+    return 0;
+}
+
+static int queue_push_back(queue_t *q, slot_t *x) {
+    if (queue_reserve(q, 0, 1)) return -1;
+    q->v[q->head + q->n++] = x;
+    return 0;
+}
+
+static slot_t *queue_at(const queue_t *q, int32_t i) { return q->v[q->head + i]; }
+
+/* ------------------------------------------------------------------ id map */
+
+static uint32_t map_hash(int32_t id) { return (uint32_t)id * 2654435761u; }
+
+static int map_grow(sched_t *s) {
+    int32_t cap = s->map_cap ? s->map_cap * 2 : 1024;
+    slot_t **m = calloc((size_t)cap, sizeof *m);
+    if (!m) return -1;
+    for (int32_t i = 0; i < s->map_cap; i++) {
+        slot_t *x = s->map[i];
+        if (!x) continue;
+        uint32_t h = map_hash(x->pub.id) & (uint32_t)(cap - 1);
+        while (m[h]) h = (h + 1) & (uint32_t)(cap - 1);
+        m[h] = x;
+    }
+    free(s->map);
+    s->map = m;
+    s->map_cap = cap;
+    return 0;
+}
+
+static slot_t *map_get(const sched_t *s, int32_t id) {
+    if (!s->map_cap) return NULL;
+    uint32_t mask = (uint32_t)s->map_cap - 1, h = map_hash(id) & mask;
+    for (slot_t *x; (x = s->map[h]); h = (h + 1) & mask)
+        if (x->pub.id == id) return x;
+    return NULL;
+}
+
+static int map_put(sched_t *s, slot_t *x) {
+    if ((s->map_n + 1) * 2 > s->map_cap && map_grow(s)) return -1;
+    uint32_t mask = (uint32_t)s->map_cap - 1, h = map_hash(x->pub.id) & mask;
+    while (s->map[h]) h = (h + 1) & mask;
+    s->map[h] = x;
+    s->map_n++;
+    return 0;
+}
+
+static void map_del(sched_t *s, int32_t id) {
+    uint32_t mask = (uint32_t)s->map_cap - 1, h = map_hash(id) & mask;
+    while (s->map[h] && s->map[h]->pub.id != id) h = (h + 1) & mask;
+    if (!s->map[h]) return;
+    s->map[h] = NULL;
+    s->map_n--;
+    /* Backward shift: move later members of the probe run into the hole when their home
+     * position allows it, so lookups never stop early at a false empty slot. */
+    for (uint32_t j = (h + 1) & mask; s->map[j]; j = (j + 1) & mask) {
+        uint32_t home = map_hash(s->map[j]->pub.id) & mask;
+        if (((j - home) & mask) >= ((j - h) & mask)) {
+            s->map[h] = s->map[j];
+            s->map[j] = NULL;
+            h = j;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ pool */
+
+static slot_t *slot_get(sched_t *s) {
+    if (!s->free_slots) {
+        chunk_t *c = calloc(1, sizeof *c);
+        if (!c) return NULL;
+        c->next = s->chunks;
+        s->chunks = c;
+        for (int i = POOL_CHUNK - 1; i >= 0; i--) {
+            c->slots[i].next_free = s->free_slots;
+            s->free_slots = &c->slots[i];
+        }
+    }
+    slot_t *x = s->free_slots;
+    s->free_slots = x->next_free;
+    int32_t *blocks = x->blocks, cap = x->blocks_cap; /* keep the block table allocation */
+    memset(x, 0, sizeof *x);
+    x->blocks = blocks;
+    x->blocks_cap = cap;
+    return x;
+}
+
+static void slot_put(sched_t *s, slot_t *x) {
+    map_del(s, x->pub.id);
+    x->next_free = s->free_slots;
+    s->free_slots = x;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+sched_t *sched_new(const sched_config_t *cfg, const sched_policy_t *policy, const char **err) {
+    const char *why = NULL;
+    sched_t *s = NULL;
+    if (cfg->block_size < 1) why = "block_size must be >= 1";
+    else if (cfg->num_blocks < 1) why = "the KV cache has no blocks (num_blocks < 1)";
+    else if (cfg->max_tokens < 1) why = "max_tokens must be >= 1";
+    else if (cfg->max_seqs < 1) why = "max_seqs must be >= 1";
+    else if (cfg->max_model_len < 1) why = "max_model_len must be >= 1";
+    else if (!(cfg->watermark >= 0 && cfg->watermark < 1)) why = "watermark must be in [0, 1)";
+    else if (!policy || !policy->schedule) why = "no policy schedule hook";
+    if (why) goto fail;
+    why = "out of memory";
+    s = calloc(1, sizeof *s);
+    if (!s) goto fail;
+    s->cfg = *cfg;
+    s->policy = *policy;
+    s->kv = kv_new(cfg->num_blocks, cfg->block_size);
+    if (!s->kv || map_grow(s)) goto fail;
+    rng_seed(&s->rng, cfg->seed);
+    s->view.block_size = cfg->block_size;
+    s->view.num_blocks = cfg->num_blocks;
+    s->view.watermark_blocks = (int32_t)(cfg->watermark * cfg->num_blocks);
+    s->view.max_tokens = cfg->max_tokens;
+    s->view.max_seqs = cfg->max_seqs;
+    s->view.wake_at = INFINITY;
+    s->view.free_blocks = cfg->num_blocks;
+    if (err) *err = NULL;
+    return s;
+fail:
+    sched_free(s);
+    if (err) *err = why;
+    return NULL;
+}
+
+void sched_free(sched_t *s) {
+    if (!s) return;
+    for (chunk_t *c = s->chunks, *next; c; c = next) {
+        next = c->next;
+        for (int i = 0; i < POOL_CHUNK; i++) free(c->slots[i].blocks);
+        free(c);
+    }
+    kv_free(s->kv);
+    free(s->map);
+    free(s->waiting.v);
+    free(s->running.v);
+    free(s->entries);
+    free(s->pads);
+    free(s->scratch);
+    free(s);
+}
+
+void sched_set_sink(sched_t *s, sched_sink_fn fn, void *ud) {
+    s->sink = fn;
+    s->sink_ud = ud;
+}
+
+static void view_sync(sched_t *s) {
+    s->view.waiting = (const sched_req_t *const *)(s->waiting.v ? s->waiting.v + s->waiting.head : NULL);
+    s->view.n_waiting = s->waiting.n;
+    s->view.running = (const sched_req_t *const *)(s->running.v ? s->running.v + s->running.head : NULL);
+    s->view.n_running = s->running.n;
+    s->view.free_blocks = kv_num_free(s->kv);
+}
+
+const sched_view_t *sched_view(const sched_t *s) { return &s->view; }
+
+/* A request reached a final state: report it once. Removal from the lists and recycling
+ * happen in compact(), after the current call. */
+static void compact_lists_and_recycle(sched_t *s);
+
+static void finalize(sched_t *s, slot_t *x, int32_t state, const char *reason) {
+    if (x->pub.num_blocks && kv_release(s->kv, x->blocks, x->pub.num_blocks) != 0) {
+        /* Cannot happen unless the block tables are corrupt; keep going, but say so. */
+        fprintf(stderr, "twinserve: internal error: bad KV release for request %d\n", x->pub.id);
+    }
+    x->pub.num_blocks = 0;
+    x->pub.state = state;
+    x->leaving = 1;
+    s->num_unfinished--;
+    if (s->sink) s->sink(s->sink_ud, &x->pub, reason);
+}
+
+static void reject(sched_t *s, slot_t *x, const char *reason) {
+    finalize(s, x, SCHED_REJECTED, reason);
+}
+
+int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
+    s->view.now = now;
+    if (map_get(s, r->id)) {
+        sched_set_error(s, "duplicate request id %d", r->id);
+        return -1;
+    }
+    slot_t *x = slot_get(s);
+    if (!x) goto oom;
+    sched_req_t *q = &x->pub;
+    q->id = r->id;
+    if (map_put(s, x)) {
+        x->next_free = s->free_slots;
+        s->free_slots = x;
+        goto oom;
+    }
+    q->state = SCHED_WAITING;
+    q->arrival_s = r->arrival_s;
+    q->prompt_tokens = r->prompt_tokens;
+    q->output_tokens = r->output_tokens;
+    q->first_scheduled_s = q->first_token_s = q->finish_s = -1;
+    s->num_unfinished++;
+
+    /* Requests that can never run are rejected here, with the reason recorded. */
+    char why[160] = "";
+    int64_t need = (int64_t)r->prompt_tokens + r->output_tokens;
+    int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
+    if (r->prompt_tokens < 1)
+        snprintf(why, sizeof why, "empty prompt (%d tokens)", r->prompt_tokens);
+    else if (r->output_tokens < 1)
+        snprintf(why, sizeof why, "no output tokens requested (%d)", r->output_tokens);
+    else if (need > s->cfg.max_model_len)
+        snprintf(why, sizeof why, "prompt + output = %lld tokens exceeds the context length %d",
+                 (long long)need, s->cfg.max_model_len);
+    else if (blocks > s->cfg.num_blocks)
+        snprintf(why, sizeof why, "needs %lld KV blocks but the cache has %d", (long long)blocks,
+                 s->cfg.num_blocks);
+    if (why[0]) {
+        reject(s, x, why);
+        slot_put(s, x); /* never queued */
+        return 0;
+    }
+    if (queue_push_back(&s->waiting, x)) goto oom;
+    view_sync(s);
+    if (s->policy.on_arrival && s->policy.on_arrival(s->policy.ud, s, q) != 0) return -1;
+    return 0;
+oom:
+    sched_set_error(s, "out of memory adding request %d", r->id);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ compaction */
+
+static int keep_waiting(const slot_t *x) {
+    return x->pub.state == SCHED_WAITING || x->pub.state == SCHED_PREEMPTED;
+}
+
+/* Applies the queue moves decided since the last call: admitted requests join the running
+ * list in plan order, preempted ones go to the head of the queue (keeping their order),
+ * final ones leave and are recycled. */
+static void compact_lists_and_recycle(sched_t *s) {
+    if (!s->need_compact) {
+        view_sync(s);
+        return;
+    }
+    queue_t *R = &s->running, *W = &s->waiting;
+    if (s->scratch_cap < R->n) {
+        slot_t **v = realloc(s->scratch, sizeof *v * (size_t)R->n);
+        if (v) {
+            s->scratch = v;
+            s->scratch_cap = R->n;
+        }
+    }
+    int32_t w = 0, npre = 0;
+    for (int32_t i = 0; i < R->n; i++) {
+        slot_t *x = queue_at(R, i);
+        if (x->pub.state == SCHED_RUNNING) R->v[R->head + w++] = x;
+        else if (x->pub.state == SCHED_PREEMPTED) s->scratch[npre++] = x;
+        else slot_put(s, x);
+    }
+    R->n = w;
+
+    /* Admissions are usually a prefix of the queue (FCFS): pop those in O(k) and scan the
+     * rest only when some members left from further back. */
+    int32_t left = s->wait_out;
+    while (left > 0 && W->n > 0 && !keep_waiting(queue_at(W, 0))) {
+        slot_t *x = queue_at(W, 0);
+        if (x->leaving) slot_put(s, x);
+        W->head++;
+        W->n--;
+        left--;
+    }
+    if (left > 0) {
+        w = 0;
+        for (int32_t i = 0; i < W->n; i++) {
+            slot_t *x = queue_at(W, i);
+            if (keep_waiting(x)) W->v[W->head + w++] = x;
+            else if (x->leaving) slot_put(s, x);
+        }
+        W->n = w;
+    }
+    s->wait_out = 0;
+
+    if (npre && queue_reserve(W, npre, 0) == 0) {
+        for (int32_t i = npre - 1; i >= 0; i--) {
+            s->scratch[i]->preempted_now = 0;
+            W->v[--W->head] = s->scratch[i];
+            W->n++;
+        }
+    }
+    for (int32_t i = 0; i < s->plan.n; i++) {
+        slot_t *x = (slot_t *)s->entries[i].req;
+        if (!x->admitted_now) continue;
+        x->admitted_now = 0;
+        if (x->pub.state == SCHED_RUNNING) queue_push_back(R, x);
+    }
+    s->need_compact = 0;
+    view_sync(s);
+}
+
+/* ------------------------------------------------------------------ the step */
+
+int sched_step(sched_t *s, double now, const sched_plan_t **out) {
+    s->view.now = now;
+    if (s->view.wake_at <= now) s->view.wake_at = INFINITY;
+    s->plan = (sched_plan_t){ .step = -1 };
+    s->view.plan_tokens = s->view.plan_seqs = 0;
+    view_sync(s);
+    s->in_step = 1;
+    int rc = s->policy.schedule(s->policy.ud, s, now);
+    s->in_step = 0;
+    s->plan.entries = s->entries;
+    s->plan.pads = s->pads;
+    s->need_compact = 1;
+    compact_lists_and_recycle(s);
+    if (rc != 0) return -1;
+    int empty = s->plan.n == 0 && s->plan.n_pads == 0;
+    if (!empty) s->plan.step = s->steps++;
+    s->stalled = empty && (s->waiting.n + s->running.n) > 0 && isinf(s->view.wake_at);
+    *out = &s->plan;
+    return 0;
+}
+
+static int plan_guard(sched_t *s, const char *what) {
+    if (s->in_step) return 0;
+    sched_set_error(s, "%s called outside schedule()", what);
+    return -1;
+}
+
+static slot_t *plan_lookup(sched_t *s, int32_t id, const char *what) {
+    slot_t *x = map_get(s, id);
+    if (!x) {
+        sched_set_error(s, "illegal plan: %s of unknown request id %d", what, id);
+        return NULL;
+    }
+    if (x->pub.state >= SCHED_FINISHED) {
+        sched_set_error(s, "illegal plan: %s of request %d, which is %s", what, id,
+                        sched_state_name(x->pub.state));
+        return NULL;
+    }
+    return x;
+}
+
+static int grow(void **v, int32_t *cap, int32_t need, size_t size) {
+    if (need <= *cap) return 0;
+    int32_t c = *cap ? *cap * 2 : 64;
+    while (c < need) c *= 2;
+    void *p = realloc(*v, size * (size_t)c);
+    if (!p) return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+static int budget_check(sched_t *s, int32_t tokens, int32_t seqs, const char *what) {
+    if (s->view.plan_tokens + tokens > s->cfg.max_tokens) {
+        sched_set_error(s, "illegal plan: %s: token budget exceeded (%d already planned + %d > "
+                        "max_tokens %d)", what, s->view.plan_tokens, tokens, s->cfg.max_tokens);
+        return -1;
+    }
+    if (s->view.plan_seqs + seqs > s->cfg.max_seqs) {
+        sched_set_error(s, "illegal plan: %s: sequence limit exceeded (%d already planned, "
+                        "max_seqs %d)", what, s->view.plan_seqs, s->cfg.max_seqs);
+        return -1;
+    }
+    return 0;
+}
+
+int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
+    char what[64];
+    snprintf(what, sizeof what, "schedule request %d", id);
+    if (plan_guard(s, "schedule")) return -1;
+    slot_t *x = plan_lookup(s, id, "schedule");
+    if (!x) return -1;
+    sched_req_t *q = &x->pub;
+    int32_t rem = sched_req_remaining(q);
+    if (x->in_plan) {
+        sched_set_error(s, "illegal plan: request %d is already in this step's plan", id);
+        return -1;
+    }
+    if (x->preempted_now) {
+        sched_set_error(s, "illegal plan: request %d was preempted in this step; it can run "
+                        "again from the next step", id);
+        return -1;
+    }
+    if (n < 1 || k < 0) {
+        sched_set_error(s, "illegal plan: %s with %d tokens and %d drafts (need tokens >= 1, "
+                        "drafts >= 0)", what, n, k);
+        return -1;
+    }
+    if (n > rem) {
+        sched_set_error(s, "illegal plan: request %d has %d tokens left to compute, the plan "
+                        "asks for %d", id, rem, n);
+        return -1;
+    }
+    if (k > 0 && !(rem == 1 && q->generated >= 1)) {
+        sched_set_error(s, "illegal plan: drafts (k=%d) are only for a decoding request; "
+                        "request %d still has %d prompt tokens to compute", k, id, rem);
+        return -1;
+    }
+    if (budget_check(s, n + k, 1, what)) return -1;
+    int32_t want = kv_blocks_for(q->computed + n + k, s->cfg.block_size);
+    int32_t need = want - q->num_blocks;
+    if (need > kv_num_free(s->kv)) {
+        sched_set_error(s, "illegal plan: out of KV blocks: request %d needs %d more blocks, "
+                        "%d are free (check can_allocate, or preempt first)", id, need,
+                        kv_num_free(s->kv));
+        return -1;
+    }
+    if (grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
+        grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t))) {
+        sched_set_error(s, "out of memory scheduling request %d", id);
+        return -1;
+    }
+    if (need > 0) kv_alloc(s->kv, need, x->blocks + q->num_blocks);
+    int is_decode = rem == 1 && q->generated >= 1;
+    s->entries[s->plan.n++] = (sched_entry_t){
+        .req_id = id, .req = q, .start = q->computed, .num_tokens = n, .num_spec = k,
+        .sample = n == rem, .is_decode = is_decode, .blocks = x->blocks, .num_blocks = want,
+    };
+    q->num_blocks = want > q->num_blocks ? want : q->num_blocks;
+    q->scheduled = n;
+    q->spec = k;
+    x->in_plan = 1;
+    if (q->state != SCHED_RUNNING) {
+        q->state = SCHED_RUNNING;
+        x->admitted_now = 1;
+        s->wait_out++;
+    }
+    if (q->first_scheduled_s < 0) q->first_scheduled_s = s->view.now;
+    s->plan.num_tokens += n + k;
+    if (is_decode) s->plan.decode_tokens += n + k;
+    else s->plan.prefill_tokens += n;
+    s->view.plan_tokens += n + k;
+    s->view.plan_seqs++;
+    s->view.free_blocks = kv_num_free(s->kv);
+    return 0;
+}
+
+int sched_plan_preempt(sched_t *s, int32_t id) {
+    if (plan_guard(s, "preempt")) return -1;
+    slot_t *x = plan_lookup(s, id, "preempt");
+    if (!x) return -1;
+    if (x->pub.state != SCHED_RUNNING || x->admitted_now) {
+        sched_set_error(s, "illegal plan: preempt of request %d, which is %s (only running "
+                        "requests hold KV)", id,
+                        x->admitted_now ? "being admitted in this step"
+                                        : sched_state_name(x->pub.state));
+        return -1;
+    }
+    if (x->in_plan) {
+        sched_set_error(s, "illegal plan: request %d is in this step's plan; preempt it before "
+                        "scheduling it", id);
+        return -1;
+    }
+    kv_release(s->kv, x->blocks, x->pub.num_blocks);
+    x->pub.num_blocks = 0;
+    x->pub.computed = 0;
+    x->pub.preemptions++;
+    x->pub.state = SCHED_PREEMPTED;
+    x->preempted_now = 1;
+    s->total_preemptions++;
+    s->plan.num_preempted++;
+    s->view.free_blocks = kv_num_free(s->kv);
+    return 0;
+}
+
+int sched_plan_reject(sched_t *s, int32_t id, const char *reason) {
+    if (plan_guard(s, "reject")) return -1;
+    slot_t *x = plan_lookup(s, id, "reject");
+    if (!x) return -1;
+    if (x->pub.state == SCHED_RUNNING) {
+        sched_set_error(s, "illegal plan: reject of request %d, which is running (preempt it "
+                        "first)", id);
+        return -1;
+    }
+    char why[256];
+    snprintf(why, sizeof why, "rejected by policy: %s", reason && *reason ? reason : "no reason given");
+    finalize(s, x, SCHED_REJECTED, why);
+    s->wait_out++;
+    return 0;
+}
+
+int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx) {
+    if (plan_guard(s, "pad")) return -1;
+    if (n < 1 || ctx < 0) {
+        sched_set_error(s, "illegal plan: pad with %d tokens at context %d (need tokens >= 1, "
+                        "context >= 0)", n, ctx);
+        return -1;
+    }
+    /* Padding fills slots of the batch's shape; it costs tokens but is not a sequence. */
+    if (budget_check(s, n, 0, "pad")) return -1;
+    if (grow((void **)&s->pads, &s->pads_cap, s->plan.n_pads + 1, sizeof(sched_pad_t))) {
+        sched_set_error(s, "out of memory padding the plan");
+        return -1;
+    }
+    s->pads[s->plan.n_pads++] = (sched_pad_t){ .num_tokens = n, .ctx = ctx };
+    s->plan.num_tokens += n;
+    s->plan.pad_tokens += n;
+    s->view.plan_tokens += n;
+    return 0;
+}
+
+void sched_wake_at(sched_t *s, double t) {
+    if (t > s->view.now && t < s->view.wake_at) s->view.wake_at = t;
+}
+
+/* ------------------------------------------------------------------ commit */
+
+int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, double now) {
+    int rc = 0;
+    s->view.now = now;
+    for (int32_t i = 0; i < plan->n; i++) {
+        const sched_entry_t *e = &plan->entries[i];
+        slot_t *x = (slot_t *)e->req;
+        sched_req_t *q = &x->pub;
+        x->in_plan = 0;
+        q->scheduled = q->spec = 0;
+        if (q->state != SCHED_RUNNING) continue; /* aborted meanwhile */
+        q->computed += e->num_tokens;
+        if (!e->sample) continue;
+        int32_t a = accepted ? accepted[i] : 0;
+        if (a < 0 || a > e->num_spec) {
+            sched_set_error(s, "executor reported %d accepted drafts of %d for request %d", a,
+                            e->num_spec, q->id);
+            rc = -1;
+            a = 0;
+        }
+        int32_t emit = 1 + a, left = q->output_tokens - q->generated;
+        if (emit > left) emit = left;
+        /* The accepted drafts are now cached; the newly sampled token is not yet. */
+        q->computed += emit - 1;
+        q->spec_proposed += e->num_spec;
+        q->spec_accepted += emit - 1;
+        if (q->generated == 0) q->first_token_s = now;
+        q->generated += emit;
+        int32_t keep = kv_blocks_for(q->computed + 1, s->cfg.block_size);
+        if (keep < q->num_blocks) { /* blocks held only for rejected drafts */
+            kv_release(s->kv, x->blocks + keep, q->num_blocks - keep);
+            q->num_blocks = keep;
+        }
+        if (q->generated >= q->output_tokens) {
+            q->finish_s = now;
+            finalize(s, x, SCHED_FINISHED, NULL);
+            if (s->policy.on_finish && s->policy.on_finish(s->policy.ud, s, q) != 0) rc = -1;
+        }
+    }
+    s->need_compact = 1;
+    compact_lists_and_recycle(s);
+    return rc;
+}
+
+void sched_abort_all(sched_t *s, const char *reason) {
+    queue_t *lists[2] = { &s->running, &s->waiting };
+    for (int l = 0; l < 2; l++)
+        for (int32_t i = 0; i < lists[l]->n; i++) {
+            slot_t *x = queue_at(lists[l], i);
+            if (x->pub.state < SCHED_FINISHED) {
+                finalize(s, x, SCHED_ABORTED, reason);
+                if (l == 1) s->wait_out++;
+            }
+        }
+    s->need_compact = 1;
+    compact_lists_and_recycle(s);
+}
+
+/* ------------------------------------------------------------------ queries */
+
+const sched_req_t *sched_find(const sched_t *s, int32_t id) {
+    slot_t *x = map_get(s, id);
+    return x ? &x->pub : NULL;
+}
+
+int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n) {
+    const slot_t *x = map_get(s, id);
+    if (!x) return -1;
+    int32_t need = kv_blocks_for(x->pub.computed + n, s->cfg.block_size) - x->pub.num_blocks;
+    return need > 0 ? need : 0;
+}
+
+int sched_can_allocate(const sched_t *s, int32_t id, int32_t n) {
+    const slot_t *x = map_get(s, id);
+    if (!x || x->pub.state >= SCHED_FINISHED) return 0;
+    int32_t need = sched_blocks_needed(s, id, n);
+    int32_t reserve = x->pub.state == SCHED_RUNNING ? 0 : s->view.watermark_blocks;
+    return need <= kv_num_free(s->kv) - reserve;
+}
+
+double sched_random(sched_t *s) { return rng_uniform(&s->rng); }
+int32_t sched_num_unfinished(const sched_t *s) { return s->num_unfinished; }
+int32_t sched_kv_used(const sched_t *s) { return kv_num_used(s->kv); }
+int32_t sched_kv_total(const sched_t *s) { return kv_num_blocks(s->kv); }
+int sched_stalled(const sched_t *s) { return s->stalled; }
+double sched_wakeup(const sched_t *s) { return s->view.wake_at; }
+int64_t sched_total_preemptions(const sched_t *s) { return s->total_preemptions; }

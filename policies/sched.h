@@ -1,0 +1,208 @@
+/* sched: the scheduler core shared by the engine and the simulator (one object per replica).
+ *
+ * The cycle, called identically by both executors (vLLM v1 style):
+ *     sched_add(s, &req, now)                  an arrival
+ *     sched_step(s, now, &plan)                the policy proposes the next batch, the core checks it
+ *     ... the executor runs the plan ...       engine: a forward pass; sim: a cost model
+ *     sched_commit(s, plan, accepted, now)     tokens emitted, finishes, timestamps, KV freed
+ *
+ * There is no prefill or decode phase here. Each request has `computed` tokens (KV in cache)
+ * chasing its known tokens (prompt + generated). A plan entry computes `num_tokens` of them
+ * (a whole prompt, a chunk, the one decode token, or a recompute after preemption) and may
+ * append `num_spec` draft tokens to verify. When an entry reaches the end of the known tokens,
+ * a token is sampled: 1 + accepted drafts are emitted.
+ *
+ * Invariants:
+ *  - The core never reads a clock: time is an argument. Its only randomness is the seeded
+ *    stream behind sched_random(). Same requests + policy + seed => same decisions.
+ *  - Every plan passes through the sched_plan_* calls, which validate each proposal (unknown,
+ *    finished or duplicate requests, counts, token and sequence budgets, KV capacity) and
+ *    refuse it with a message; nothing is silently fixed. A refused call changes nothing.
+ *  - KV blocks are allocated when a request is scheduled and freed when it finishes, is
+ *    preempted (recompute, as vLLM) or rejected. Capacity is a number of blocks given by the
+ *    executor; kv_used never exceeds it.
+ *  - A request that can never fit (context length, KV capacity, empty prompt) is rejected at
+ *    arrival with a reason; the run goes on.
+ *  - Each request reaches exactly one final state (finished, rejected, or aborted by
+ *    sched_abort_all) and is then reported once through the sink.
+ *
+ * Ownership: sched_new copies the config; the policy hooks' user data is borrowed for the
+ * scheduler's lifetime. A sched_req_t view is owned by the core and valid until the request
+ * is reported through the sink and the current sched_step/sched_commit call returns; the
+ * plan returned by sched_step is owned by the core and valid until the next sched_step. */
+#ifndef TWIN_SCHED_H
+#define TWIN_SCHED_H
+
+#include <stdint.h>
+
+typedef enum {
+    SCHED_WAITING = 0,   /* in the queue, never scheduled or waiting for its first step */
+    SCHED_RUNNING = 1,   /* admitted: holds KV blocks */
+    SCHED_PREEMPTED = 2, /* back in the queue after its KV was freed; will recompute */
+    SCHED_FINISHED = 3,
+    SCHED_REJECTED = 4,
+    SCHED_ABORTED = 5    /* the run failed before the request finished */
+} sched_state_t;
+
+/* The read-only view of a request that policies see. This exact layout is declared to the
+ * LuaJIT FFI (policies/prelude.lua): change both together (tests/test_lua_host.c checks). */
+typedef struct sched_req {
+    int32_t id;
+    int32_t state;             /* sched_state_t */
+    double arrival_s;
+    int32_t prompt_tokens;
+    int32_t output_tokens;     /* target output length */
+    int32_t generated;         /* output tokens emitted so far */
+    int32_t computed;          /* tokens whose K/V are in the cache */
+    int32_t num_blocks;        /* KV blocks held */
+    int32_t preemptions;
+    int32_t scheduled;         /* tokens in the plan being built (0: not in it) */
+    int32_t spec;              /* drafts in the plan being built */
+    int32_t spec_proposed;
+    int32_t spec_accepted;
+    double first_scheduled_s;  /* -1 until first scheduled */
+    double first_token_s;      /* -1 until the first output token */
+    double finish_s;           /* -1 until finished */
+} sched_req_t;
+
+/* Known tokens not yet in the cache: the prompt at first, 1 while decoding. */
+static inline int32_t sched_req_remaining(const sched_req_t *r) {
+    return r->prompt_tokens + r->generated - r->computed;
+}
+
+typedef struct {
+    int32_t id;
+    double arrival_s;
+    int32_t prompt_tokens;
+    int32_t output_tokens;
+} sched_new_req_t;
+
+typedef struct {
+    int32_t num_blocks;    /* KV capacity from the executor */
+    int32_t block_size;    /* tokens per block (16) */
+    double watermark;      /* fraction of blocks kept free when admitting new work (0.01) */
+    int32_t max_tokens;    /* hard per-step token budget: the executor's activation size */
+    int32_t max_seqs;      /* hard per-step sequence limit */
+    int32_t max_model_len; /* context length: prompt + output beyond it is rejected */
+    uint64_t seed;
+} sched_config_t;
+
+typedef struct {
+    int32_t req_id;
+    const sched_req_t *req; /* see ownership above */
+    int32_t start;         /* first position computed (= req->computed before the step) */
+    int32_t num_tokens;    /* known tokens computed this step */
+    int32_t num_spec;      /* draft tokens appended for verification */
+    int32_t sample;        /* 1 when the entry reaches the end of the known tokens */
+    int32_t is_decode;     /* 1 when it computes the last sampled token (not a prompt) */
+    const int32_t *blocks; /* the request's block table after allocation */
+    int32_t num_blocks;
+} sched_entry_t;
+
+typedef struct {
+    int32_t num_tokens;    /* padding tokens (static batching keeps finished slots) */
+    int32_t ctx;           /* their context length, for costing */
+} sched_pad_t;
+
+typedef struct {
+    const sched_entry_t *entries;
+    int32_t n;
+    const sched_pad_t *pads;
+    int32_t n_pads;
+    int32_t num_tokens;     /* all tokens of the step: entries + drafts + padding */
+    int32_t prefill_tokens;
+    int32_t decode_tokens;  /* decode entries count 1 + num_spec */
+    int32_t pad_tokens;
+    int32_t num_preempted;  /* preemptions made while building this plan */
+    int64_t step;           /* 0-based index of non-empty plans */
+} sched_plan_t;
+
+typedef struct sched sched_t;
+
+/* The policy: hooks return 0, or -1 after sched_set_error(). schedule builds the plan with
+ * the sched_plan_* calls. on_arrival/on_finish may be NULL. */
+typedef struct {
+    int (*schedule)(void *ud, sched_t *s, double now);
+    int (*on_arrival)(void *ud, sched_t *s, const sched_req_t *r);
+    int (*on_finish)(void *ud, sched_t *s, const sched_req_t *r);
+    void *ud;
+    const char *name;      /* for messages: the policy file */
+} sched_policy_t;
+
+/* Called once per request when it reaches a final state; reason is NULL when finished. */
+typedef void (*sched_sink_fn)(void *ud, const sched_req_t *r, const char *reason);
+
+/* NULL when out of memory or the config is invalid (then *err, if given, says why). */
+sched_t *sched_new(const sched_config_t *cfg, const sched_policy_t *policy, const char **err);
+void sched_free(sched_t *s);
+void sched_set_sink(sched_t *s, sched_sink_fn fn, void *ud);
+const sched_config_t *sched_config(const sched_t *s);
+
+/* The last error; never NULL ("" when none). */
+const char *sched_errmsg(const sched_t *s);
+void sched_set_error(sched_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* An arrival. Returns 0 (the request may have been rejected: see the sink) or -1 on a policy
+ * error in on_arrival or a duplicate id. */
+int sched_add(sched_t *s, const sched_new_req_t *r, double now);
+
+/* Asks the policy for the next plan. 0 with *plan set (possibly empty), or -1 on a policy
+ * error (sched_errmsg names the policy and line). */
+int sched_step(sched_t *s, double now, const sched_plan_t **plan);
+
+/* Applies a finished step at time now. accepted[i] is the number of drafts accepted for
+ * entry i (NULL when the plan has none). 0, or -1 on a policy error in on_finish or an
+ * inconsistent result. */
+int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, double now);
+
+/* Ends every request not in a final state with status aborted (the run failed). */
+void sched_abort_all(sched_t *s, const char *reason);
+
+/* --- plan building, for policies (only inside the schedule hook) --------------------- */
+int sched_plan_schedule(sched_t *s, int32_t id, int32_t num_tokens, int32_t num_spec);
+int sched_plan_preempt(sched_t *s, int32_t id);
+int sched_plan_reject(sched_t *s, int32_t id, const char *reason);
+int sched_plan_pad(sched_t *s, int32_t num_tokens, int32_t ctx);
+void sched_wake_at(sched_t *s, double t);
+
+/* --- queries ------------------------------------------------------------------------ */
+const sched_req_t *sched_find(const sched_t *s, int32_t id);
+/* New blocks a request needs to hold n more tokens beyond its computed ones. */
+int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n);
+/* 1 if n more tokens fit now; requests not yet running must also leave the watermark free. */
+int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
+double sched_random(sched_t *s);
+
+/* The live state, read directly by the Lua FFI views. Arrays hold borrowed pointers,
+ * valid until the state changes (a step, a commit or an arrival). */
+typedef struct {
+    double now;
+    const sched_req_t *const *waiting; /* queue order: preempted first, then FCFS */
+    int32_t n_waiting;
+    const sched_req_t *const *running; /* admission order */
+    int32_t n_running;
+    int32_t num_blocks;
+    int32_t free_blocks;
+    int32_t block_size;
+    int32_t watermark_blocks;
+    int32_t max_tokens;
+    int32_t max_seqs;
+    int32_t plan_tokens;   /* in the plan being built */
+    int32_t plan_seqs;
+    double wake_at;        /* +inf when none requested */
+} sched_view_t;
+
+const sched_view_t *sched_view(const sched_t *s);
+
+int32_t sched_num_unfinished(const sched_t *s); /* waiting + running + preempted */
+int32_t sched_kv_used(const sched_t *s);
+int32_t sched_kv_total(const sched_t *s);
+/* Waiting or running requests exist, the last plan was empty, and no wake-up is pending:
+ * only a new arrival can move this replica. With no arrival left, a policy bug. */
+int sched_stalled(const sched_t *s);
+double sched_wakeup(const sched_t *s);  /* +inf when none */
+int64_t sched_total_preemptions(const sched_t *s);
+
+const char *sched_state_name(int32_t state);
+
+#endif

@@ -1,0 +1,73 @@
+/* cost: the simulator's step-cost models, behind one interface (batch shape -> seconds).
+ *
+ * A batch is the list of sequences that run in one forward pass: for each, how many new
+ * tokens it computes (a prompt, a prompt chunk, 1 decode token, or 1 + k to verify k drafts),
+ * how many tokens of context are already in its KV cache, and how many positions are sampled
+ * (logits through the LM head). Padding slots of static batching are ordinary entries.
+ *
+ * Invariants: cost_step_time is a pure function of the batch (no hidden state), >= 0, and
+ * an empty batch costs 0. The model object is owned by its creator (cost_free). */
+#ifndef TWIN_COST_H
+#define TWIN_COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/presets.h"
+
+typedef struct {
+    int32_t n_new;      /* tokens computed this step (>= 1) */
+    int32_t ctx;        /* tokens already cached before this step */
+    int32_t n_sampled;  /* positions whose logits are computed (0 for a non-final chunk) */
+} cost_seq_t;
+
+typedef struct cost_model cost_model_t;
+
+struct cost_model {
+    double (*step_time)(const cost_model_t *m, const cost_seq_t *seqs, int32_t n);
+    void (*destroy)(cost_model_t *m);
+    const char *name;
+};
+
+typedef struct {
+    double flops_eff;     /* fraction of peak FLOP/s reached by GEMMs (default 0.7) */
+    double bw_eff;        /* fraction of peak bandwidth reached (default 0.85) */
+    double attn_eff;      /* fraction reached by attention kernels (default 0.5) */
+    double overhead_s;    /* fixed per-step overhead: launch, sampling, scheduling (default 4e-4) */
+    int32_t tp;           /* tensor-parallel degree: weights and work split over tp devices (default 1) */
+} cost_roofline_params_t;
+
+void cost_roofline_defaults(cost_roofline_params_t *p);
+/* Checks the combination: efficiencies in (0, 1], overhead >= 0, tp >= 1, tp dividing
+ * n_heads, and a link_bw for tp > 1. Returns 0, or -1 with a message in err. */
+int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
+                        const cost_roofline_params_t *p, char *err, size_t errlen);
+/* Copies m and hw; p NULL means the defaults. Returns NULL when out of memory or when
+ * cost_roofline_check fails (call it first for the message). */
+cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
+                                const cost_roofline_params_t *p);
+
+/* Where a roofline step's time goes, per device (teaching output, tests). */
+typedef struct {
+    double flops;           /* FLOPs on one device */
+    double bytes;           /* HBM bytes moved on one device: weights + KV + activations */
+    double weight_bytes;    /* of which weights */
+    double kv_bytes;        /* of which K/V reads and writes */
+    double comm_bytes;      /* bytes each device sends in all-reduces (0 when tp == 1) */
+    double compute_bound_s; /* time of the operators limited by FLOP/s */
+    double memory_bound_s;  /* time of the operators limited by bandwidth */
+    double comm_s;          /* all-reduce time */
+    double overhead_s;      /* fixed per-step overhead (0 for an empty batch) */
+    double time_s;          /* the sum: equals cost_step_time for the same batch */
+} cost_breakdown_t;
+
+/* Fills out for the batch. Returns 0, or -1 when m is not a roofline model. */
+int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t n,
+                          cost_breakdown_t *out);
+
+static inline double cost_step_time(const cost_model_t *m, const cost_seq_t *seqs, int32_t n) {
+    return m->step_time(m, seqs, n);
+}
+static inline void cost_free(cost_model_t *m) { if (m) m->destroy(m); }
+
+#endif

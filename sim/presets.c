@@ -1,0 +1,440 @@
+/* presets: see presets.h.
+ *
+ * Built-in shapes are copied from each model's Hugging Face config.json (cited per entry);
+ * hardware figures from the vendor datasheets (cited per entry). Parameter counts are derived,
+ * never stored, so a typo in a shape shows up as a wrong count in tests/test_presets.c.
+ *
+ * User preset files: one `key = value` per line, `#` starts a comment (whole line or after a
+ * value), blank lines ignored, keys are the struct field names. Integers are plain decimal;
+ * the hardware figures are doubles and may use scientific notation (2.039e12).
+ *
+ *   model: name, n_layers*, d_model*, n_heads*, n_kv_heads (= n_heads), head_dim
+ *          (= d_model / n_heads), d_ff*, vocab*, max_seq (= 2048), tied_embeddings (= 0),
+ *          dtype_bytes (= 2)
+ *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0)
+ *
+ * (* required.) The optional defaults follow Hugging Face's LlamaConfig where it has one
+ * (max_position_embeddings 2048, tie_word_embeddings false); a missing name becomes the file
+ * name without its directory and extension. */
+#include "sim/presets.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- built-in models ---------------------------------------------------------------- */
+
+static const preset_model_t builtin_models[] = {
+    /* https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json */
+    {"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 0, 2},
+    /* https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json */
+    {"llama-2-13b", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 0, 2},
+    /* https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json (GQA, 8 KV heads) */
+    {"llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 0, 2},
+    /* https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json */
+    {"llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 0, 2},
+    /* https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json */
+    {"llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 0, 2},
+    /* https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json
+     * (head_dim 64, tie_word_embeddings true, max_position_embeddings 131072) */
+    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 1, 2},
+    /* https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json
+     * (its 4096-token sliding window is not modelled: attention cost uses the full context) */
+    {"mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2},
+    /* https://huggingface.co/HuggingFaceTB/SmolLM2-135M/blob/main/config.json
+     * (head_dim 64, tied; max_position_embeddings 8192 in the current config, 2048 in the
+     * first upload) */
+    {"smollm2-135m", 30, 576, 9, 3, 64, 1536, 49152, 8192, 1, 2},
+    /* Karpathy's stories260K (huggingface.co/karpathy/tinyllamas, stories260K/), the header of
+     * /work/shared/data/models/stories260K.bin: dim 64, hidden 172, 5 layers, 8 heads, 4 KV
+     * heads, vocab 512 (tied), seq_len 512. dtype 4: the checkpoint is fp32 and the engine's
+     * CPU backend runs it in fp32, so sim-vs-engine comparisons on it need fp32 bytes. */
+    {"stories260k", 5, 64, 8, 4, 8, 172, 512, 512, 1, 4},
+};
+#define N_MODELS ((int)(sizeof builtin_models / sizeof builtin_models[0]))
+
+/* ---- built-in hardware ---------------------------------------------------------------
+ * Memory in decimal bytes (80 GB = 80e9), as the datasheets print it; nvidia-smi reports a
+ * little more (81920 MiB on an A100 80GB), so budgets computed from these are conservative.
+ * FLOP/s are dense (no 2:4 sparsity) bf16 tensor-core peaks. link_bw is the NVLink figure per
+ * direction: the datasheets quote the bidirectional total (600 GB/s on A100, 900 GB/s on
+ * H100/H200), and a ring all-reduce sends and receives at once, so half of it bounds it. */
+static const preset_hw_t builtin_hws[] = {
+    /* NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 2,039 GB/s HBM2e, BF16 tensor
+     * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s. */
+    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9},
+    /* NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5: 3.35 TB/s HBM3, BF16 tensor
+     * 1,979 TFLOPS with sparsity = 989 dense, 80 GB, NVLink 900 GB/s. */
+    {"h100", 3.35e12, 989e12, 80e9, 450e9},
+    /* NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, BF16 tensor
+     * 1,979 TFLOPS with sparsity = 989 dense, 141 GB, NVLink 900 GB/s. */
+    {"h200", 4.8e12, 989e12, 141e9, 450e9},
+};
+#define N_HWS ((int)(sizeof builtin_hws / sizeof builtin_hws[0]))
+
+const preset_model_t *preset_model_at(int i) {
+    return (i >= 0 && i < N_MODELS) ? &builtin_models[i] : NULL;
+}
+
+const preset_hw_t *preset_hw_at(int i) {
+    return (i >= 0 && i < N_HWS) ? &builtin_hws[i] : NULL;
+}
+
+const preset_model_t *preset_model_find(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < N_MODELS; i++)
+        if (strcasecmp(builtin_models[i].name, name) == 0) return &builtin_models[i];
+    return NULL;
+}
+
+const preset_hw_t *preset_hw_find(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < N_HWS; i++)
+        if (strcasecmp(builtin_hws[i].name, name) == 0) return &builtin_hws[i];
+    return NULL;
+}
+
+/* ---- derived figures ------------------------------------------------------------------ */
+
+double preset_model_params(const preset_model_t *m) {
+    double d = m->d_model, hd = m->head_dim;
+    double q = (double)m->n_heads * hd, kv = (double)m->n_kv_heads * hd;
+    double attn = d * q + 2.0 * d * kv + q * d;  /* wq, wk, wv, wo */
+    double mlp = 3.0 * d * m->d_ff;              /* SwiGLU: gate, up, down */
+    double norms = 2.0 * d;                      /* RMSNorm before attention and MLP */
+    double embed = (double)m->vocab * d;
+    double head = m->tied_embeddings ? 0.0 : embed;
+    return embed + m->n_layers * (attn + mlp + norms) + d /* final norm */ + head;
+}
+
+double preset_model_weight_bytes(const preset_model_t *m) {
+    return preset_model_params(m) * m->dtype_bytes;
+}
+
+double preset_model_kv_bytes_per_token(const preset_model_t *m) {
+    return 2.0 * m->n_layers * m->n_kv_heads * (double)m->head_dim * m->dtype_bytes;
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
+    const char *n = m->name[0] ? m->name : "(unnamed)";
+    struct { const char *key; int32_t v; } pos[] = {
+        {"n_layers", m->n_layers}, {"d_model", m->d_model}, {"n_heads", m->n_heads},
+        {"n_kv_heads", m->n_kv_heads}, {"head_dim", m->head_dim}, {"d_ff", m->d_ff},
+        {"vocab", m->vocab}, {"max_seq", m->max_seq},
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            return fail(err, errlen, "%s: %s must be positive (got %d)", n, pos[i].key,
+                        (int)pos[i].v);
+    if (m->n_kv_heads > m->n_heads || m->n_heads % m->n_kv_heads != 0)
+        return fail(err, errlen, "%s: n_heads (%d) is not a multiple of n_kv_heads (%d)", n,
+                    (int)m->n_heads, (int)m->n_kv_heads);
+    if (m->tied_embeddings != 0 && m->tied_embeddings != 1)
+        return fail(err, errlen, "%s: tied_embeddings must be 0 or 1 (got %d)", n,
+                    (int)m->tied_embeddings);
+    if (m->dtype_bytes != 1 && m->dtype_bytes != 2 && m->dtype_bytes != 4)
+        return fail(err, errlen, "%s: dtype_bytes must be 1, 2 or 4 (got %d)", n,
+                    (int)m->dtype_bytes);
+    return 0;
+}
+
+int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
+    const char *n = hw->name[0] ? hw->name : "(unnamed)";
+    struct { const char *key; double v; } pos[] = {
+        {"mem_bw", hw->mem_bw}, {"flops", hw->flops}, {"mem_bytes", hw->mem_bytes},
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (!isfinite(pos[i].v) || pos[i].v <= 0)
+            return fail(err, errlen, "%s: %s must be a positive number (got %g)", n,
+                        pos[i].key, pos[i].v);
+    if (!isfinite(hw->link_bw) || hw->link_bw < 0)
+        return fail(err, errlen, "%s: link_bw must be >= 0 (got %g)", n, hw->link_bw);
+    return 0;
+}
+
+/* ---- preset files --------------------------------------------------------------------- */
+
+enum { KEY_NAME, KEY_INT, KEY_DOUBLE };
+
+typedef struct {
+    const char *key;
+    int type;
+    size_t offset;  /* into the preset struct */
+    int required;
+} key_spec_t;
+
+static const key_spec_t model_keys[] = {
+    {"name", KEY_NAME, offsetof(preset_model_t, name), 0},
+    {"n_layers", KEY_INT, offsetof(preset_model_t, n_layers), 1},
+    {"d_model", KEY_INT, offsetof(preset_model_t, d_model), 1},
+    {"n_heads", KEY_INT, offsetof(preset_model_t, n_heads), 1},
+    {"n_kv_heads", KEY_INT, offsetof(preset_model_t, n_kv_heads), 0},
+    {"head_dim", KEY_INT, offsetof(preset_model_t, head_dim), 0},
+    {"d_ff", KEY_INT, offsetof(preset_model_t, d_ff), 1},
+    {"vocab", KEY_INT, offsetof(preset_model_t, vocab), 1},
+    {"max_seq", KEY_INT, offsetof(preset_model_t, max_seq), 0},
+    {"tied_embeddings", KEY_INT, offsetof(preset_model_t, tied_embeddings), 0},
+    {"dtype_bytes", KEY_INT, offsetof(preset_model_t, dtype_bytes), 0},
+};
+#define N_MODEL_KEYS ((int)(sizeof model_keys / sizeof model_keys[0]))
+
+static const key_spec_t hw_keys[] = {
+    {"name", KEY_NAME, offsetof(preset_hw_t, name), 0},
+    {"mem_bw", KEY_DOUBLE, offsetof(preset_hw_t, mem_bw), 1},
+    {"flops", KEY_DOUBLE, offsetof(preset_hw_t, flops), 1},
+    {"mem_bytes", KEY_DOUBLE, offsetof(preset_hw_t, mem_bytes), 1},
+    {"link_bw", KEY_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
+};
+#define N_HW_KEYS ((int)(sizeof hw_keys / sizeof hw_keys[0]))
+
+#define MAX_KEYS 16
+#define NAME_CAP 48  /* sizeof preset_*_t.name */
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+/* Parses one value into the field described by k. -1 with "PATH:LINE: ..." in err. */
+static int set_value(const key_spec_t *k, const char *val, void *obj, const char *path,
+                     int line, char *err, size_t errlen) {
+    char *field = (char *)obj + k->offset;
+    char *end = NULL;
+    if (k->type == KEY_NAME) {
+        if (strlen(val) >= NAME_CAP)
+            return fail(err, errlen, "%s:%d: name '%s' is longer than %d characters", path,
+                        line, val, NAME_CAP - 1);
+        memcpy(field, val, strlen(val) + 1);
+        return 0;
+    }
+    errno = 0;
+    if (k->type == KEY_INT) {
+        long long v = strtoll(val, &end, 10);
+        if (end == val || *end != '\0') {
+            /* "1.5" or "4e3" parse as numbers but not as integers: say which. */
+            char *dend = NULL;
+            strtod(val, &dend);
+            if (dend != val && *dend == '\0')
+                return fail(err, errlen, "%s:%d: '%s' is not an integer (%s)", path, line,
+                            val, k->key);
+            return fail(err, errlen, "%s:%d: '%s' is not a number", path, line, val);
+        }
+        if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+            return fail(err, errlen, "%s:%d: '%s' is out of range for %s", path, line, val,
+                        k->key);
+        int32_t v32 = (int32_t)v;
+        memcpy(field, &v32, sizeof v32);
+        return 0;
+    }
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || !isfinite(v))
+        return fail(err, errlen, "%s:%d: '%s' is not a number", path, line, val);
+    memcpy(field, &v, sizeof v);
+    return 0;
+}
+
+/* Reads a key = value file into obj (which the caller zeroed). seen[i] says whether
+ * keys[i] was given. 0, or -1 with the message in err. */
+static int load_file(const char *path, const key_spec_t *keys, int nkeys, void *obj,
+                     int *seen, char *err, size_t errlen) {
+    int rc = -1, lineno = 0;
+    char buf[1024];
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    while (fgets(buf, sizeof buf, f)) {
+        lineno++;
+        size_t len = strlen(buf);
+        if (len == sizeof buf - 1 && buf[len - 1] != '\n' && !feof(f)) {
+            fail(err, errlen, "%s:%d: line longer than %d characters", path, lineno,
+                 (int)sizeof buf - 2);
+            goto done;
+        }
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = '\0';
+        char *line = trim(buf);
+        if (!*line) continue;
+        char *eq = strchr(line, '=');
+        if (!eq) {
+            fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, line);
+            goto done;
+        }
+        *eq = '\0';
+        char *key = trim(line), *val = trim(eq + 1);
+        int ki = -1;
+        for (int i = 0; i < nkeys; i++)
+            if (strcmp(keys[i].key, key) == 0) ki = i;
+        if (ki < 0) {
+            fail(err, errlen, "%s:%d: unknown key '%s'", path, lineno, key);
+            goto done;
+        }
+        if (seen[ki]) {
+            fail(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
+            goto done;
+        }
+        if (!*val) {
+            fail(err, errlen, "%s:%d: empty value for '%s'", path, lineno, key);
+            goto done;
+        }
+        if (set_value(&keys[ki], val, obj, path, lineno, err, errlen) != 0) goto done;
+        seen[ki] = 1;
+    }
+    if (ferror(f)) {
+        fail(err, errlen, "%s: read error", path);
+        goto done;
+    }
+    for (int i = 0; i < nkeys; i++)
+        if (keys[i].required && !seen[i]) {
+            fail(err, errlen, "%s: missing required key '%s'", path, keys[i].key);
+            goto done;
+        }
+    rc = 0;
+done:
+    if (f) fclose(f);
+    return rc;
+}
+
+/* The file name without directory and extension, as the default preset name. */
+static void name_from_path(const char *path, char *name) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    size_t n = (dot && dot != base) ? (size_t)(dot - base) : strlen(base);
+    if (n >= NAME_CAP) n = NAME_CAP - 1;
+    memcpy(name, base, n);
+    name[n] = '\0';
+}
+
+static int key_index(const key_spec_t *keys, int nkeys, const char *key) {
+    for (int i = 0; i < nkeys; i++)
+        if (strcmp(keys[i].key, key) == 0) return i;
+    return -1;
+}
+
+/* A word that names no built-in and no existing file gets the list of built-in names (a
+ * typo such as "llama-3.2-3b" is likelier than a missing file); a name with a '/' is read as
+ * a file so that its own error ("cannot open") comes back. */
+static int looks_like_path(const char *name) {
+    FILE *f;
+    if (strchr(name, '/')) return 1;
+    if ((f = fopen(name, "r")) != NULL) {
+        fclose(f);
+        return 1;
+    }
+    return 0;
+}
+
+static void list_names(char *out, size_t cap, int is_model) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0;; i++) {
+        const char *n = is_model ? (preset_model_at(i) ? preset_model_at(i)->name : NULL)
+                                 : (preset_hw_at(i) ? preset_hw_at(i)->name : NULL);
+        if (!n) break;
+        int w = snprintf(out + used, cap - used, "%s%s", i ? ", " : "", n);
+        if (w < 0 || (size_t)w >= cap - used) break;
+        used += (size_t)w;
+    }
+}
+
+int preset_model_get(const char *name, preset_model_t *out, char *err, size_t errlen) {
+    int rc = -1;
+    int seen[MAX_KEYS] = {0};
+    char names[512];
+    preset_model_t m;
+    memset(&m, 0, sizeof m);
+    if (!name || !*name) {
+        fail(err, errlen, "no model name given");
+        goto done;
+    }
+    const preset_model_t *b = preset_model_find(name);
+    if (b) {
+        *out = *b;
+        rc = 0;
+        goto done;
+    }
+    if (!looks_like_path(name)) {
+        list_names(names, sizeof names, 1);
+        fail(err, errlen, "unknown model '%s'; built-in models: %s (or give a preset file path)",
+             name, names);
+        goto done;
+    }
+    if (load_file(name, model_keys, N_MODEL_KEYS, &m, seen, err, errlen) != 0) goto done;
+    if (!seen[key_index(model_keys, N_MODEL_KEYS, "name")]) name_from_path(name, m.name);
+    if (!seen[key_index(model_keys, N_MODEL_KEYS, "n_kv_heads")]) m.n_kv_heads = m.n_heads;
+    if (!seen[key_index(model_keys, N_MODEL_KEYS, "max_seq")]) m.max_seq = 2048;
+    if (!seen[key_index(model_keys, N_MODEL_KEYS, "dtype_bytes")]) m.dtype_bytes = 2;
+    if (!seen[key_index(model_keys, N_MODEL_KEYS, "head_dim")]) {
+        if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) {
+            fail(err, errlen, "%s: head_dim not given and d_model (%d) is not a multiple of "
+                 "n_heads (%d)", name, (int)m.d_model, (int)m.n_heads);
+            goto done;
+        }
+        m.head_dim = m.d_model / m.n_heads;
+    }
+    char verr[256];
+    if (preset_model_validate(&m, verr, sizeof verr) != 0) {
+        fail(err, errlen, "%s: %s", name, verr);
+        goto done;
+    }
+    *out = m;
+    rc = 0;
+done:
+    return rc;
+}
+
+int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) {
+    int rc = -1;
+    int seen[MAX_KEYS] = {0};
+    char names[512];
+    preset_hw_t hw;
+    memset(&hw, 0, sizeof hw);
+    if (!name || !*name) {
+        fail(err, errlen, "no hardware name given");
+        goto done;
+    }
+    const preset_hw_t *b = preset_hw_find(name);
+    if (b) {
+        *out = *b;
+        rc = 0;
+        goto done;
+    }
+    if (!looks_like_path(name)) {
+        list_names(names, sizeof names, 0);
+        fail(err, errlen, "unknown hardware '%s'; built-in hardware: %s (or give a preset file "
+             "path)", name, names);
+        goto done;
+    }
+    if (load_file(name, hw_keys, N_HW_KEYS, &hw, seen, err, errlen) != 0) goto done;
+    if (!seen[key_index(hw_keys, N_HW_KEYS, "name")]) name_from_path(name, hw.name);
+    char verr[256];
+    if (preset_hw_validate(&hw, verr, sizeof verr) != 0) {
+        fail(err, errlen, "%s: %s", name, verr);
+        goto done;
+    }
+    *out = hw;
+    rc = 0;
+done:
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* presets: model shapes and hardware figures for the simulator's cost model and the
+ * teaching calculators (kv, roofline); later also the engine's dummy:PRESET weights.
+ *
+ * Invariants: built-in presets are immutable and live for the whole program; a preset
+ * loaded from a file is owned by the caller (plain struct, no pointers). Sizes count
+ * parameters, not bytes; bytes come from dtype_bytes. */
+#ifndef TWIN_PRESETS_H
+#define TWIN_PRESETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char name[48];
+    int32_t n_layers;
+    int32_t d_model;
+    int32_t n_heads;
+    int32_t n_kv_heads;   /* GQA: < n_heads */
+    int32_t head_dim;     /* usually d_model / n_heads */
+    int32_t d_ff;         /* SwiGLU hidden size */
+    int32_t vocab;
+    int32_t max_seq;      /* context length */
+    int32_t tied_embeddings; /* 1: LM head shares the embedding matrix */
+    int32_t dtype_bytes;  /* bytes per weight and per KV element (2 for bf16/fp16) */
+} preset_model_t;
+
+typedef struct {
+    char name[48];
+    double mem_bw;        /* bytes/s, HBM */
+    double flops;         /* dense bf16 FLOP/s */
+    double mem_bytes;     /* device memory, bytes (decimal: 80 GB = 80e9) */
+    double link_bw;       /* bytes/s per direction, GPU-to-GPU (NVLink); 0 = unknown.
+                             Used for tensor-parallel all-reduces. */
+} preset_hw_t;
+
+/* Built-in lookup by name (case-insensitive); NULL when unknown. */
+const preset_model_t *preset_model_find(const char *name);
+const preset_hw_t *preset_hw_find(const char *name);
+/* Iteration over built-ins: NULL past the end. */
+const preset_model_t *preset_model_at(int i);
+const preset_hw_t *preset_hw_at(int i);
+
+/* NAME is a built-in name or a path to a small "key = value" file (see sim/presets.c).
+ * Returns 0, or -1 with a message "FILE:LINE: ..." in err. */
+int preset_model_get(const char *name, preset_model_t *out, char *err, size_t errlen);
+int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen);
+
+/* Checks a shape or a hardware record: positive sizes, n_heads a multiple of n_kv_heads,
+ * dtype_bytes 1, 2 or 4, finite positive figures. Returns 0, or -1 with a message in err
+ * (prefixed by the preset's name). Built-ins always pass; the file loaders call these. */
+int preset_model_validate(const preset_model_t *m, char *err, size_t errlen);
+int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);
+
+/* Derived figures. */
+double preset_model_params(const preset_model_t *m);       /* total parameters */
+double preset_model_weight_bytes(const preset_model_t *m);
+/* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes. */
+double preset_model_kv_bytes_per_token(const preset_model_t *m);
+
+#endif

@@ -1,0 +1,435 @@
+/* sim: see sim.h. One replica for now; the event heap carries a replica index so a router
+ * over several replicas can be added without changing the loop's shape. */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policies/rng.h"
+#include "policies/sched.h"
+#include "sim/heap.h"
+#include "sim/presets.h"
+#include "traces/recorder.h"
+
+/* A policy that only ever asks to be woken, with nothing left to arrive, would spin. */
+enum { MAX_IDLE_WAKES = 1000000 };
+
+typedef struct {
+    const sim_opts_t *o;
+    rec_t *rec;
+    int64_t run_id;
+    sched_t *sched;
+    lhost_t *host;
+    trace_t *trace;
+    cost_model_t *cost, *draft_cost;
+    double alpha;
+    sim_heap_t heap;
+    cost_seq_t *seqs;
+    int32_t seqs_cap;
+    int32_t *accepted;
+    int32_t accepted_cap;
+    char err[8192];
+    int failed;
+    int sink_failed;
+    double wall0;
+    int64_t requests, steps;
+    double last_progress;
+} sim_t;
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+__attribute__((format(printf, 2, 3))) static int fail(sim_t *m, const char *fmt, ...) {
+    if (m->failed) return -1; /* keep the first, root-cause message */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+    m->failed = 1;
+    return -1;
+}
+
+void sim_opts_defaults(sim_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->trace_opts.rate_scale = 1.0;
+    o->model = "llama-2-7b";
+    o->hw = "a100-80g";
+    o->tp = 1;
+    o->db_path = "twinserve.db";
+    o->gpu_util = 0.9;
+    o->watermark = 0.01;
+    o->block_size = 16;
+    o->max_tokens = 8192;
+    o->max_seqs = 256;
+    cost_roofline_defaults(&o->cost);
+    o->version = "dev";
+}
+
+int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
+                      const preset_hw_t *hw, int32_t tp, double gpu_util, int32_t block_size,
+                      int32_t max_tokens, int32_t max_seqs, char *err, size_t errlen) {
+    double mem = hw->mem_bytes * tp * gpu_util;
+    double weights = preset_model_weight_bytes(m) + (draft ? preset_model_weight_bytes(draft) : 0);
+    /* Peak activations of the largest step (hidden states, QKV, MLP intermediates) plus
+     * fp32 logits for every sequence: what vLLM's profiling run would find, roughly. */
+    double act = (double)max_tokens * (4.0 * m->d_model + 2.0 * m->d_ff) * m->dtype_bytes +
+                 (double)max_seqs * m->vocab * 4.0;
+    double per_block = (double)block_size * (preset_model_kv_bytes_per_token(m) +
+                                             (draft ? preset_model_kv_bytes_per_token(draft) : 0));
+    double blocks = floor((mem - weights - act) / per_block);
+    if (blocks < 1) {
+        snprintf(err, errlen, "%s does not fit on %d x %s: weights %.1f GB + activations %.1f "
+                 "GB exceed %.1f GB (memory x gpu_util %.2f); use a larger --tp or --hw",
+                 m->name, tp, hw->name, weights / 1e9, act / 1e9, mem / 1e9, gpu_util);
+        return -1;
+    }
+    return blocks > INT32_MAX ? INT32_MAX : (int32_t)blocks;
+}
+
+/* ------------------------------------------------------------------ records */
+
+static void sink(void *ud, const sched_req_t *r, const char *reason) {
+    sim_t *m = ud;
+    const char *status = r->state == SCHED_FINISHED ? "finished"
+                       : r->state == SCHED_REJECTED ? "rejected" : "aborted";
+    rec_request_t q = {
+        .req_id = r->id, .arrival_s = r->arrival_s, .prompt_tokens = r->prompt_tokens,
+        .output_tokens = r->output_tokens, .generated_tokens = r->generated,
+        .first_scheduled_s = r->first_scheduled_s, .first_token_s = r->first_token_s,
+        .finish_s = r->finish_s, .preemptions = r->preemptions,
+        .spec_proposed = r->spec_proposed, .spec_accepted = r->spec_accepted,
+        .status = status, .reason = reason,
+    };
+    if (rec_request(m->rec, m->run_id, &q) != 0 && !m->sink_failed) {
+        m->sink_failed = 1;
+        fail(m, "recording request %d: %s", r->id, rec_errmsg(m->rec));
+    }
+}
+
+/* Called by the policy watchdog from its own thread while the main thread is stuck in
+ * JIT-compiled policy code (so nothing else touches the recorder). */
+static void on_abort(void *ud, const char *msg) {
+    sim_t *m = ud;
+    rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
+}
+
+/* ------------------------------------------------------------------ costing */
+
+static int seqs_reserve(sim_t *m, int32_t n) {
+    if (n <= m->seqs_cap) return 0;
+    int32_t cap = n * 2;
+    cost_seq_t *v = realloc(m->seqs, sizeof *v * (size_t)cap);
+    int32_t *a = realloc(m->accepted, sizeof *a * (size_t)cap);
+    if (v) m->seqs = v;
+    if (a) m->accepted = a;
+    if (!v || !a) return fail(m, "out of memory costing a step");
+    m->seqs_cap = cap;
+    return 0;
+}
+
+/* The target's pass over the whole plan, plus, for speculative policies, the draft model:
+ * one pass over the prefills and the first draft token, then k - 1 single-token passes. */
+static double step_cost(sim_t *m, const sched_plan_t *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        m->seqs[n++] = (cost_seq_t){ e->num_tokens + e->num_spec, e->start,
+                                     e->sample ? 1 + e->num_spec : 0 };
+    }
+    for (int32_t i = 0; i < p->n_pads; i++)
+        m->seqs[n++] = (cost_seq_t){ p->pads[i].num_tokens, p->pads[i].ctx,
+                                     p->pads[i].ctx > 0 ? p->pads[i].num_tokens : 0 };
+    double t = cost_step_time(m->cost, m->seqs, n);
+    if (!m->draft_cost) return t;
+    int32_t kmax = 0;
+    n = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        if (e->num_spec > kmax) kmax = e->num_spec;
+        if (!e->is_decode) m->seqs[n++] = (cost_seq_t){ e->num_tokens, e->start, 0 };
+        else if (e->num_spec > 0) m->seqs[n++] = (cost_seq_t){ 1, e->start, 1 };
+    }
+    t += cost_step_time(m->draft_cost, m->seqs, n);
+    for (int32_t j = 1; j < kmax; j++) {
+        n = 0;
+        for (int32_t i = 0; i < p->n; i++) {
+            const sched_entry_t *e = &p->entries[i];
+            if (e->is_decode && e->num_spec > j) m->seqs[n++] = (cost_seq_t){ 1, e->start + j, 1 };
+        }
+        t += cost_step_time(m->draft_cost, m->seqs, n);
+    }
+    return t;
+}
+
+/* Drafts accepted left to right with probability alpha until the first rejection, drawn
+ * from (seed, request, position) so the outcome does not depend on the batch. */
+static void draw_acceptances(sim_t *m, const sched_plan_t *p) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        int32_t a = 0;
+        if (e->num_spec > 0) {
+            rng_t r;
+            rng_seed3(&r, m->o->seed, (uint64_t)e->req_id, (uint64_t)e->req->generated);
+            while (a < e->num_spec && rng_uniform(&r) < m->alpha) a++;
+        }
+        m->accepted[i] = a;
+    }
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static void describe_trace(const sim_opts_t *o, char *buf, size_t len) {
+    const trace_opts_t *t = &o->trace_opts;
+    snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld)",
+             o->trace_path, t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
+             (long long)t->limit);
+}
+
+/* Loads presets, the policy and the trace; sizes the KV cache; builds the scheduler. */
+static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_blocks) {
+    const sim_opts_t *o = m->o;
+    char e[512];
+    if (preset_model_get(o->model, model, e, sizeof e) != 0) return fail(m, "--model: %s", e);
+    if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
+    if (o->tp < 1) return fail(m, "--tp must be >= 1 (got %d)", o->tp);
+
+    m->host = lhost_open(o->policy_path, &o->limits);
+    if (!m->host) return fail(m, "out of memory loading the policy");
+    if (lhost_errmsg(m->host)) return fail(m, "%s", lhost_errmsg(m->host));
+    lhost_set_abort(m->host, on_abort, m);
+    for (int i = 0; i < o->n_sets; i++)
+        if (lhost_set(m->host, o->sets[i]) != 0) return fail(m, "%s", lhost_errmsg(m->host));
+
+    /* Speculative policies name a draft model and an acceptance rate in their params. */
+    char draft_name[256];
+    preset_model_t draft;
+    int has_draft = lhost_param_str(m->host, "draft", draft_name, sizeof draft_name);
+    if (has_draft < 0) return fail(m, "policy param 'draft' must be a model preset name");
+    if (has_draft) {
+        if (preset_model_get(draft_name, &draft, e, sizeof e) != 0)
+            return fail(m, "policy param draft: %s", e);
+        int rc = lhost_param_num(m->host, "alpha", &m->alpha);
+        if (rc != 1 || !(m->alpha >= 0 && m->alpha <= 1))
+            return fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
+    }
+
+    *num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, o->tp, o->gpu_util,
+                                o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
+    if (*num_blocks < 0) return fail(m, "%s", e);
+
+    cost_roofline_params_t cp = o->cost;
+    cp.tp = o->tp;
+    m->cost = cost_roofline_new(model, hw, &cp);
+    if (has_draft) {
+        cost_roofline_params_t dp = cp;
+        dp.tp = 1; /* a small draft model runs on one device */
+        m->draft_cost = cost_roofline_new(&draft, hw, &dp);
+    }
+    if (!m->cost || (has_draft && !m->draft_cost)) return fail(m, "out of memory (cost model)");
+
+    sched_config_t cfg = {
+        .num_blocks = *num_blocks, .block_size = o->block_size, .watermark = o->watermark,
+        .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
+        .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
+        .seed = o->seed,
+    };
+    sched_policy_t pol;
+    lhost_policy(m->host, &pol);
+    const char *why = NULL;
+    m->sched = sched_new(&cfg, &pol, &why);
+    if (!m->sched) return fail(m, "scheduler: %s", why);
+    sched_set_sink(m->sched, sink, m);
+    if (lhost_attach(m->host, m->sched) != 0) return fail(m, "%s", lhost_errmsg(m->host));
+
+    m->trace = trace_open(o->trace_path, &o->trace_opts);
+    if (!m->trace) return fail(m, "out of memory opening the trace");
+    if (trace_errmsg(m->trace)) return fail(m, "%s", trace_errmsg(m->trace));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the loop */
+
+static int push_next_arrival(sim_t *m, trace_req_t *next) {
+    int rc = trace_next(m->trace, next);
+    if (rc < 0) return fail(m, "%s", trace_errmsg(m->trace));
+    if (rc == 0) return 0;
+    if (sim_heap_push(&m->heap, (sim_event_t){ .t = next->arrival_s, .type = SIM_EV_ARRIVAL }))
+        return fail(m, "out of memory (event heap)");
+    return 0;
+}
+
+static void progress(sim_t *m, double now, int final) {
+    if (!m->o->progress) return;
+    double w = wall_now();
+    if (!final && w - m->last_progress < 0.2) return;
+    m->last_progress = w;
+    const sched_view_t *v = sched_view(m->sched);
+    fprintf(stderr, "\r[sim] t=%.1fs  requests %lld  waiting %d  running %d  steps %lld   %s",
+            now, (long long)m->requests, v->n_waiting, v->n_running, (long long)m->steps,
+            final ? "\n" : "");
+}
+
+static int run_loop(sim_t *m) {
+    trace_req_t next;
+    const sched_plan_t *plan = NULL;
+    double now = 0, step_start = 0, step_sched = 0, pushed_wake = INFINITY;
+    int busy = 0;
+    int64_t idle_wakes = 0;
+    if (push_next_arrival(m, &next)) return -1;
+
+    sim_event_t ev;
+    while (sim_heap_pop(&m->heap, &ev)) {
+        now = ev.t;
+        for (;;) { /* every event at this instant before the next decision */
+            if (ev.type == SIM_EV_ARRIVAL) {
+                sched_new_req_t r = { next.id, next.arrival_s, next.prompt_tokens,
+                                      next.output_tokens };
+                m->requests++;
+                if (sched_add(m->sched, &r, now) != 0) return fail(m, "%s", sched_errmsg(m->sched));
+                if (push_next_arrival(m, &next)) return -1;
+            } else if (ev.type == SIM_EV_STEP_DONE) {
+                double w0 = wall_now();
+                if (m->draft_cost) draw_acceptances(m, plan);
+                if (sched_commit(m->sched, plan, m->draft_cost ? m->accepted : NULL, now) != 0)
+                    return fail(m, "%s", sched_errmsg(m->sched));
+                rec_step_t st = {
+                    .step = plan->step, .start_s = step_start, .dur_s = now - step_start,
+                    .prefill_tokens = plan->prefill_tokens, .decode_tokens = plan->decode_tokens,
+                    .pad_tokens = plan->pad_tokens, .num_seqs = plan->n,
+                    .kv_used = sched_kv_used(m->sched), .kv_total = sched_kv_total(m->sched),
+                    .num_waiting = sched_view(m->sched)->n_waiting,
+                    .num_preempted = plan->num_preempted,
+                    .sched_s = step_sched + (wall_now() - w0),
+                };
+                if (rec_step(m->rec, m->run_id, &st) != 0)
+                    return fail(m, "recording step %lld: %s", (long long)plan->step,
+                                rec_errmsg(m->rec));
+                m->steps++;
+                busy = 0;
+            } else if (ev.type == SIM_EV_WAKE) {
+                pushed_wake = INFINITY;
+            }
+            if (m->failed) return -1;
+            const sim_event_t *peek = sim_heap_peek(&m->heap);
+            if (!peek || peek->t > now) break;
+            sim_heap_pop(&m->heap, &ev);
+        }
+        if (busy) continue;
+
+        double w0 = wall_now();
+        if (sched_step(m->sched, now, &plan) != 0) return fail(m, "%s", sched_errmsg(m->sched));
+        step_sched = wall_now() - w0;
+        if (plan->n > 0 || plan->n_pads > 0) {
+            if (seqs_reserve(m, plan->n + plan->n_pads)) return -1;
+            double dur = step_cost(m, plan);
+            step_start = now;
+            busy = 1;
+            idle_wakes = 0;
+            if (sim_heap_push(&m->heap, (sim_event_t){ .t = now + dur, .type = SIM_EV_STEP_DONE }))
+                return fail(m, "out of memory (event heap)");
+        } else {
+            double wake = sched_wakeup(m->sched);
+            if (isfinite(wake) && wake != pushed_wake) {
+                if (++idle_wakes > MAX_IDLE_WAKES)
+                    return fail(m, "policy %s asked for %d wake-ups in a row without scheduling "
+                                "anything (a policy bug)", m->o->policy_path, MAX_IDLE_WAKES);
+                pushed_wake = wake;
+                if (sim_heap_push(&m->heap, (sim_event_t){ .t = wake, .type = SIM_EV_WAKE }))
+                    return fail(m, "out of memory (event heap)");
+            }
+        }
+        progress(m, now, 0);
+    }
+    progress(m, now, 1);
+    int32_t left = sched_num_unfinished(m->sched);
+    if (left > 0) {
+        const sched_view_t *v = sched_view(m->sched);
+        return fail(m, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, %d "
+                    "running) with nothing scheduled, no wake-up requested and no arrival left "
+                    "(a policy bug: schedule() must make progress or call s:wake_at)",
+                    m->o->policy_path, now, left, v->n_waiting, v->n_running);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ entry point */
+
+int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
+    sim_t m = { .o = o, .run_id = -1 };
+    preset_model_t model;
+    preset_hw_t hw;
+    int32_t num_blocks = 0;
+    memset(res, 0, sizeof *res);
+    res->run_id = -1;
+    m.wall0 = wall_now();
+
+    m.rec = rec_open(o->db_path);
+    if (!m.rec || rec_errmsg(m.rec)) {
+        fail(&m, "%s", m.rec ? rec_errmsg(m.rec) : "out of memory opening the database");
+        goto done;
+    }
+    int setup_rc = setup(&m, &model, &hw, &num_blocks);
+
+    /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
+    char trace_desc[1024], hw_desc[128], config[1024];
+    describe_trace(o, trace_desc, sizeof trace_desc);
+    snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
+    snprintf(config, sizeof config,
+             "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
+             "\"max_model_len\":%d,\"watermark\":%g,\"gpu_util\":%g,\"tp\":%d,"
+             "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%g,\"bw_eff\":%g,\"attn_eff\":%g,"
+             "\"overhead_s\":%g}}",
+             num_blocks, o->block_size, o->max_tokens, o->max_seqs,
+             o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
+             o->watermark, o->gpu_util, o->tp, o->cost.flops_eff, o->cost.bw_eff,
+             o->cost.attn_eff, o->cost.overhead_s);
+    rec_run_info_t info = {
+        .name = o->run_name, .kind = "sim", .policy = o->policy_path,
+        .params = m.host && !lhost_errmsg(m.host) ? lhost_params_json(m.host) : "{}",
+        .trace = trace_desc, .model = setup_rc == 0 ? model.name : o->model,
+        .hardware = hw_desc, .seed = o->seed, .version = o->version, .config = config,
+    };
+    if (rec_run_begin(m.rec, &info, &m.run_id) != 0) {
+        m.failed = 0; /* the database problem is the one to report */
+        fail(&m, "%s", rec_errmsg(m.rec));
+        goto done;
+    }
+    res->run_id = m.run_id;
+    if (setup_rc == 0) run_loop(&m);
+
+    if (m.failed && m.sched) sched_abort_all(m.sched, m.err);
+    double wall = wall_now() - m.wall0;
+    if (rec_run_end(m.rec, m.run_id, !m.failed, m.failed ? m.err : NULL, wall) != 0 && !m.failed)
+        fail(&m, "%s", rec_errmsg(m.rec));
+    res->requests = m.requests;
+    res->skipped = m.trace ? trace_skipped(m.trace) : 0;
+    res->steps = m.steps;
+    res->num_blocks = num_blocks;
+    res->wall_s = wall;
+    if (!m.failed) {
+        char e[256];
+        res->have_summary = summary_load(rec_db(m.rec), m.run_id, &res->summary, e, sizeof e) == 0;
+        res->sim_time_s = res->have_summary ? res->summary.makespan_s : 0;
+    }
+done:
+    if (m.failed) snprintf(err, errlen, "%s", m.err);
+    trace_close(m.trace);
+    sched_free(m.sched);
+    lhost_close(m.host);
+    cost_free(m.cost);
+    cost_free(m.draft_cost);
+    sim_heap_free(&m.heap);
+    free(m.seqs);
+    free(m.accepted);
+    rec_close(m.rec);
+    return m.failed ? -1 : 0;
+}

@@ -1,0 +1,77 @@
+/* sim: the discrete-event simulator. It replays a trace through the shared scheduler core
+ * and a Lua policy, costs each planned step with a cost model (roofline by default) instead
+ * of running it, and writes the same records as the engine.
+ *
+ * Events (arrivals, step completions, policy wake-ups) sit on a binary heap; one step is in
+ * flight per replica. Events at the same time are all applied before the policy is asked
+ * for the next step. The trace is streamed: one arrival is read ahead at a time.
+ *
+ * Invariants:
+ *  - Deterministic: same trace, policy, params, presets and seed => identical records
+ *    (speculative acceptances are drawn per (seed, request, position)).
+ *  - The KV capacity comes from the hardware preset: device memory x tp x gpu_util, minus
+ *    the weights (target and draft), minus an activation reserve for the largest step,
+ *    over the bytes of one block.
+ *  - A run that fails (bad trace row, policy error, stall) is marked failed in the database
+ *    with its message, and requests left unfinished are recorded as aborted.
+ *
+ * Ownership: sim_run borrows the options for the duration of the call. */
+#ifndef TWIN_SIM_H
+#define TWIN_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis/summary.h"
+#include "policies/lua_host.h"
+#include "sim/cost.h"
+#include "traces/trace.h"
+
+typedef struct {
+    const char *trace_path;
+    trace_opts_t trace_opts;
+    const char *policy_path;
+    const char *const *sets;  /* "key=value" policy param overrides */
+    int n_sets;
+    const char *model;        /* preset name or file (default llama-2-7b) */
+    const char *hw;           /* preset name or file (default a100-80g) */
+    int32_t tp;               /* tensor-parallel degree (default 1) */
+    const char *db_path;      /* default twinserve.db */
+    const char *run_name;     /* NULL: recorder's default */
+    uint64_t seed;
+    double gpu_util;          /* fraction of device memory for weights + KV (0.9) */
+    double watermark;         /* KV fraction kept free at admission (0.01) */
+    int32_t block_size;       /* 16 */
+    int32_t max_tokens;       /* hard per-step budget (8192) */
+    int32_t max_seqs;         /* hard per-step sequences (256) */
+    int32_t max_model_len;    /* 0: the model's context length */
+    cost_roofline_params_t cost;
+    lhost_limits_t limits;
+    int progress;             /* progress line on stderr when it is a terminal */
+    const char *version;
+} sim_opts_t;
+
+typedef struct {
+    int64_t run_id;
+    int64_t requests;         /* requests read from the trace */
+    int64_t skipped;          /* trace rows skipped as failed requests */
+    int64_t steps;
+    int32_t num_blocks;       /* KV capacity used */
+    double sim_time_s;        /* simulated makespan */
+    double wall_s;
+    summary_t summary;        /* loaded back from the database at the end */
+    int have_summary;
+} sim_result_t;
+
+void sim_opts_defaults(sim_opts_t *o);
+
+/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed). */
+int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen);
+
+/* The KV capacity in blocks for a model on hardware (see above); -1 with err when the
+ * weights do not fit. draft may be NULL. */
+int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
+                      const preset_hw_t *hw, int32_t tp, double gpu_util, int32_t block_size,
+                      int32_t max_tokens, int32_t max_seqs, char *err, size_t errlen);
+
+#endif

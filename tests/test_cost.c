@@ -1,0 +1,330 @@
+/* test_cost: the roofline cost model against hand-computed steps, its limits (memory-bound
+ * decode, compute-bound prefill), monotonicity, tensor parallelism and parameter checks. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/cost.h"
+#include "sim/presets.h"
+
+/* A shape small enough to do by hand: 2 layers, d 8, 2 heads of 4, 1 K/V head, d_ff 16,
+ * vocab 32, 2-byte elements, separate LM head. */
+static const preset_model_t tiny = {"tiny", 2, 8, 2, 1, 4, 16, 32, 64, 0, 2};
+/* 1 MFLOP/s and 1 MB/s so that one FLOP or one byte is one microsecond. */
+static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6};
+
+static cost_model_t *tiny_model(void) {
+    cost_roofline_params_t p;
+    cost_roofline_defaults(&p);
+    p.flops_eff = 1.0;
+    p.bw_eff = 1.0;
+    p.attn_eff = 0.5;
+    p.overhead_s = 1e-3;
+    cost_model_t *m = cost_roofline_new(&tiny, &slow, &p);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
+
+static cost_model_t *preset_model(const char *model, const char *hw, int tp) {
+    cost_roofline_params_t p;
+    cost_roofline_defaults(&p);
+    p.tp = tp;
+    cost_model_t *m = cost_roofline_new(preset_model_find(model), preset_hw_find(hw), &p);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
+
+START_TEST(test_defaults) {
+    cost_roofline_params_t p;
+    cost_roofline_defaults(&p);
+    ck_assert(p.flops_eff == 0.7 && p.bw_eff == 0.85 && p.attn_eff == 0.5);
+    ck_assert(p.overhead_s == 4e-4 && p.tp == 1);
+    cost_model_t *m = cost_roofline_new(&tiny, &slow, NULL);  /* NULL: defaults */
+    ck_assert_ptr_nonnull(m);
+    ck_assert_str_eq(m->name, "roofline");
+    cost_free(m);
+    cost_free(NULL);
+}
+END_TEST
+
+START_TEST(test_empty_batch) {
+    cost_model_t *m = tiny_model();
+    ck_assert(cost_step_time(m, NULL, 0) == 0.0);
+    cost_seq_t none[2] = {{0, 10, 0}, {0, 0, 0}};  /* no new tokens: nothing runs */
+    ck_assert(cost_step_time(m, none, 2) == 0.0);
+    cost_breakdown_t b;
+    ck_assert_int_eq(cost_roofline_explain(m, NULL, 0, &b), 0);
+    ck_assert(b.time_s == 0.0 && b.overhead_s == 0.0 && b.bytes == 0.0);
+    cost_free(m);
+}
+END_TEST
+
+/* One decode token after 3 cached ones, sampled. Per operator, time in microseconds is
+ * max(FLOPs, bytes) except attention, max(FLOPs / 0.5, bytes). T = 1, d*b = 16 bytes.
+ *   rmsnorm   FLOPs 4*1*8 = 32;          bytes 8*2 (weight) + 2*16 (in, out) = 48    -> 48
+ *   qkv       Wqkv = 8*(2+2*1)*4 = 128;  FLOPs 2*128 = 256;
+ *             bytes 128*2 + 16 + (2+2)*4*2 = 256 + 16 + 32 = 304                     -> 304
+ *   attention FLOPs 4*2*4 * 1*(3 + (1+1)/2) = 32*4 = 128 -> /0.5 = 256;
+ *             bytes K,V 2*1*4*2 = 16 per token: (3+1) read + 1 written = 80,
+ *             + Q read and output written 2*1*2*4*2 = 32 -> 112                     -> 256
+ *   o proj    Wo = 2*4*8 = 64; FLOPs 128; bytes 128 + 1*8*2 + 16 = 160               -> 160
+ *   mlp       Wmlp = 3*8*16 = 384; FLOPs 768; bytes 768 + 2*16 = 800                 -> 800
+ *   layer = 2*48 + 304 + 256 + 160 + 800 = 1616; 2 layers = 3232
+ *   embedding gather: bytes 2*16 = 32; final norm 48;
+ *   LM head   FLOPs 2*1*32*8 = 512; bytes 32*8*2 + 16 + 32*2 = 592                   -> 592
+ *   total 3232 + 32 + 48 + 592 = 3904 us, + overhead 1000 us = 4904 us. */
+START_TEST(test_hand_decode) {
+    cost_model_t *m = tiny_model();
+    cost_seq_t s = {1, 3, 1};
+    ck_assert_double_eq_tol(cost_step_time(m, &s, 1), 4904e-6, 1e-12);
+    cost_breakdown_t b;
+    ck_assert_int_eq(cost_roofline_explain(m, &s, 1, &b), 0);
+    ck_assert_double_eq_tol(b.time_s, 4904e-6, 1e-12);
+    /* Only attention (256 us a layer) is compute bound. */
+    ck_assert_double_eq_tol(b.compute_bound_s, 2 * 256e-6, 1e-12);
+    ck_assert_double_eq_tol(b.memory_bound_s, 3904e-6 - 512e-6, 1e-12);
+    ck_assert(b.overhead_s == 1e-3 && b.comm_s == 0 && b.comm_bytes == 0);
+    /* weights: 2 * (norms 2*16 + 256 + 128 + 768) + final norm 16 + LM head 512 */
+    ck_assert_double_eq_tol(b.weight_bytes, 2 * 1184.0 + 16 + 512, 1e-9);
+    ck_assert_double_eq_tol(b.kv_bytes, 2 * 80.0, 1e-9);
+    cost_free(m);
+}
+END_TEST
+
+/* A prefill of 8 tokens, nothing cached, last position sampled. T = 8, T*d*b = 128 bytes.
+ *   rmsnorm   FLOPs 4*8*8 = 256; bytes 16 + 2*128 = 272                              -> 272
+ *   qkv       FLOPs 2*8*128 = 2048; bytes 256 + 128 + 8*16*2 = 640                   -> 2048
+ *   attention FLOPs 32 * 8*(0 + 9/2) = 1152 -> /0.5 = 2304;
+ *             bytes 16*(8 read + 8 written) + Q/out 2*8*8*2 = 256 + 256 = 512        -> 2304
+ *   o proj    FLOPs 2*8*64 = 1024; bytes 128 + 128 + 128 = 384                       -> 1024
+ *   mlp       FLOPs 2*8*384 = 6144; bytes 768 + 256 = 1024                           -> 6144
+ *   layer = 2*272 + 2048 + 2304 + 1024 + 6144 = 12064; 2 layers = 24128
+ *   embedding 2*128 = 256; final norm 272; LM head (1 position) 592
+ *   total 24128 + 256 + 272 + 592 = 25248 us, + 1000 us = 26248 us. */
+START_TEST(test_hand_prefill) {
+    cost_model_t *m = tiny_model();
+    cost_seq_t s = {8, 0, 1};
+    ck_assert_double_eq_tol(cost_step_time(m, &s, 1), 26248e-6, 1e-12);
+    /* A non-final chunk samples nothing: no LM head (592 us less). */
+    cost_seq_t chunk = {8, 0, 0};
+    ck_assert_double_eq_tol(cost_step_time(m, &chunk, 1), (26248 - 592) * 1e-6, 1e-12);
+    /* Splitting the same work over two sequences changes only attention: two chunks of 4
+     * attend to 4*(0 + 5/2) = 10 pairs each, 20 instead of 36: attention FLOPs 32*20 = 640
+     * -> 1280 us, bytes still 512 -> 1280 per layer, 2*(2304 - 1280) = 2048 us less. */
+    cost_seq_t two[2] = {{4, 0, 1}, {4, 0, 0}};
+    ck_assert_double_eq_tol(cost_step_time(m, two, 2), (26248 - 2048) * 1e-6, 1e-12);
+    cost_free(m);
+}
+END_TEST
+
+/* Deterministic pseudo-random batches (no libc rand: same sequence everywhere). */
+static uint32_t lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+START_TEST(test_monotone) {
+    cost_model_t *m = preset_model("llama-3-8b", "h100", 1);
+    cost_model_t *m2 = preset_model("llama-3-8b", "h100", 2);
+    cost_model_t *models[2] = {m, m2};
+    uint32_t seed = 12345;
+    cost_seq_t b[65];
+    for (int trial = 0; trial < 400; trial++) {
+        cost_model_t *cm = models[trial % 2];
+        int n = 1 + (int)(lcg(&seed) % 64);
+        for (int i = 0; i < n; i++) {
+            int prefill = lcg(&seed) % 4 == 0;
+            b[i].n_new = prefill ? 1 + (int32_t)(lcg(&seed) % 2048) : 1;
+            b[i].ctx = (int32_t)(lcg(&seed) % 8192);
+            b[i].n_sampled = prefill ? (int32_t)(lcg(&seed) % 2) : 1;
+        }
+        double t = cost_step_time(cm, b, n);
+        ck_assert(t > 0);
+        int k = (int)(lcg(&seed) % (uint32_t)n);
+        cost_seq_t save = b[k];
+        b[k].n_new += 1 + (int32_t)(lcg(&seed) % 100);
+        ck_assert_msg(cost_step_time(cm, b, n) >= t, "more tokens got cheaper");
+        b[k] = save;
+        b[k].ctx += 1 + (int32_t)(lcg(&seed) % 1000);
+        ck_assert_msg(cost_step_time(cm, b, n) >= t, "longer context got cheaper");
+        b[k] = save;
+        b[k].n_sampled += 1;
+        ck_assert_msg(cost_step_time(cm, b, n) >= t, "more sampling got cheaper");
+        b[k] = save;
+        b[n] = (cost_seq_t){1, 0, 1};
+        ck_assert_msg(cost_step_time(cm, b, n + 1) >= t, "an extra sequence got cheaper");
+    }
+    cost_free(m);
+    cost_free(m2);
+}
+END_TEST
+
+/* llama-2-7b, batch 1, on an A100: every GEMM is a matrix-vector product, so the step is
+ * the time to stream the weights (all but the embedding table, of which one row is read)
+ * and the K/V cache at 85% of 2.039 TB/s, plus the overhead:
+ * (13.21e9 B + 524,288 B/token x (513 read + 1 written)) / 1.733e12 B/s + 0.4 ms = 8.18 ms. */
+START_TEST(test_decode_memory_bound) {
+    const preset_model_t *pm = preset_model_find("llama-2-7b");
+    cost_model_t *m = preset_model("llama-2-7b", "a100-80g", 1);
+    cost_seq_t s = {1, 512, 1};
+    double t = cost_step_time(m, &s, 1);
+    double streamed = (preset_model_params(pm) - (double)pm->vocab * pm->d_model) * 2;
+    double kv = 524288.0 * (512 + 1 + 1);
+    double want = (streamed + kv) / (2.039e12 * 0.85) + 4e-4;
+    ck_assert_msg(fabs(t - want) / want < 0.01, "decode %.6f s, want ~%.6f s", t, want);
+    double full = preset_model_weight_bytes(pm) / (2.039e12 * 0.85) + 4e-4;
+    ck_assert_msg(fabs(t - full) / full < 0.03, "decode %.6f s vs all weights %.6f", t, full);
+    cost_breakdown_t b;
+    cost_roofline_explain(m, &s, 1, &b);
+    ck_assert(b.compute_bound_s == 0);
+    ck_assert_double_eq_tol(b.weight_bytes / streamed, 1.0, 1e-12);
+    ck_assert_double_eq_tol(b.kv_bytes, kv, 1e-3);
+    cost_free(m);
+}
+END_TEST
+
+/* A 4096-token prompt: GEMMs at 2 FLOPs per weight per token, ~5.5e13 FLOPs, take ~0.25 s at
+ * 70% of 312 TFLOP/s, while streaming the weights once takes 8 ms. */
+START_TEST(test_prefill_compute_bound) {
+    const preset_model_t *pm = preset_model_find("llama-2-7b");
+    cost_model_t *m = preset_model("llama-2-7b", "a100-80g", 1);
+    cost_seq_t s = {4096, 0, 1};
+    cost_breakdown_t b;
+    cost_roofline_explain(m, &s, 1, &b);
+    ck_assert(b.time_s == cost_step_time(m, &s, 1));
+    ck_assert_msg(b.compute_bound_s > 0.95 * (b.time_s - b.overhead_s), "compute %.4f of %.4f",
+                  b.compute_bound_s, b.time_s);
+    double gemm = 2.0 * 4096 * preset_model_params(pm) / (312e12 * 0.7);
+    ck_assert_msg(b.time_s > gemm && b.time_s < 1.3 * gemm, "prefill %.4f s, GEMMs %.4f s",
+                  b.time_s, gemm);
+    cost_free(m);
+}
+END_TEST
+
+START_TEST(test_tp_halves_weights) {
+    cost_model_t *m1 = preset_model("llama-2-7b", "a100-80g", 1);
+    cost_model_t *m2 = preset_model("llama-2-7b", "a100-80g", 2);
+    cost_seq_t s = {1, 512, 1};
+    cost_breakdown_t b1, b2;
+    cost_roofline_explain(m1, &s, 1, &b1);
+    cost_roofline_explain(m2, &s, 1, &b2);
+    /* Only the norm weights (2*4096 per layer + 4096) stay whole on each device. */
+    ck_assert_double_eq_tol(b2.weight_bytes / b1.weight_bytes, 0.5, 1e-4);
+    ck_assert_double_eq_tol(b2.kv_bytes / b1.kv_bytes, 0.5, 1e-12);
+    /* Two all-reduces per layer of 1 token x 4096 x 2 bytes, ring factor 2*(2-1)/2 = 1. */
+    ck_assert_double_eq_tol(b2.comm_bytes, 32 * 2 * 4096 * 2.0, 1e-6);
+    ck_assert_double_eq_tol(b2.comm_s, b2.comm_bytes / (300e9 * 0.85), 1e-15);
+    double w1 = b1.time_s - b1.overhead_s, w2 = b2.time_s - b2.overhead_s - b2.comm_s;
+    ck_assert_msg(fabs(w2 / w1 - 0.5) < 0.01, "tp=2 memory time ratio %.4f", w2 / w1);
+    /* tp above the K/V head count replicates K/V heads: llama-3-8b has 8, tp 16 keeps 1. */
+    cost_model_t *m16 = preset_model("llama-3-8b", "h100", 16);
+    cost_model_t *m8 = preset_model("llama-3-8b", "h100", 8);
+    cost_breakdown_t c16, c8;
+    cost_roofline_explain(m16, &s, 1, &c16);
+    cost_roofline_explain(m8, &s, 1, &c8);
+    ck_assert_double_eq_tol(c16.kv_bytes, c8.kv_bytes, 1e-9);
+    cost_free(m1);
+    cost_free(m2);
+    cost_free(m8);
+    cost_free(m16);
+}
+END_TEST
+
+START_TEST(test_check) {
+    char err[256];
+    cost_roofline_params_t p;
+    const preset_model_t *m = preset_model_find("llama-2-7b");
+    const preset_hw_t *hw = preset_hw_find("h100");
+    cost_roofline_defaults(&p);
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), 0);
+    p.tp = 3;
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "tp 3 does not divide llama-2-7b's 32 attention heads"), "%s", err);
+    ck_assert_ptr_null(cost_roofline_new(m, hw, &p));
+    p.tp = 0;
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), -1);
+    cost_roofline_defaults(&p);
+    p.bw_eff = 0;
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "efficiencies must be in (0, 1]"), "%s", err);
+    p.bw_eff = 1.5;
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), -1);
+    cost_roofline_defaults(&p);
+    p.overhead_s = -1;
+    ck_assert_int_eq(cost_roofline_check(m, hw, &p, err, sizeof err), -1);
+    cost_roofline_defaults(&p);
+    p.tp = 2;
+    preset_hw_t nolink = *hw;
+    nolink.link_bw = 0;
+    ck_assert_int_eq(cost_roofline_check(m, &nolink, &p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "has no link_bw"), "%s", err);
+    p.tp = 1;  /* a single device needs no link */
+    ck_assert_int_eq(cost_roofline_check(m, &nolink, &p, err, sizeof err), 0);
+    preset_model_t bad = *m;
+    bad.n_layers = 0;
+    ck_assert_int_eq(cost_roofline_check(&bad, hw, &p, err, sizeof err), -1);
+    ck_assert_ptr_null(cost_roofline_new(&bad, hw, &p));
+}
+END_TEST
+
+static double fake_step(const cost_model_t *m, const cost_seq_t *s, int32_t n) {
+    (void)m, (void)s;
+    return n;
+}
+
+START_TEST(test_explain_other_model) {
+    cost_model_t fake = {fake_step, NULL, "fake"};
+    cost_breakdown_t b;
+    ck_assert_int_eq(cost_roofline_explain(&fake, NULL, 0, &b), -1);
+}
+END_TEST
+
+/* The simulator calls step_time ~1e5 times per trace with a few hundred sequences: a call
+ * on 256 sequences takes well under a microsecond natively. The bound here is loose (100 us
+ * a call) so that it holds under valgrind and sanitizers and only catches a pathological
+ * change (allocation, a per-layer loop over sequences). */
+START_TEST(test_fast) {
+    cost_model_t *m = preset_model("llama-3-70b", "h200", 4);
+    cost_seq_t b[256];
+    for (int i = 0; i < 256; i++) b[i] = (cost_seq_t){i % 16 ? 1 : 512, 100 + 37 * i, 1};
+    enum { CALLS = 20000 };
+    clock_t c0 = clock();
+    double sum = 0;
+    for (int k = 0; k < CALLS; k++) {
+        b[k & 255].ctx++;
+        sum += cost_step_time(m, b, 256);
+    }
+    double secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    cost_free(m);
+    ck_assert(sum > 0);
+    ck_assert_msg(secs < CALLS * 100e-6, "%d steps of 256 sequences took %.3f s", CALLS, secs);
+}
+END_TEST
+
+static Suite *cost_suite(void) {
+    Suite *s = suite_create("cost");
+    TCase *tc = tcase_create("roofline");
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_empty_batch);
+    tcase_add_test(tc, test_hand_decode);
+    tcase_add_test(tc, test_hand_prefill);
+    tcase_add_test(tc, test_monotone);
+    tcase_add_test(tc, test_decode_memory_bound);
+    tcase_add_test(tc, test_prefill_compute_bound);
+    tcase_add_test(tc, test_tp_halves_weights);
+    tcase_add_test(tc, test_check);
+    tcase_add_test(tc, test_explain_other_model);
+    tcase_add_test(tc, test_fast);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(cost_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,299 @@
+/* test_presets: built-in shapes against published parameter counts, KV sizes, file loading
+ * and its error messages, lookups, validation. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/presets.h"
+#include "tests/testutil.h"
+
+static const preset_model_t *model(const char *name) {
+    const preset_model_t *m = preset_model_find(name);
+    ck_assert_msg(m != NULL, "built-in model %s missing", name);
+    return m;
+}
+
+/* Exact counts, i.e. what summing the tensors of the HF checkpoints gives (the rounded
+ * published figures are 6.74e9, 13.0e9, 68.98e9, 8.03e9, 70.6e9, 1.24e9, 7.24e9, 135e6). */
+START_TEST(test_param_counts) {
+    struct { const char *name; double params; } want[] = {
+        {"llama-2-7b", 6738415616.0},   {"llama-2-13b", 13015864320.0},
+        {"llama-2-70b", 68976648192.0}, {"llama-3-8b", 8030261248.0},
+        {"llama-3-70b", 70553706496.0}, {"llama-3.2-1b", 1235814400.0},
+        {"mistral-7b", 7241732096.0},   {"smollm2-135m", 134515008.0},
+        /* stories260K.bin holds 260,032 floats of weights (data README size check). */
+        {"stories260k", 260032.0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(preset_model_params(model(want[i].name)) == want[i].params,
+                      "%s: %.0f params, want %.0f", want[i].name,
+                      preset_model_params(model(want[i].name)), want[i].params);
+    /* The figures the brief states, to their precision. */
+    ck_assert_double_eq_tol(preset_model_params(model("llama-2-7b")) / 1e9, 6.74, 0.005);
+    ck_assert_double_eq_tol(preset_model_params(model("llama-3-8b")) / 1e9, 8.03, 0.005);
+    ck_assert_double_eq_tol(preset_model_params(model("llama-2-70b")) / 1e10, 6.898, 0.0005);
+    ck_assert(preset_model_weight_bytes(model("llama-2-7b")) == 2 * 6738415616.0);
+    /* `twinserve roofline --model llama-2-70b --bandwidth 2.0e12` bounds decode at
+     * bandwidth / weight bytes = 2e12 / 137.95e9 = 14.50 tokens/s; the usual quote
+     * "70B fp16 at 2.0 TB/s -> ~14.3 tokens/s" rounds to 70e9 parameters. */
+    double bound = 2.0e12 / preset_model_weight_bytes(model("llama-2-70b"));
+    ck_assert_double_eq_tol(bound, 14.50, 0.005);
+    ck_assert(fabs(bound / 14.3 - 1) < 0.02);
+}
+END_TEST
+
+START_TEST(test_kv_bytes) {
+    /* 2 x 32 layers x 32 kv heads x 128 x 2 bytes */
+    ck_assert(preset_model_kv_bytes_per_token(model("llama-2-7b")) == 524288.0);
+    /* GQA: 2 x 32 x 8 x 128 x 2 */
+    ck_assert(preset_model_kv_bytes_per_token(model("llama-3-8b")) == 131072.0);
+    /* 2 x 80 x 8 x 128 x 2 = 327,680; x 4096 tokens = 1,342,177,280 */
+    ck_assert(preset_model_kv_bytes_per_token(model("llama-2-70b")) * 4096 == 1342177280.0);
+    /* 2 x 5 x 4 x 8 x 4 bytes (fp32) */
+    ck_assert(preset_model_kv_bytes_per_token(model("stories260k")) == 1280.0);
+}
+END_TEST
+
+START_TEST(test_builtins_valid) {
+    char err[256];
+    int n = 0;
+    for (const preset_model_t *m; (m = preset_model_at(n)) != NULL; n++) {
+        ck_assert_msg(preset_model_validate(m, err, sizeof err) == 0, "%s", err);
+        ck_assert(preset_model_find(m->name) == m);
+    }
+    ck_assert_int_ge(n, 9);
+    int k = 0;
+    for (const preset_hw_t *h; (h = preset_hw_at(k)) != NULL; k++)
+        ck_assert_msg(preset_hw_validate(h, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_ge(k, 3);
+    ck_assert_ptr_null(preset_model_at(-1));
+    ck_assert_ptr_null(preset_hw_at(k));
+    const preset_hw_t *a100 = preset_hw_find("a100-80g");
+    ck_assert_ptr_nonnull(a100);
+    ck_assert(a100->mem_bw == 2.039e12 && a100->flops == 312e12 && a100->mem_bytes == 80e9);
+    ck_assert(preset_hw_find("h100")->mem_bw == 3.35e12);
+    ck_assert(preset_hw_find("h200")->mem_bytes == 141e9);
+}
+END_TEST
+
+START_TEST(test_lookup_case_insensitive) {
+    ck_assert_ptr_eq(preset_model_find("LLaMA-2-7B"), preset_model_find("llama-2-7b"));
+    ck_assert_ptr_eq(preset_hw_find("H100"), preset_hw_find("h100"));
+    ck_assert_ptr_null(preset_model_find("llama-2-8b"));
+    ck_assert_ptr_null(preset_model_find(NULL));
+    preset_model_t m;
+    char err[512];
+    ck_assert_int_eq(preset_model_get("Mistral-7B", &m, err, sizeof err), 0);
+    ck_assert_str_eq(m.name, "mistral-7b");
+    preset_hw_t h;
+    ck_assert_int_eq(preset_hw_get("A100-80G", &h, err, sizeof err), 0);
+    ck_assert_str_eq(h.name, "a100-80g");
+}
+END_TEST
+
+START_TEST(test_unknown_names) {
+    preset_model_t m;
+    preset_hw_t h;
+    char err[512];
+    ck_assert_int_eq(preset_model_get("llama-9", &m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "unknown model 'llama-9'; built-in models: llama-2-7b, ") == err,
+                  "%s", err);
+    ck_assert_msg(strstr(err, "stories260k (or give a preset file path)") != NULL, "%s", err);
+    /* A typo with a dot is still a name, not a missing file. */
+    ck_assert_int_eq(preset_model_get("llama-3.2-3b", &m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "unknown model 'llama-3.2-3b'") == err, "%s", err);
+    ck_assert_int_eq(preset_hw_get("tpu", &h, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "unknown hardware 'tpu'; built-in hardware: a100-80g, h100, h200")
+                  == err, "%s", err);
+    ck_assert_int_eq(preset_model_get("", &m, err, sizeof err), -1);
+}
+END_TEST
+
+/* Loads text as a model file; returns the status, leaves the message in err. */
+static int load_model_text(const char *text, preset_model_t *m, char *path, char *err) {
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, 64, ".model", text));
+    int rc = preset_model_get(path, m, err, 512);
+    unlink(path);
+    return rc;
+}
+
+START_TEST(test_model_file_good) {
+    char path[64], err[512];
+    preset_model_t m;
+    const char *text =
+        "# a made-up tiny model\n"
+        "name = tiny-test   # trailing comment\n"
+        "n_layers = 2\n"
+        "   d_model=64\n"
+        "n_heads = 4\n"
+        "n_kv_heads = 2\n"
+        "\n"
+        "d_ff = 128\n"
+        "vocab = 100\n"
+        "tied_embeddings = 1\n";
+    ck_assert_msg(load_model_text(text, &m, path, err) == 0, "%s", err);
+    ck_assert_str_eq(m.name, "tiny-test");
+    ck_assert_int_eq(m.n_layers, 2);
+    ck_assert_int_eq(m.d_model, 64);
+    ck_assert_int_eq(m.n_kv_heads, 2);
+    ck_assert_int_eq(m.head_dim, 16);    /* default d_model / n_heads */
+    ck_assert_int_eq(m.max_seq, 2048);   /* default */
+    ck_assert_int_eq(m.dtype_bytes, 2);  /* default */
+    /* embed 100*64 + 2 layers * (wq 64*64 + wk,wv 2*64*32 + wo 64*64 + mlp 3*64*128 +
+     * norms 2*64) + final norm 64, tied: no LM head = 6400 + 2*36992 + 64 */
+    ck_assert(preset_model_params(&m) == 6400.0 + 2 * 36992.0 + 64.0);
+
+    /* Without name and n_kv_heads: the file stem, and MHA. */
+    const char *bare = "n_layers = 1\nd_model = 8\nn_heads = 2\nd_ff = 8\nvocab = 4\n";
+    ck_assert_msg(load_model_text(bare, &m, path, err) == 0, "%s", err);
+    ck_assert_int_eq(m.n_kv_heads, 2);
+    char stem[64];
+    snprintf(stem, sizeof stem, "%s", strrchr(path, '/') + 1);
+    *strrchr(stem, '.') = '\0';
+    ck_assert_str_eq(m.name, stem);
+}
+END_TEST
+
+START_TEST(test_model_file_errors) {
+    char path[64], err[512], want[160];
+    preset_model_t m;
+    ck_assert_int_eq(load_model_text("n_layers = 2\nd_modle = 64\n", &m, path, err), -1);
+    snprintf(want, sizeof want, "%s:2: unknown key 'd_modle'", path);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(load_model_text("# c\nn_layers = abc\n", &m, path, err), -1);
+    snprintf(want, sizeof want, "%s:2: 'abc' is not a number", path);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(load_model_text("n_layers = 1.5\n", &m, path, err), -1);
+    snprintf(want, sizeof want, "%s:1: '1.5' is not an integer (n_layers)", path);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(load_model_text("n_layers = 99999999999\n", &m, path, err), -1);
+    ck_assert_msg(strstr(err, ":1: '99999999999' is out of range") != NULL, "%s", err);
+
+    ck_assert_int_eq(load_model_text("d_model = 64\n", &m, path, err), -1);
+    snprintf(want, sizeof want, "%s: missing required key 'n_layers'", path);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(load_model_text("n_layers 2\n", &m, path, err), -1);
+    ck_assert_msg(strstr(err, ":1: expected 'key = value'") != NULL, "%s", err);
+
+    ck_assert_int_eq(load_model_text("n_layers = 2\nn_layers = 3\n", &m, path, err), -1);
+    ck_assert_msg(strstr(err, ":2: duplicate key 'n_layers'") != NULL, "%s", err);
+
+    ck_assert_int_eq(load_model_text("name =\n", &m, path, err), -1);
+    ck_assert_msg(strstr(err, ":1: empty value for 'name'") != NULL, "%s", err);
+
+    ck_assert_int_eq(preset_model_get("/nonexistent/dir/x.model", &m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "/nonexistent/dir/x.model: cannot open") == err, "%s", err);
+}
+END_TEST
+
+START_TEST(test_model_validation) {
+    char path[64], err[512];
+    preset_model_t m;
+    const char *base = "n_layers = 2\nd_model = 64\nd_ff = 128\nvocab = 100\n";
+    char text[256];
+    snprintf(text, sizeof text, "%sn_heads = 8\nn_kv_heads = 3\n", base);
+    ck_assert_int_eq(load_model_text(text, &m, path, err), -1);
+    ck_assert_msg(strstr(err, "n_heads (8) is not a multiple of n_kv_heads (3)"), "%s", err);
+    snprintf(text, sizeof text, "%sn_heads = 6\n", base);  /* 64 / 6: no head_dim */
+    ck_assert_int_eq(load_model_text(text, &m, path, err), -1);
+    ck_assert_msg(strstr(err, "head_dim not given"), "%s", err);
+    snprintf(text, sizeof text, "%sn_heads = 6\nhead_dim = 16\n", base);  /* explicit: fine */
+    ck_assert_msg(load_model_text(text, &m, path, err) == 0, "%s", err);
+    snprintf(text, sizeof text, "%sn_heads = 4\ndtype_bytes = 3\n", base);
+    ck_assert_int_eq(load_model_text(text, &m, path, err), -1);
+    ck_assert_msg(strstr(err, "dtype_bytes must be 1, 2 or 4"), "%s", err);
+    snprintf(text, sizeof text, "%sn_heads = 4\nmax_seq = 0\n", base);
+    ck_assert_int_eq(load_model_text(text, &m, path, err), -1);
+    ck_assert_msg(strstr(err, "max_seq must be positive"), "%s", err);
+
+    preset_model_t bad = *model("llama-2-7b");
+    bad.n_kv_heads = 64;
+    ck_assert_int_eq(preset_model_validate(&bad, err, sizeof err), -1);
+    bad = *model("llama-2-7b");
+    bad.tied_embeddings = 2;
+    ck_assert_int_eq(preset_model_validate(&bad, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(test_hw_file) {
+    char path[64], err[512], want[160];
+    preset_hw_t h;
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "name = test-gpu\nmem_bw = 1.5e12\nflops = 200e12 # dense\nmem_bytes = 48000000000\n"));
+    ck_assert_msg(preset_hw_get(path, &h, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    ck_assert_str_eq(h.name, "test-gpu");
+    ck_assert(h.mem_bw == 1.5e12 && h.flops == 200e12 && h.mem_bytes == 48e9);
+    ck_assert(h.link_bw == 0);
+
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 2.0T\n"));
+    ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:1: '2.0T' is not a number", path);
+    ck_assert_str_eq(err, want);
+    unlink(path);
+
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 1e12\nflops = 1e14\n"));
+    ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: missing required key 'mem_bytes'", path);
+    ck_assert_str_eq(err, want);
+    unlink(path);
+
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 1e12\nflops = -1e14\nmem_bytes = 1e9\n"));
+    ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "flops must be a positive number"), "%s", err);
+    unlink(path);
+}
+END_TEST
+
+/* The example files shipped for the docs must load (run from the repository root). */
+START_TEST(test_example_files) {
+    char err[512];
+    preset_model_t m;
+    preset_hw_t h;
+    if (access("sim/presets/tinyllama-1.1b.model", R_OK) != 0) {
+        fprintf(stderr, "SKIP: sim/presets/ not found (run from the repository root)\n");
+        return;
+    }
+    ck_assert_msg(preset_model_get("sim/presets/tinyllama-1.1b.model", &m, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_str_eq(m.name, "tinyllama-1.1b");
+    /* TinyLlama-1.1B: 1,100,048,384 parameters. */
+    ck_assert(preset_model_params(&m) == 1100048384.0);
+    ck_assert_msg(preset_hw_get("sim/presets/l40s.hw", &h, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(h.name, "l40s");
+}
+END_TEST
+
+static Suite *presets_suite(void) {
+    Suite *s = suite_create("presets");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_param_counts);
+    tcase_add_test(tc, test_kv_bytes);
+    tcase_add_test(tc, test_builtins_valid);
+    tcase_add_test(tc, test_lookup_case_insensitive);
+    tcase_add_test(tc, test_unknown_names);
+    tcase_add_test(tc, test_model_file_good);
+    tcase_add_test(tc, test_model_file_errors);
+    tcase_add_test(tc, test_model_validation);
+    tcase_add_test(tc, test_hw_file);
+    tcase_add_test(tc, test_example_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(presets_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,48 @@
+/* testutil: helpers shared by the Check suites.
+ *
+ * Real data (traces, models) lives in ../shared/data relative to the repository, or where
+ * TWIN_DATA points. Tests that need it call testutil_data_path(); when the folder is absent
+ * they print a visible SKIP line and return without asserting, so `make test` passes anywhere. */
+#ifndef TWIN_TESTUTIL_H
+#define TWIN_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Writes DATA_DIR/rel into buf and returns buf, or NULL (with a SKIP line) when missing. */
+static inline const char *testutil_data_path(const char *rel, char *buf, size_t len) {
+    const char *dir = getenv("TWIN_DATA");
+    if (!dir || !*dir) dir = "../shared/data";
+    snprintf(buf, len, "%s/%s", dir, rel);
+    struct stat st;
+    if (stat(buf, &st) != 0) {
+        fprintf(stderr, "SKIP: %s not found (set TWIN_DATA to the shared data folder)\n", buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A fresh temporary file path (the file is created empty); caller unlinks. */
+static inline const char *testutil_tmpfile(char *buf, size_t len, const char *suffix) {
+    snprintf(buf, len, "/tmp/twintest-XXXXXX%s", suffix ? suffix : "");
+    int fd = mkstemps(buf, suffix ? (int)strlen(suffix) : 0);
+    if (fd < 0) return NULL;
+    close(fd);
+    return buf;
+}
+
+/* Writes text to a fresh temporary file and returns its path in buf. */
+static inline const char *testutil_write_tmp(char *buf, size_t len, const char *suffix,
+                                             const char *text) {
+    if (!testutil_tmpfile(buf, len, suffix)) return NULL;
+    FILE *f = fopen(buf, "w");
+    if (!f) return NULL;
+    fputs(text, f);
+    fclose(f);
+    return buf;
+}
+
+#endif

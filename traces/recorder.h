@@ -1,0 +1,101 @@
+/* recorder: writes runs, per-request and per-step records to SQLite (schema: traces/schema.sql,
+ * compiled into the binary as rec_schema_sql).
+ *
+ * Invariants:
+ *  - One schema for the simulator and the engine; many runs per database (run ids are SQLite
+ *    rowids, names are unique per database).
+ *  - A run row is committed with status 'running' before any other row of that run, so a run
+ *    that dies is visible; rec_run_end sets 'done' or 'failed' (with the message) and commits
+ *    everything pending. Nothing already handed to the recorder is lost on a failed run.
+ *  - The metric definitions live here and only here (vLLM's benchmark): ttft = first_token -
+ *    arrival; e2e = finish - arrival; tpot = (e2e - ttft) / (output_tokens - 1), NULL when
+ *    output_tokens <= 1 or the request did not finish. Times are seconds from the run's start.
+ *    A time < 0 in the input means "never happened" and is stored as NULL.
+ *  - Rows are written through prepared statements inside batched transactions (WAL mode);
+ *    rec_flush commits what is pending.
+ *
+ * Ownership: rec_open returns an object even on failure (NULL only when out of memory); check
+ * rec_errmsg, always rec_close. Strings passed in are copied by SQLite before the call returns.
+ * A rec_t is used by one thread at a time (its connection is opened without SQLite's mutex). */
+#ifndef TWIN_RECORDER_H
+#define TWIN_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rec rec_t;
+
+typedef struct {
+    const char *name;     /* NULL: "<kind>-<policy stem>-<run id>" */
+    const char *kind;     /* "sim" | "engine" */
+    const char *policy;   /* policy file path */
+    const char *params;   /* JSON object of the policy's effective params */
+    const char *trace;    /* trace path, plus replay options */
+    const char *model;
+    const char *hardware;
+    uint64_t seed;
+    const char *version;  /* twinserve version string */
+    const char *config;   /* JSON object: scheduler config (blocks, budget, ...), may be NULL */
+} rec_run_info_t;
+
+typedef struct {
+    int32_t req_id;
+    double arrival_s;
+    int32_t prompt_tokens;
+    int32_t output_tokens;     /* target (trace) output length */
+    int32_t generated_tokens;  /* output tokens actually emitted */
+    double first_scheduled_s;  /* < 0: never */
+    double first_token_s;      /* < 0: never */
+    double finish_s;           /* < 0: never */
+    int32_t preemptions;
+    int32_t spec_proposed;
+    int32_t spec_accepted;
+    const char *status;        /* "finished" | "rejected" | "aborted" */
+    const char *reason;        /* why rejected/aborted, else NULL */
+} rec_request_t;
+
+typedef struct {
+    int64_t step;
+    double start_s;
+    double dur_s;
+    int32_t prefill_tokens;    /* prompt (or recompute) tokens computed this step */
+    int32_t decode_tokens;     /* decode tokens, counting 1 + k per speculative verification */
+    int32_t pad_tokens;        /* padding slots (static batching) */
+    int32_t num_seqs;
+    int32_t kv_used;           /* blocks in use after the step */
+    int32_t kv_total;
+    int32_t num_waiting;       /* queue length after the step */
+    int32_t num_preempted;     /* preemptions decided in this step */
+    double sched_s;            /* wall time spent in the scheduler for this step */
+} rec_step_t;
+
+typedef struct {
+    int32_t req_id;
+    int32_t idx;               /* 0-based output position */
+    int32_t token_id;          /* -1 when unknown (simulator) */
+    double t_s;
+} rec_token_t;
+
+rec_t *rec_open(const char *path);
+const char *rec_errmsg(const rec_t *r);   /* NULL when no error happened */
+
+/* Each returns 0 on success, -1 on error (message on the object). */
+int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id);
+int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q);
+int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s);
+int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t);
+int rec_flush(rec_t *r);
+/* ok != 0: 'done'; else 'failed' with error. Also sets wall_s and commits. */
+int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall_s);
+void rec_close(rec_t *r);
+
+/* The underlying connection, borrowed, for readers (analysis). */
+struct sqlite3 *rec_db(rec_t *r);
+
+/* Added for readers: checks that db (any open mode; it is only read) is either empty or a
+ * twinserve database this build understands: a known schema_version and, for every table of
+ * schema.sql that exists, every column. Returns 0, or -1 with a message in err (e.g. "file is
+ * not a database", "schema_version 2 is newer than this twinserve (1)"). */
+int rec_check_db(struct sqlite3 *db, char *err, size_t errlen);
+
+#endif

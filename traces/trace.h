@@ -1,0 +1,76 @@
+/* trace: streaming readers for request traces.
+ *
+ * Formats: Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens), BurstGPT CSV
+ * (Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type, possibly more
+ * columns in any position), Mooncake JSONL (timestamp ms, input_length, output_length,
+ * hash_ids) and our plain CSV (arrival_s,prompt_tokens,output_tokens). The format is detected
+ * from the header line (or the first JSON line) unless forced.
+ *
+ * Invariants:
+ *  - Memory stays bounded whatever the trace length: one line is held at a time.
+ *  - Requests come out in file order with ids 0, 1, 2, ... counted after filtering
+ *    (--start/--duration/--limit, skipped failures), and arrival_s is non-decreasing
+ *    (an out-of-order row is an error naming file and line).
+ *  - arrival_s is seconds from the replay start: (t - t_first - start_s) / rate_scale, where
+ *    t_first is the first data row's timestamp.
+ *  - A malformed row stops the reader: trace_next returns -1 and trace_errmsg says
+ *    "FILE:LINE: what is wrong". Rows that the format defines as failed requests (BurstGPT
+ *    rows with 0 response tokens) are skipped and counted, not errors.
+ *
+ * Ownership: trace_open returns an object even on failure (NULL only when out of memory);
+ * check trace_errmsg and always trace_close it. The hash_ids pointer in a trace_req_t is
+ * borrowed and valid until the next trace_next call. */
+#ifndef TWIN_TRACE_H
+#define TWIN_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum {
+    TRACE_FMT_AUTO = 0,
+    TRACE_FMT_AZURE,
+    TRACE_FMT_BURSTGPT,
+    TRACE_FMT_MOONCAKE,
+    TRACE_FMT_PLAIN
+} trace_format_t;
+
+typedef struct {
+    trace_format_t format; /* TRACE_FMT_AUTO: detect from the header */
+    double rate_scale;     /* request rate times X (arrival gaps divided by X); 0 means 1 */
+    double start_s;        /* skip requests earlier than t_first + start_s */
+    double duration_s;     /* stop after t_first + start_s + duration_s; <= 0: no limit */
+    int64_t limit;         /* at most this many requests; <= 0: no limit */
+} trace_opts_t;
+
+typedef struct {
+    int32_t id;            /* 0-based, in replay order */
+    double arrival_s;      /* seconds from the replay start, see above */
+    int32_t prompt_tokens; /* >= 0 as read; the scheduler decides what it accepts */
+    int32_t output_tokens; /* >= 1 */
+    int32_t n_hash;        /* Mooncake prefix-block hash ids (512-token blocks); else 0 */
+    const int64_t *hash_ids;
+    int64_t line;          /* source line number, for messages */
+} trace_req_t;
+
+typedef struct trace trace_t;
+
+/* Opens PATH ("-" is stdin). Returns NULL only when out of memory. opts may be NULL (all
+ * defaults). A request is kept when start_s <= t - t_first < start_s + duration_s. */
+trace_t *trace_open(const char *path, const trace_opts_t *opts);
+/* Reads an already open stream F, which trace_close leaves open; NAME (copied) stands for
+ * the file in messages. For pipes and in-memory tests (fmemopen). */
+trace_t *trace_open_file(FILE *f, const char *name, const trace_opts_t *opts);
+/* 1: *out filled; 0: end of trace; -1: error (trace_errmsg). */
+int trace_next(trace_t *t, trace_req_t *out);
+/* NULL when no error happened. */
+const char *trace_errmsg(const trace_t *t);
+trace_format_t trace_format(const trace_t *t);
+int64_t trace_skipped(const trace_t *t);    /* failed-request rows skipped (BurstGPT) */
+const char *trace_path(const trace_t *t);
+void trace_close(trace_t *t);
+
+const char *trace_format_name(trace_format_t f);
+/* "azure", "burstgpt", "mooncake", "plain", "auto": returns 0 and sets *out, or -1. */
+int trace_format_parse(const char *name, trace_format_t *out);
+
+#endif
