@@ -1,0 +1,115 @@
+/* Check suite for policies/kv.c: the block manager. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "policies/kv.h"
+
+START_TEST(alloc_release_counts) {
+    kv_t *kv = kv_new(10, 16);
+    ck_assert_ptr_nonnull(kv);
+    int32_t ids[10];
+    ck_assert_int_eq(kv_alloc(kv, 3, ids), 0);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 1);
+    ck_assert_int_eq(ids[2], 2);
+    ck_assert_int_eq(kv_num_free(kv), 7);
+    ck_assert_int_eq(kv_num_used(kv), 3);
+    ck_assert_int_eq(kv_release(kv, ids, 3), 0);
+    ck_assert_int_eq(kv_num_free(kv), 10);
+    kv_free(kv);
+}
+END_TEST
+
+START_TEST(alloc_is_all_or_nothing) {
+    kv_t *kv = kv_new(4, 16);
+    int32_t ids[8];
+    ck_assert_int_eq(kv_alloc(kv, 3, ids), 0);
+    ck_assert_int_eq(kv_alloc(kv, 2, ids + 3), -1);
+    ck_assert_int_eq(kv_num_free(kv), 1);
+    ck_assert_int_eq(kv_alloc(kv, 1, ids + 3), 0);
+    ck_assert_int_eq(kv_num_free(kv), 0);
+    ck_assert_int_eq(kv_alloc(kv, 1, ids + 4), -1);
+    kv_free(kv);
+}
+END_TEST
+
+START_TEST(refcounts_share_blocks) {
+    kv_t *kv = kv_new(4, 16);
+    int32_t ids[2];
+    ck_assert_int_eq(kv_alloc(kv, 2, ids), 0);
+    ck_assert_int_eq(kv_retain(kv, ids, 2), 0);
+    ck_assert_int_eq(kv_refcount(kv, ids[0]), 2);
+    ck_assert_int_eq(kv_release(kv, ids, 2), 0);
+    ck_assert_int_eq(kv_num_free(kv), 2); /* still held once */
+    ck_assert_int_eq(kv_release(kv, ids, 2), 0);
+    ck_assert_int_eq(kv_num_free(kv), 4);
+    kv_free(kv);
+}
+END_TEST
+
+START_TEST(bad_ids_are_reported_and_change_nothing) {
+    kv_t *kv = kv_new(4, 16);
+    int32_t ids[2], bad[2] = { 0, 9 };
+    ck_assert_int_eq(kv_alloc(kv, 2, ids), 0);
+    ck_assert_int_eq(kv_release(kv, bad, 2), -1);
+    ck_assert_int_eq(kv_refcount(kv, 0), 1);
+    int32_t freeblk = 3;
+    ck_assert_int_eq(kv_release(kv, &freeblk, 1), -1); /* never allocated */
+    ck_assert_int_eq(kv_retain(kv, &freeblk, 1), -1);
+    int32_t dup[2] = { ids[0], ids[0] };
+    ck_assert_int_eq(kv_release(kv, dup, 2), -1);      /* second copy would go negative */
+    ck_assert_int_eq(kv_num_free(kv), 3);
+    ck_assert_int_eq(kv_refcount(kv, 77), -1);
+    kv_free(kv);
+}
+END_TEST
+
+START_TEST(blocks_for_rounds_up) {
+    ck_assert_int_eq(kv_blocks_for(0, 16), 0);
+    ck_assert_int_eq(kv_blocks_for(1, 16), 1);
+    ck_assert_int_eq(kv_blocks_for(16, 16), 1);
+    ck_assert_int_eq(kv_blocks_for(17, 16), 2);
+    ck_assert_ptr_null(kv_new(-1, 16));
+    ck_assert_ptr_null(kv_new(4, 0));
+}
+END_TEST
+
+START_TEST(free_stack_survives_churn) {
+    /* Random alloc/release keeps used + free == total and never hands out a held block. */
+    kv_t *kv = kv_new(64, 16);
+    int32_t held[64], nheld = 0;
+    unsigned seed = 7;
+    for (int it = 0; it < 20000; it++) {
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 16) % 2 && nheld < 64) {
+            int32_t id;
+            ck_assert_int_eq(kv_alloc(kv, 1, &id), 0);
+            for (int i = 0; i < nheld; i++) ck_assert_int_ne(held[i], id);
+            held[nheld++] = id;
+        } else if (nheld > 0) {
+            int i = (int)((seed >> 8) % (unsigned)nheld);
+            ck_assert_int_eq(kv_release(kv, &held[i], 1), 0);
+            held[i] = held[--nheld];
+        }
+        ck_assert_int_eq(kv_num_used(kv), nheld);
+    }
+    kv_free(kv);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kv");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, alloc_release_counts);
+    tcase_add_test(tc, alloc_is_all_or_nothing);
+    tcase_add_test(tc, refcounts_share_blocks);
+    tcase_add_test(tc, bad_ids_are_reported_and_change_nothing);
+    tcase_add_test(tc, blocks_for_rounds_up);
+    tcase_add_test(tc, free_stack_survives_churn);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

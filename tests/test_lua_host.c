@@ -1,0 +1,348 @@
+/* Check suite for policies/lua_host.c and prelude.lua: loading, params, the sandbox, error
+ * messages, limits, and the FFI view layout. */
+#include <check.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policies/lua_host.h"
+#include "policies/sched.h"
+#include "tests/testutil.h"
+
+extern const char lhost_prelude_lua[];
+
+static char path[256];
+
+static lhost_t *open_src(const char *src) {
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".lua", src));
+    lhost_t *h = lhost_open(path, NULL);
+    ck_assert_ptr_nonnull(h);
+    return h;
+}
+
+static void assert_has(const char *msg, const char *needle) {
+    ck_assert_msg(msg && strstr(msg, needle), "message '%s' lacks '%s'", msg ? msg : "(null)",
+                  needle);
+}
+
+typedef struct {
+    int finished;
+} sink_t;
+
+static void count_sink(void *ud, const sched_req_t *r, const char *reason) {
+    (void)reason;
+    if (r->state == SCHED_FINISHED) ((sink_t *)ud)->finished++;
+}
+
+/* A scheduler driven by the host h. */
+static sched_t *attach(lhost_t *h, sink_t *sk) {
+    sched_config_t c = { .num_blocks = 100, .block_size = 16, .watermark = 0.01,
+                         .max_tokens = 2048, .max_seqs = 32, .max_model_len = 4096, .seed = 3 };
+    sched_policy_t pol;
+    lhost_policy(h, &pol);
+    sched_t *s = sched_new(&c, &pol, NULL);
+    ck_assert_ptr_nonnull(s);
+    if (sk) sched_set_sink(s, count_sink, sk);
+    ck_assert_int_eq(lhost_attach(h, s), 0);
+    return s;
+}
+
+static void add(sched_t *s, int32_t id, int32_t prompt, int32_t out) {
+    sched_new_req_t r = { id, 0, prompt, out };
+    ck_assert_int_eq(sched_add(s, &r, 0), 0);
+}
+
+/* ------------------------------------------------------------------ loading and params */
+
+START_TEST(shipped_policy_loads_with_params) {
+    lhost_t *h = lhost_open("policies/continuous.lua", NULL);
+    ck_assert_ptr_null(lhost_errmsg(h));
+    ck_assert_str_eq(lhost_params_json(h), "{\"max_seqs\":256,\"max_tokens\":8192}");
+    ck_assert_int_eq(lhost_set(h, "max_seqs=8"), 0);
+    double v = 0;
+    ck_assert_int_eq(lhost_param_num(h, "max_seqs", &v), 1);
+    ck_assert_double_eq(v, 8);
+    ck_assert_int_eq(lhost_param_num(h, "nope", &v), 0);
+    ck_assert_int_eq(lhost_set(h, "max_seqs=lots"), -1);
+    assert_has(lhost_errmsg(h), "param 'max_seqs' is a number, got 'lots'");
+    ck_assert_int_eq(lhost_set(h, "chunk=5"), -1);
+    assert_has(lhost_errmsg(h), "unknown param 'chunk'; this policy's params: max_seqs, max_tokens");
+    ck_assert_int_eq(lhost_set(h, "novalue"), -1);
+    assert_has(lhost_errmsg(h), "expected key=value");
+    lhost_close(h);
+}
+END_TEST
+
+START_TEST(param_types) {
+    lhost_t *h = open_src("return { params = { on = false, name = 'x', n = 1 },\n"
+                          "  schedule = function(s) end }\n");
+    ck_assert_ptr_null(lhost_errmsg(h));
+    ck_assert_int_eq(lhost_set(h, "on=true"), 0);
+    ck_assert_int_eq(lhost_set(h, "name=llama-3.2-1b"), 0);
+    ck_assert_int_eq(lhost_set(h, "on=maybe"), -1);
+    assert_has(lhost_errmsg(h), "is a boolean");
+    char buf[64];
+    ck_assert_int_eq(lhost_param_str(h, "name", buf, sizeof buf), 1);
+    ck_assert_str_eq(buf, "llama-3.2-1b");
+    ck_assert_int_eq(lhost_param_str(h, "n", buf, sizeof buf), -1);
+    ck_assert_str_eq(lhost_params_json(h), "{\"n\":1,\"name\":\"llama-3.2-1b\",\"on\":true}");
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(bad_policy_files) {
+    lhost_t *h = lhost_open("/nonexistent/policy.lua", NULL);
+    assert_has(lhost_errmsg(h), "cannot open policy '/nonexistent/policy.lua'");
+    lhost_close(h);
+
+    h = open_src("return {\n  schedule = function(s)\n    local x = = 1\n  end }\n");
+    assert_has(lhost_errmsg(h), "policy syntax error");
+    assert_has(lhost_errmsg(h), ":3:");
+    assert_has(lhost_errmsg(h), path);
+    lhost_close(h);
+
+    h = open_src("return { params = {} }\n");
+    assert_has(lhost_errmsg(h), "has no schedule(s) function");
+    lhost_close(h);
+
+    h = open_src("return 42\n");
+    assert_has(lhost_errmsg(h), "must return a table with a schedule(s) function (got number)");
+    lhost_close(h);
+
+    h = open_src("return { schedule = function() end, on_finish = 3 }\n");
+    assert_has(lhost_errmsg(h), "'on_finish' must be a function");
+    lhost_close(h);
+
+    h = open_src("local t = nil\nreturn t.x\n");
+    assert_has(lhost_errmsg(h), "error while loading");
+    assert_has(lhost_errmsg(h), ":2:");
+    assert_has(lhost_errmsg(h), "stack traceback");
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ the sandbox */
+
+START_TEST(sandbox_blocks_dangerous_globals) {
+    const char *names[] = { "io", "os", "ffi", "require", "load", "loadstring", "dofile",
+                            "loadfile", "debug", "jit", "package", "setfenv", "getfenv",
+                            "collectgarbage", "coroutine" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "local x = %s\nreturn { schedule = function() end }\n",
+                 names[i]);
+        lhost_t *h = open_src(src);
+        char needle[64];
+        snprintf(needle, sizeof needle, "'%s' is not available to policies", names[i]);
+        assert_has(lhost_errmsg(h), needle);
+        assert_has(lhost_errmsg(h), ":1:");
+        lhost_close(h);
+    }
+    /* string.dump and unbounded string.rep are gone too, also through method calls. */
+    lhost_t *h = open_src("local d = string.dump\nassert(d == nil and ('x').dump == nil)\n"
+                          "local ok, e = pcall(string.rep, 'x', 1e9)\nassert(not ok)\n"
+                          "return { schedule = function() end }\n");
+    ck_assert_ptr_null(lhost_errmsg(h));
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(views_are_read_only) {
+    const char *bodies[] = {
+        "r.generated = 5", "local q = r + 1", "local q = r[1]", "r.id = 3",
+    };
+    const char *needles[] = {
+        "attempt to write to constant location", "attempt to perform arithmetic",
+        "cannot be indexed with", "attempt to write to constant location",
+    };
+    for (size_t i = 0; i < 4; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "return { schedule = function(s)\n  local r = s:waiting(1)\n  if r then %s end\n"
+                 "end }\n", bodies[i]);
+        lhost_t *h = open_src(src);
+        ck_assert_ptr_null(lhost_errmsg(h));
+        sched_t *s = attach(h, NULL);
+        add(s, 1, 10, 5);
+        const sched_plan_t *plan;
+        ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+        assert_has(sched_errmsg(s), needles[i]);
+        assert_has(sched_errmsg(s), ":3:");
+        sched_free(s);
+        lhost_close(h);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ running policies */
+
+START_TEST(errors_name_the_policy_line) {
+    lhost_t *h = open_src("return { schedule = function(s)\n"
+                          "  local r = s:waiting(1)\n"
+                          "  if r then s:schedule(r, r.prompt_tokens + 1) end\n"
+                          "end }\n");
+    sched_t *s = attach(h, NULL);
+    add(s, 1, 10, 5);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+    const char *m = sched_errmsg(s);
+    assert_has(m, "error in schedule()");
+    assert_has(m, ":3: illegal plan: request 1 has 10 tokens left to compute, the plan asks for 11");
+    assert_has(m, "stack traceback");
+    sched_free(s);
+    lhost_close(h);
+
+    h = open_src("return { schedule = function(s)\n  s:schedule(s:waiting(1), 2.5)\nend }\n");
+    s = attach(h, NULL);
+    add(s, 1, 10, 5);
+    ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+    assert_has(sched_errmsg(s), ":2: schedule: token count must be an integer, got 2.5");
+    sched_free(s);
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(hooks_params_and_random) {
+    lhost_t *h = open_src(
+        "local seen, done = 0, 0\n"
+        "return { params = { n = 3 },\n"
+        "  init = function(s) assert(s.block_size == 16 and s.max_seqs == 32) end,\n"
+        "  on_arrival = function(s, r) seen = seen + 1 end,\n"
+        "  on_finish = function(s, r) done = done + 1; assert(r.generated == r.output_tokens) end,\n"
+        "  schedule = function(s)\n"
+        "    assert(seen == s:num_waiting() + s:num_running() + done)\n"
+        "    local u = math.random(); assert(u >= 0 and u < 1)\n"
+        "    local k = math.random(1, 6); assert(k >= 1 and k <= 6 and k % 1 == 0)\n"
+        "    for i = 1, s:num_running() do s:schedule(s:running(i)) end\n"
+        "    for i = 1, math.min(s:num_waiting(), s.params.n) do\n"
+        "      local r = s:waiting(i)\n"
+        "      if s:can_allocate(r) then s:schedule(r) end\n"
+        "    end\n"
+        "  end }\n");
+    ck_assert_ptr_null(lhost_errmsg(h));
+    ck_assert_int_eq(lhost_set(h, "n=2"), 0);
+    sink_t sk = { 0 };
+    sched_t *s = attach(h, &sk);
+    for (int i = 0; i < 5; i++) add(s, i, 20 + i, 3);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(s, 0, &plan), 0);
+    ck_assert_int_eq(plan->n, 2); /* params.n overridden to 2 */
+    double t = 0;
+    for (int it = 0; it < 100 && sched_num_unfinished(s); it++) {
+        ck_assert_int_eq(sched_commit(s, plan, NULL, t += 1), 0);
+        ck_assert_msg(sched_step(s, t, &plan) == 0, "%s", sched_errmsg(s));
+    }
+    ck_assert_int_eq(sk.finished, 5);
+    sched_free(s);
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(import_shares_library_code) {
+    /* Shipped policies import policies/lib/batching.lua; a bad name is refused. */
+    lhost_t *h = lhost_open("policies/chunked_prefill.lua", NULL);
+    ck_assert_ptr_null(lhost_errmsg(h));
+    lhost_close(h);
+    h = open_src("local x = import('../etc/passwd')\nreturn { schedule = function() end }\n");
+    assert_has(lhost_errmsg(h), "import: a library name is letters, digits and _");
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ limits */
+
+START_TEST(endless_loop_is_stopped) {
+    /* A compiled loop never runs hooks: the watchdog ends the process with status 3 after
+     * calling the abort callback. If the interpreter's hook catches it first, the call
+     * fails with a time-limit message instead; both end the run. */
+    lhost_limits_t lim = { .time_limit_s = 0.2 };
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".lua",
+        "return { schedule = function(s)\n  local x = 0\n  while true do x = x + 1 end\nend }\n"));
+    lhost_t *h = lhost_open(path, &lim);
+    ck_assert_ptr_null(lhost_errmsg(h));
+    sched_t *s = attach(h, NULL);
+    add(s, 1, 10, 5);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+    assert_has(sched_errmsg(s), "time limit exceeded");
+    exit(3);
+}
+END_TEST
+
+START_TEST(memory_cap_is_enforced) {
+    lhost_limits_t lim = { .time_limit_s = 5, .mem_limit_mb = 16 };
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".lua",
+        "local t = {}\nreturn { schedule = function(s)\n"
+        "  for i = 1, 1e9 do t[i] = {i} end\nend }\n"));
+    lhost_t *h = lhost_open(path, &lim);
+    sched_t *s = attach(h, NULL);
+    add(s, 1, 10, 5);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+    assert_has(sched_errmsg(s), "memory cap exceeded");
+    exit(3);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ FFI layout */
+
+START_TEST(ffi_layout_matches_c) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    ck_assert_int_eq(luaL_loadbuffer(L, lhost_prelude_lua, strlen(lhost_prelude_lua), "=p"), 0);
+    ck_assert_int_eq(lua_pcall(L, 0, 1, 0), 0);
+    char src[2048];
+    snprintf(src, sizeof src,
+             "local ffi = require('ffi')\n"
+             "assert(ffi.sizeof('sched_req_t') == %zu, 'sizeof sched_req_t')\n"
+             "assert(ffi.offsetof('sched_req_t', 'arrival_s') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'spec_accepted') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'finish_s') == %zu)\n"
+             "assert(ffi.sizeof('sched_view_t') == %zu, 'sizeof sched_view_t')\n"
+             "assert(ffi.offsetof('sched_view_t', 'n_running') == %zu)\n"
+             "assert(ffi.offsetof('sched_view_t', 'plan_seqs') == %zu)\n"
+             "assert(ffi.offsetof('sched_view_t', 'wake_at') == %zu)\n",
+             sizeof(sched_req_t), offsetof(sched_req_t, arrival_s),
+             offsetof(sched_req_t, spec_accepted), offsetof(sched_req_t, finish_s),
+             sizeof(sched_view_t), offsetof(sched_view_t, n_running),
+             offsetof(sched_view_t, plan_seqs), offsetof(sched_view_t, wake_at));
+    int rc = luaL_dostring(L, src);
+    ck_assert_msg(rc == 0, "%s", rc ? lua_tostring(L, -1) : "");
+    lua_close(L);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("lua_host");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, shipped_policy_loads_with_params);
+    tcase_add_test(tc, param_types);
+    tcase_add_test(tc, bad_policy_files);
+    tcase_add_test(tc, sandbox_blocks_dangerous_globals);
+    tcase_add_test(tc, views_are_read_only);
+    tcase_add_test(tc, errors_name_the_policy_line);
+    tcase_add_test(tc, hooks_params_and_random);
+    tcase_add_test(tc, import_shares_library_code);
+    tcase_add_exit_test(tc, endless_loop_is_stopped, 3);
+    tcase_add_exit_test(tc, memory_cap_is_enforced, 3);
+    tcase_add_test(tc, ffi_layout_matches_c);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,310 @@
+/* Check suite for sim/: the event heap, KV sizing, and known answers of whole simulated
+ * runs (hand-computable single requests, static batching's padding, and the policy
+ * comparisons the project promises on the real Azure conversation trace). */
+#include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/cost.h"
+#include "sim/heap.h"
+#include "sim/presets.h"
+#include "sim/sim.h"
+#include "tests/testutil.h"
+
+static char db[256];
+
+/* ------------------------------------------------------------------ helpers */
+
+static double q1(const char *sql) {
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    double v = NAN;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+/* p-th percentile (nearest rank) of a column over a run's rows matching a condition. */
+static double pct(const char *table, const char *col, int64_t run, const char *where, double p) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM %s WHERE run_id=%lld AND %s IS NOT NULL AND %s ORDER BY %s "
+             "LIMIT 1 OFFSET (SELECT CAST(%g * (COUNT(*) - 1) AS INT) FROM %s WHERE run_id=%lld "
+             "AND %s IS NOT NULL AND %s)",
+             col, table, (long long)run, col, where, col, p / 100, table, (long long)run, col,
+             where);
+    return q1(sql);
+}
+
+static int64_t run(const char *trace, const char *policy, const char *const *sets, int nsets,
+                   void (*tweak)(sim_opts_t *)) {
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.db_path = db;
+    o.sets = sets;
+    o.n_sets = nsets;
+    if (tweak) tweak(&o);
+    sim_result_t res;
+    char err[8192];
+    int rc = sim_run(&o, &res, err, sizeof err);
+    ck_assert_msg(rc == 0, "sim failed: %s", err);
+    return res.run_id;
+}
+
+static const char *tmp_trace(const char *text) {
+    static char p[256];
+    ck_assert_ptr_nonnull(testutil_write_tmp(p, sizeof p, ".csv", text));
+    return p;
+}
+
+static void setup(void) { ck_assert_ptr_nonnull(testutil_tmpfile(db, sizeof db, ".db")); }
+static void teardown(void) {
+    char p[300];
+    unlink(db);
+    snprintf(p, sizeof p, "%s-wal", db);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", db);
+    unlink(p);
+}
+
+/* ------------------------------------------------------------------ heap */
+
+START_TEST(heap_orders_by_time_then_insertion) {
+    sim_heap_t h = { 0 };
+    double ts[] = { 5, 1, 3, 1, 9, 0, 3 };
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(sim_heap_push(&h, (sim_event_t){ .t = ts[i], .arg = i }), 0);
+    int64_t order[7];
+    sim_event_t ev;
+    for (int i = 0; i < 7; i++) {
+        ck_assert_int_eq(sim_heap_pop(&h, &ev), 1);
+        order[i] = ev.arg;
+    }
+    int64_t want[] = { 5, 1, 3, 2, 6, 0, 4 };
+    for (int i = 0; i < 7; i++) ck_assert_int_eq(order[i], want[i]);
+    ck_assert_int_eq(sim_heap_pop(&h, &ev), 0);
+    ck_assert_ptr_null(sim_heap_peek(&h));
+    sim_heap_free(&h);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ KV sizing */
+
+START_TEST(kv_capacity_from_memory_budget) {
+    const preset_model_t *m = preset_model_find("llama-2-7b");
+    const preset_hw_t *hw = preset_hw_find("a100-80g");
+    char err[256];
+    int32_t b = sim_kv_blocks(m, NULL, hw, 1, 0.9, 16, 8192, 256, err, sizeof err);
+    /* (80e9 x 0.9 - weights - activations) / (16 tokens x 512 KiB per token) */
+    double act = 8192.0 * (4 * m->d_model + 2 * m->d_ff) * 2 + 256.0 * m->vocab * 4;
+    double want = floor((72e9 - preset_model_weight_bytes(m) - act) / (16 * 524288.0));
+    ck_assert_int_eq(b, (int32_t)want);
+    ck_assert_int_gt(b, 6000);
+    const preset_model_t *big = preset_model_find("llama-2-70b");
+    ck_assert_int_eq(sim_kv_blocks(big, NULL, hw, 1, 0.9, 16, 8192, 256, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "does not fit"));
+    ck_assert_int_gt(sim_kv_blocks(big, NULL, hw, 4, 0.9, 16, 8192, 256, err, sizeof err), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ known answers */
+
+START_TEST(lone_request_costs_add_up) {
+    /* One request, prompt 100, output 4, on an idle replica: one prefill step then 3 decode
+     * steps, each costed by the roofline model alone. Times count from the first arrival,
+     * so the request arrives at 0 although the trace says 2 s. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n2.0,100,4\n");
+    int64_t id = run(tr, "policies/continuous.lua", NULL, 0, NULL);
+    const preset_model_t *m = preset_model_find("llama-2-7b");
+    const preset_hw_t *hw = preset_hw_find("a100-80g");
+    cost_roofline_params_t cp;
+    cost_roofline_defaults(&cp);
+    cost_model_t *cm = cost_roofline_new(m, hw, &cp);
+    cost_seq_t pre = { 100, 0, 1 };
+    double ttft = cost_step_time(cm, &pre, 1), t = ttft;
+    for (int j = 0; j < 3; j++) {
+        cost_seq_t d = { 1, 100 + j, 1 };
+        t += cost_step_time(cm, &d, 1);
+    }
+    cost_free(cm);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT ttft_s FROM requests WHERE run_id=%lld", (long long)id);
+    ck_assert_double_eq_tol(q1(sql), ttft, 1e-12);
+    snprintf(sql, sizeof sql, "SELECT e2e_s FROM requests WHERE run_id=%lld", (long long)id);
+    ck_assert_double_eq_tol(q1(sql), t, 1e-12);
+    snprintf(sql, sizeof sql, "SELECT tpot_s FROM requests WHERE run_id=%lld", (long long)id);
+    ck_assert_double_eq_tol(q1(sql), (t - ttft) / 3, 1e-12);
+    snprintf(sql, sizeof sql, "SELECT first_token_s FROM requests WHERE run_id=%lld",
+             (long long)id);
+    ck_assert_double_eq_tol(q1(sql), ttft, 1e-12);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM steps WHERE run_id=%lld", (long long)id);
+    ck_assert_double_eq(q1(sql), 4);
+    snprintf(sql, sizeof sql, "SELECT status FROM runs WHERE id=%lld", (long long)id);
+    ck_assert_double_eq(q1("SELECT COUNT(*) FROM runs WHERE status='done'"), 1);
+    unlink(tr);
+}
+END_TEST
+
+static void static_batch2(sim_opts_t *o) { (void)o; }
+
+START_TEST(static_batching_pays_for_padding) {
+    /* Two requests in one static batch: outputs 2 and 6. After the first finishes, each of
+     * the remaining 4 decode steps still carries its padded slot: pad_tokens = 1 and the
+     * step costs as much as two decodes. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,64,2\n0,32,6\n");
+    const char *sets[] = { "batch=2", "timeout_s=0" };
+    int64_t id = run(tr, "policies/static.lua", sets, 2, static_batch2);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM steps WHERE run_id=%lld", (long long)id);
+    ck_assert_double_eq(q1(sql), 6); /* 1 prefill + 5 decodes for the longest */
+    snprintf(sql, sizeof sql, "SELECT pad_tokens FROM steps WHERE run_id=%lld AND step=0",
+             (long long)id);
+    ck_assert_double_eq(q1(sql), 32); /* the 32-token prompt padded to 64 */
+    snprintf(sql, sizeof sql, "SELECT SUM(pad_tokens) FROM steps WHERE run_id=%lld AND step>1",
+             (long long)id);
+    ck_assert_double_eq(q1(sql), 4);
+    const preset_model_t *m = preset_model_find("llama-2-7b");
+    cost_roofline_params_t cp;
+    cost_roofline_defaults(&cp);
+    cost_model_t *cm = cost_roofline_new(m, preset_hw_find("a100-80g"), &cp);
+    /* step 2: the live member decodes at context 33, the padded one at 66 */
+    cost_seq_t two[2] = { { 1, 33, 1 }, { 1, 66, 1 } };
+    double want = cost_step_time(cm, two, 2);
+    cost_free(cm);
+    snprintf(sql, sizeof sql, "SELECT dur_s FROM steps WHERE run_id=%lld AND step=2",
+             (long long)id);
+    ck_assert_double_eq_tol(q1(sql), want, 1e-12);
+    unlink(tr);
+}
+END_TEST
+
+START_TEST(same_seed_same_rows) {
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,500,50\n0.01,700,80\n"
+                               "0.02,300,120\n0.5,1000,30\n0.6,200,200\n");
+    const char *sets[] = { "alpha=0.6" };
+    int64_t a = run(tr, "policies/speculative.lua", sets, 1, NULL);
+    int64_t b = run(tr, "policies/speculative.lua", sets, 1, NULL);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM requests x JOIN requests y ON x.req_id=y.req_id "
+             "WHERE x.run_id=%lld AND y.run_id=%lld AND x.finish_s=y.finish_s AND "
+             "x.ttft_s=y.ttft_s AND x.spec_accepted=y.spec_accepted",
+             (long long)a, (long long)b);
+    ck_assert_double_eq(q1(sql), 5);
+    snprintf(sql, sizeof sql, "SELECT SUM(spec_accepted) FROM requests WHERE run_id=%lld",
+             (long long)a);
+    ck_assert_double_gt(q1(sql), 0);
+    unlink(tr);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ real traces */
+
+static const char *azure_conv(char *buf, size_t len) {
+    return testutil_data_path("traces/AzureLLMInferenceTrace_conv.csv", buf, len);
+}
+
+START_TEST(full_azure_conv_under_every_policy) {
+    char tr[512];
+    if (!azure_conv(tr, sizeof tr)) return;
+    const char *policies[] = { "policies/static.lua", "policies/continuous.lua",
+                               "policies/chunked_prefill.lua", "policies/speculative.lua" };
+    for (int i = 0; i < 4; i++) {
+        int64_t id = run(tr, policies[i], NULL, 0, NULL);
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM requests WHERE run_id=%lld",
+                 (long long)id);
+        ck_assert_double_eq(q1(sql), 19366);
+        snprintf(sql, sizeof sql, "SELECT COUNT(DISTINCT req_id) FROM requests WHERE run_id=%lld "
+                 "AND status IN ('finished','rejected')", (long long)id);
+        ck_assert_double_eq(q1(sql), 19366);
+        snprintf(sql, sizeof sql, "SELECT status='done' FROM runs WHERE id=%lld", (long long)id);
+        ck_assert_double_eq(q1(sql), 1);
+        /* only requests beyond llama-2-7b's 4096-token context are rejected */
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM requests WHERE run_id=%lld AND "
+                 "status='rejected' AND prompt_tokens + output_tokens <= 4096", (long long)id);
+        ck_assert_double_eq(q1(sql), 0);
+    }
+}
+END_TEST
+
+START_TEST(policy_comparisons_on_azure_conv) {
+    char tr[512];
+    if (!azure_conv(tr, sizeof tr)) return;
+    int64_t st = run(tr, "policies/static.lua", NULL, 0, NULL);
+    int64_t co = run(tr, "policies/continuous.lua", NULL, 0, NULL);
+    int64_t ch = run(tr, "policies/chunked_prefill.lua", NULL, 0, NULL);
+    /* continuous beats static on TTFT */
+    double ttft_st = pct("requests", "ttft_s", st, "1", 50);
+    double ttft_co = pct("requests", "ttft_s", co, "1", 50);
+    ck_assert_msg(ttft_co < ttft_st, "median TTFT continuous %g vs static %g", ttft_co, ttft_st);
+    /* chunked prefill bounds the p99 duration of steps that carry decodes */
+    double p99_co = pct("steps", "dur_s", co, "decode_tokens > 0", 99);
+    double p99_ch = pct("steps", "dur_s", ch, "decode_tokens > 0", 99);
+    ck_assert_msg(p99_ch < p99_co, "p99 decode-step duration chunked %g vs continuous %g",
+                  p99_ch, p99_co);
+}
+END_TEST
+
+static void low_load(sim_opts_t *o) {
+    o->trace_opts.limit = 300;
+    o->trace_opts.rate_scale = 0.05; /* ~0.28 req/s: mostly one request at a time */
+}
+
+START_TEST(speculation_cuts_tpot_at_low_load) {
+    char tr[512];
+    if (!azure_conv(tr, sizeof tr)) return;
+    const char *sets[] = { "alpha=0.8", "k=4" };
+    int64_t co = run(tr, "policies/continuous.lua", NULL, 0, low_load);
+    int64_t sp = run(tr, "policies/speculative.lua", sets, 2, low_load);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT AVG(tpot_s) FROM requests WHERE run_id=%lld", (long long)co);
+    double a = q1(sql);
+    snprintf(sql, sizeof sql, "SELECT AVG(tpot_s) FROM requests WHERE run_id=%lld", (long long)sp);
+    double b = q1(sql);
+    ck_assert_msg(b < 0.7 * a, "mean TPOT speculative %g vs continuous %g (want > 30%% cut)", b, a);
+    /* acceptance matches alpha: accepted/proposed ~ sum alpha^i / k for i = 1..k over the
+     * drafts that were proposed (only the accepted prefix counts) */
+    snprintf(sql, sizeof sql, "SELECT 1.0 * SUM(spec_accepted) / SUM(spec_proposed) FROM requests "
+             "WHERE run_id=%lld", (long long)sp);
+    double rate = q1(sql);
+    double expect = (0.8 + 0.64 + 0.512 + 0.4096) / 4;
+    ck_assert_msg(fabs(rate - expect) < 0.05, "acceptance ratio %g, expected ~%g", rate, expect);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, heap_orders_by_time_then_insertion);
+    tcase_add_test(tc, kv_capacity_from_memory_budget);
+    tcase_add_test(tc, lone_request_costs_add_up);
+    tcase_add_test(tc, static_batching_pays_for_padding);
+    tcase_add_test(tc, same_seed_same_rows);
+    suite_add_tcase(s, tc);
+    TCase *real = tcase_create("real_traces");
+    tcase_set_timeout(real, 300);
+    tcase_add_checked_fixture(real, setup, teardown);
+    tcase_add_test(real, full_azure_conv_under_every_policy);
+    tcase_add_test(real, policy_comparisons_on_azure_conv);
+    tcase_add_test(real, speculation_cuts_tpot_at_low_load);
+    suite_add_tcase(s, real);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
