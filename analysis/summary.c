@@ -1,0 +1,403 @@
+/* summary: a run's headline numbers from the database (contract: summary.h). */
+#include "analysis/summary.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "traces/recorder.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col) {
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, len, "%s", t ? (const char *)t : "");
+}
+
+static double col_double_or_nan(sqlite3_stmt *st, int col) {
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
+}
+
+/* 1 yes, 0 no, -1 unreadable (e.g. not an SQLite file). */
+static int has_table(sqlite3 *db, const char *name) {
+    sqlite3_stmt *st = NULL;
+    int found = -1;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* Looks up one run id by a query with at most one text or integer parameter; 1 found,
+ * 0 not found, -1 error. */
+static int lookup_id(sqlite3 *db, const char *sql, const char *text, int64_t num, int64_t *id,
+                     char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) goto done;
+    if (text) sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    else if (sqlite3_bind_parameter_count(st) > 0) sqlite3_bind_int64(st, 1, num);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        ret = 1;
+    } else if (rc == SQLITE_DONE) {
+        ret = 0;
+    }
+done:
+    if (ret < 0) snprintf(err, errlen, "cannot read runs: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* "no run named 'X' in DB; runs: a, b, c", with the list cut to fit err. */
+static void unknown_run(sqlite3 *db, const char *what, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    size_t used = (size_t)snprintf(err, errlen, "no run named '%s' in DB", what);
+    if (used >= errlen) return;
+    if (sqlite3_prepare_v2(db, "SELECT name FROM runs ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+        goto done;
+    int k = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        size_t need = strlen(name) + 8;   /* separator and a possible ", ..." */
+        if (used + need >= errlen) {
+            snprintf(err + used, errlen - used, ", ...");
+            goto done;
+        }
+        used += (size_t)snprintf(err + used, errlen - used, "%s%s", k++ ? ", " : "; runs: ", name);
+    }
+    if (k == 0) snprintf(err + used, errlen - used, "; it has no runs");
+done:
+    sqlite3_finalize(st);
+}
+
+/* ---------------------------------------------------------------- open / find / list */
+
+int summary_open(const char *path, sqlite3 **db, char *err, size_t errlen) {
+    struct stat sb;
+    char why[512];
+    *db = NULL;
+    if (!path || !*path) {
+        snprintf(err, errlen, "no database given");
+        return -1;
+    }
+    /* Checked before SQLite sees the path: a reader must never create an empty database. */
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) snprintf(err, errlen, "%s: no such database", path);
+        else snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a database", path);
+        return -1;
+    }
+    if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: cannot open: %s", path,
+                 *db ? sqlite3_errmsg(*db) : "out of memory");
+        goto fail;
+    }
+    /* A recorder may be committing into the same file right now. */
+    sqlite3_busy_timeout(*db, 5000);
+    /* For a reader, "no runs table" says all there is about another program's database, so
+     * it wins over rec_check_db's finer diagnosis; a file that is not SQLite fails both. */
+    int checked = rec_check_db(*db, why, sizeof why);
+    int runs = has_table(*db, "runs");
+    if (runs == 0) {
+        snprintf(err, errlen, "%s: not a twinserve database (no runs table)", path);
+        goto fail;
+    }
+    if (checked != 0 || runs < 0) {
+        snprintf(err, errlen, "%s: %s", path, checked != 0 ? why : sqlite3_errmsg(*db));
+        goto fail;
+    }
+    return 0;
+fail:
+    sqlite3_close(*db);
+    *db = NULL;
+    return -1;
+}
+
+int summary_find_run(sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,
+                     size_t errlen) {
+    int64_t id = 0;
+    int found;
+    if (!name_or_id || !*name_or_id) {
+        found = lookup_id(db, "SELECT id FROM runs ORDER BY id DESC LIMIT 1", NULL, 0, &id, err,
+                          errlen);
+        if (found == 0) snprintf(err, errlen, "no runs in DB");
+        goto done;
+    }
+    /* A name wins over an id, so a run named "7" stays reachable by its name. */
+    found = lookup_id(db, "SELECT id FROM runs WHERE name = ?1", name_or_id, 0, &id, err, errlen);
+    if (found == 0) {
+        char *end = NULL;
+        errno = 0;
+        long long num = strtoll(name_or_id, &end, 10);
+        if (errno == 0 && end != name_or_id && *end == '\0')
+            found = lookup_id(db, "SELECT id FROM runs WHERE id = ?1", NULL, num, &id, err,
+                              errlen);
+    }
+    if (found == 0) unknown_run(db, name_or_id, err, errlen);
+done:
+    if (found == 1) *run_id = id;
+    return found == 1 ? 0 : -1;
+}
+
+int summary_list(sqlite3 *db, int64_t **ids, size_t *n, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int64_t *arr = NULL;
+    size_t len = 0, cap = 0;
+    int ret = -1, rc;
+    *ids = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(db, "SELECT id FROM runs ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot read runs: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            int64_t *grown = realloc(arr, ncap * sizeof *grown);
+            if (!grown) {
+                snprintf(err, errlen, "out of memory listing runs");
+                goto done;
+            }
+            arr = grown;
+            cap = ncap;
+        }
+        arr[len++] = sqlite3_column_int64(st, 0);
+    }
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "cannot read runs: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    *ids = arr;
+    *n = len;
+    arr = NULL;
+    ret = 0;
+done:
+    free(arr);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- load */
+
+/* col is one of our fixed column names, never user input. The values arrive sorted, so the
+ * array is only grown, never counted or sorted up front. */
+static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t *out, char *err,
+                     size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    double *x = NULL;
+    size_t n = 0, cap = 0;
+    int ret = -1, rc;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM requests WHERE run_id = ?1 AND %s IS NOT NULL "
+             "ORDER BY %s", col, col, col);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot read requests.%s: %s", col, sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 1024;
+            double *grown = realloc(x, ncap * sizeof *grown);
+            if (!grown) {
+                snprintf(err, errlen, "out of memory reading requests.%s", col);
+                goto done;
+            }
+            x = grown;
+            cap = ncap;
+        }
+        x[n++] = sqlite3_column_double(st, 0);
+    }
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "cannot read requests.%s: %s", col, sqlite3_errmsg(db));
+        goto done;
+    }
+    stats_describe_sorted(x, n, out);
+    ret = 0;
+done:
+    free(x);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+static const char SQL_RUN[] =
+    "SELECT name, kind, policy, status, error, trace, model, hardware, started_at, wall_s "
+    "FROM runs WHERE id = ?1";
+static const char SQL_COUNTS[] =
+    "SELECT count(*), "
+    " coalesce(sum(status = 'finished'), 0), coalesce(sum(status = 'rejected'), 0),"
+    " coalesce(sum(status = 'aborted'), 0),"
+    " coalesce(sum(preemptions > 0), 0), coalesce(sum(preemptions), 0),"
+    " coalesce(sum(CASE WHEN status = 'finished' THEN prompt_tokens END), 0),"
+    " coalesce(sum(CASE WHEN status = 'finished' THEN generated_tokens END), 0),"
+    " min(arrival_s), max(CASE WHEN status = 'finished' THEN finish_s END),"
+    " (SELECT count(*) FROM steps WHERE run_id = ?1) "
+    "FROM requests WHERE run_id = ?1";
+
+int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    memset(out, 0, sizeof *out);
+    out->run_id = run_id;
+    if (sqlite3_prepare_v2(db, SQL_RUN, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        snprintf(err, errlen, "no run with id %lld in DB", (long long)run_id);
+        goto done;
+    }
+    if (rc != SQLITE_ROW) goto sql_error;
+    copy_col(out->name, sizeof out->name, st, 0);
+    copy_col(out->kind, sizeof out->kind, st, 1);
+    copy_col(out->policy, sizeof out->policy, st, 2);
+    copy_col(out->status, sizeof out->status, st, 3);
+    copy_col(out->error, sizeof out->error, st, 4);
+    copy_col(out->trace, sizeof out->trace, st, 5);
+    copy_col(out->model, sizeof out->model, st, 6);
+    copy_col(out->hardware, sizeof out->hardware, st, 7);
+    copy_col(out->started_at, sizeof out->started_at, st, 8);
+    out->wall_s = col_double_or_nan(st, 9);
+    sqlite3_finalize(st);
+    st = NULL;
+
+    if (sqlite3_prepare_v2(db, SQL_COUNTS, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_step(st) != SQLITE_ROW) goto sql_error;
+    out->requests = sqlite3_column_int64(st, 0);
+    out->finished = sqlite3_column_int64(st, 1);
+    out->rejected = sqlite3_column_int64(st, 2);
+    out->aborted = sqlite3_column_int64(st, 3);
+    out->preempted_requests = sqlite3_column_int64(st, 4);
+    out->preemptions = sqlite3_column_int64(st, 5);
+    out->prompt_tokens = sqlite3_column_int64(st, 6);
+    out->output_tokens = sqlite3_column_int64(st, 7);
+    double first_arrival = col_double_or_nan(st, 8);
+    double last_finish = col_double_or_nan(st, 9);
+    out->steps = sqlite3_column_int64(st, 10);
+    sqlite3_finalize(st);
+    st = NULL;
+
+    /* NAN propagates: no finished request means no makespan and no throughput. */
+    out->makespan_s = last_finish - first_arrival;
+    int has_span = out->makespan_s > 0;
+    out->req_per_s = has_span ? (double)out->finished / out->makespan_s : NAN;
+    out->out_tok_per_s = has_span ? (double)out->output_tokens / out->makespan_s : NAN;
+    out->tok_per_s = has_span
+        ? (double)(out->prompt_tokens + out->output_tokens) / out->makespan_s : NAN;
+
+    if (load_dist(db, run_id, "ttft_s", &out->ttft, err, errlen) != 0 ||
+        load_dist(db, run_id, "tpot_s", &out->tpot, err, errlen) != 0 ||
+        load_dist(db, run_id, "e2e_s", &out->e2e, err, errlen) != 0 ||
+        load_dist(db, run_id, "queue_s", &out->queue, err, errlen) != 0)
+        goto done;
+    ret = 0;
+    goto done;
+sql_error:
+    snprintf(err, errlen, "cannot read run %lld: %s", (long long)run_id, sqlite3_errmsg(db));
+done:
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+/* Seconds for humans: "12.34 ms" below 10 s, "12.34 s" above, "-" when unknown. */
+static const char *fmt_time(char *buf, size_t len, double s) {
+    if (isnan(s)) snprintf(buf, len, "-");
+    else if (fabs(s) < 10) snprintf(buf, len, "%.2f ms", s * 1e3);
+    else snprintf(buf, len, "%.2f s", s);
+    return buf;
+}
+
+static const char *fmt_num(char *buf, size_t len, double v, int decimals) {
+    if (isnan(v)) snprintf(buf, len, "-");
+    else snprintf(buf, len, "%.*f", decimals, v);
+    return buf;
+}
+
+/* "p50/p99" in milliseconds, for the table; tenths only below 100 ms, where they matter,
+ * so that minutes of queueing still fit the column. */
+static const char *fmt_ms_pair(char *buf, size_t len, const stats_dist_t *d) {
+    char a[32], b[32];
+    double p50 = d->p50 * 1e3, p99 = d->p99 * 1e3;
+    snprintf(buf, len, "%s/%s", fmt_num(a, sizeof a, p50, fabs(p50) < 100 ? 1 : 0),
+             fmt_num(b, sizeof b, p99, fabs(p99) < 100 ? 1 : 0));
+    return buf;
+}
+
+/* "policies/continuous.lua" -> "continuous": the table has no room for paths. */
+static void stem(const char *path, char *out, size_t len) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    const char *dot = strrchr(base, '.');
+    if (dot && dot != base) n = (size_t)(dot - base);
+    if (n >= len) n = len - 1;
+    memcpy(out, base, n);
+    out[n] = '\0';
+}
+
+static void print_dist(FILE *f, const char *label, const stats_dist_t *d) {
+    char m[32], p50[32], p90[32], p95[32], p99[32];
+    fprintf(f, "  %-6s %8zu %11s %11s %11s %11s %11s\n", label, d->n,
+            fmt_time(m, sizeof m, d->mean), fmt_time(p50, sizeof p50, d->p50),
+            fmt_time(p90, sizeof p90, d->p90), fmt_time(p95, sizeof p95, d->p95),
+            fmt_time(p99, sizeof p99, d->p99));
+}
+
+void summary_print(FILE *f, const summary_t *s) {
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "run       %s (id %lld): %s, %s", s->name, (long long)s->run_id, s->kind,
+            s->status);
+    if (!isnan(s->wall_s)) fprintf(f, ", wall %s", fmt_time(a, sizeof a, s->wall_s));
+    if (s->started_at[0]) fprintf(f, ", started %s", s->started_at);
+    fputc('\n', f);
+    if (s->error[0]) fprintf(f, "error     %s\n", s->error);
+    if (s->policy[0]) fprintf(f, "policy    %s\n", s->policy);
+    if (s->trace[0]) fprintf(f, "trace     %s\n", s->trace);
+    if (s->model[0] || s->hardware[0])
+        fprintf(f, "model     %s%s%s\n", s->model[0] ? s->model : "?",
+                s->hardware[0] ? " on " : "", s->hardware);
+    fprintf(f, "requests  %lld: %lld finished, %lld rejected, %lld aborted; "
+            "%lld preempted (%lld preemptions); %lld steps\n",
+            (long long)s->requests, (long long)s->finished, (long long)s->rejected,
+            (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
+            (long long)s->steps);
+    fprintf(f, "makespan  %s: %s req/s, %s output tok/s, %s total tok/s\n",
+            fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
+            fmt_num(c, sizeof c, s->out_tok_per_s, 1), fmt_num(d, sizeof d, s->tok_per_s, 1));
+    fprintf(f, "  %-6s %8s %11s %11s %11s %11s %11s\n", "", "n", "mean", "p50", "p90", "p95",
+            "p99");
+    print_dist(f, "TTFT", &s->ttft);
+    print_dist(f, "TPOT", &s->tpot);
+    print_dist(f, "E2E", &s->e2e);
+    print_dist(f, "queue", &s->queue);
+}
+
+void summary_table_header(FILE *f) {
+    fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", "name", "policy", "status",
+            "done/rejected", "makespan_s", "req/s", "out tok/s", "TTFT p50/p99 ms",
+            "TPOT p50/p99 ms");
+}
+
+void summary_table_row(FILE *f, const summary_t *s) {
+    char pol[64], done[48], span[32], rps[32], tps[32], ttft[64], tpot[64];
+    stem(s->policy, pol, sizeof pol);
+    snprintf(done, sizeof done, "%lld/%lld", (long long)s->finished, (long long)s->rejected);
+    fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", s->name, pol, s->status, done,
+            fmt_num(span, sizeof span, s->makespan_s, 2), fmt_num(rps, sizeof rps, s->req_per_s, 2),
+            fmt_num(tps, sizeof tps, s->out_tok_per_s, 1), fmt_ms_pair(ttft, sizeof ttft, &s->ttft),
+            fmt_ms_pair(tpot, sizeof tpot, &s->tpot));
+}

@@ -1,0 +1,73 @@
+/* summary: one run's headline numbers, read back from a twinserve database.
+ *
+ * Invariants:
+ *  - Everything is computed from the requests table as written by the recorder (ttft_s,
+ *    tpot_s, e2e_s, queue_s: the metric definitions live in traces/recorder.c only). NULL
+ *    values are excluded from a distribution, so n may differ between metrics.
+ *  - Counts cover all requests of the run; token counts, makespan and throughput cover the
+ *    finished ones: makespan = last finish of a finished request - first arrival of any.
+ *  - A value that cannot be computed (no finished request, zero makespan) is NAN, printed "-".
+ *  - Readers never write: summary_open opens read-only and never creates a file.
+ *
+ * Ownership: summary_t is a plain value (fixed buffers, long strings truncated); nothing to
+ * free. summary_open's connection belongs to the caller (sqlite3_close). summary_list's
+ * array belongs to the caller (free). Errors go to the caller's buffer err[errlen]. */
+#ifndef TWIN_SUMMARY_H
+#define TWIN_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/stats.h"
+
+struct sqlite3;
+
+typedef struct {
+    int64_t run_id;
+    char name[256];
+    char kind[16];          /* "sim" | "engine" */
+    char policy[256];       /* policy path as recorded */
+    char status[16];        /* "running" | "done" | "failed" */
+    char error[256];        /* empty unless failed */
+    char trace[256], model[128], hardware[128];
+    char started_at[32];    /* UTC ISO-8601 */
+    double wall_s;          /* NAN while running */
+
+    int64_t requests, finished, rejected, aborted;
+    int64_t preempted_requests;  /* requests preempted at least once */
+    int64_t preemptions;         /* total preemptions */
+    int64_t steps;               /* rows in steps */
+    int64_t prompt_tokens, output_tokens;  /* summed over finished requests */
+
+    double makespan_s;
+    double req_per_s;       /* finished requests / makespan */
+    double out_tok_per_s;   /* output tokens / makespan */
+    double tok_per_s;       /* (prompt + output tokens) / makespan */
+
+    stats_dist_t ttft, tpot, e2e, queue;  /* seconds */
+} summary_t;
+
+/* Opens path read-only and checks it is a twinserve database with a runs table. Messages
+ * start with the path: "PATH: no such database", "PATH: not a twinserve database (no runs
+ * table)". Returns 0 with *db set, or -1 with *db NULL. */
+int summary_open(const char *path, struct sqlite3 **db, char *err, size_t errlen);
+
+/* name_or_id: a run name, else a numeric id; NULL or "" means the latest run (highest id).
+ * Unknown: "no run named 'X' in DB; runs: a, b, c". */
+int summary_find_run(struct sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,
+                     size_t errlen);
+
+/* All run ids, ascending, in a malloc'd array (*ids NULL when *n == 0). */
+int summary_list(struct sqlite3 *db, int64_t **ids, size_t *n, char *err, size_t errlen);
+
+int summary_load(struct sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t errlen);
+
+/* One screen for humans: times in ms below 10 s, else in s. */
+void summary_print(FILE *f, const summary_t *s);
+
+/* A compact aligned table, one row per run. */
+void summary_table_header(FILE *f);
+void summary_table_row(FILE *f, const summary_t *s);
+
+#endif

@@ -1,0 +1,111 @@
+-- twinserve record schema, version 1. The single source: the build compiles this file into
+-- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
+-- databases against the tables declared here.
+--
+-- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
+-- existing database of the same version changes nothing. A change to a table is a new
+-- schema_version; the recorder refuses versions it does not know.
+--
+-- Units: times are seconds (REAL) from the start of the run (the simulator's clock 0 or the
+-- engine's start) unless a column says otherwise; NULL time = never happened. Token counts
+-- are tokens, KV counts are KV-cache blocks. REFERENCES clauses document the links; SQLite
+-- enforces them only for a connection that turns on PRAGMA foreign_keys.
+
+-- Facts about the database itself.
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,  -- 'schema_version'
+    value TEXT               -- for schema_version: the integer version of this file, as text
+);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1');
+
+-- One row per simulation or engine run. Inserted with status 'running' and committed before
+-- any other row of the run, so a run that crashed stays visible as 'running'.
+CREATE TABLE IF NOT EXISTS runs (
+    -- run id (rowid), referenced by the other tables
+    id         INTEGER PRIMARY KEY,
+    -- unique per database; default "<kind>-<policy file stem>-<id>", e.g. "sim-continuous-3"
+    name       TEXT UNIQUE NOT NULL,
+    -- who produced the records
+    kind       TEXT NOT NULL CHECK (kind IN ('sim', 'engine')),
+    -- policy script path, as given
+    policy     TEXT,
+    -- JSON object: the policy's effective params
+    params     TEXT CHECK (params IS NULL OR json_valid(params)),
+    -- trace path plus replay options (rate scale, window, limit)
+    trace      TEXT,
+    -- model preset or checkpoint path
+    model      TEXT,
+    -- hardware preset (sim) or device description (engine)
+    hardware   TEXT,
+    -- run seed; a uint64 stored as its int64 bit pattern
+    seed       INTEGER,
+    -- twinserve version that wrote the run
+    version    TEXT,
+    -- JSON object: scheduler config (KV blocks, token budget, ...)
+    config     TEXT CHECK (config IS NULL OR json_valid(config)),
+    -- 'running' from rec_run_begin until rec_run_end sets 'done' or 'failed'
+    status     TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
+    -- why the run failed; NULL unless status = 'failed'
+    error      TEXT,
+    -- wall-clock start, UTC ISO-8601 'YYYY-MM-DDTHH:MM:SSZ'
+    started_at TEXT,
+    -- wall-clock duration of the whole run, seconds; NULL while running
+    wall_s     REAL
+);
+
+-- One row per request of a run. The derived metrics (ttft_s .. queue_s) are computed by the
+-- recorder only, following vLLM's benchmark definitions.
+CREATE TABLE IF NOT EXISTS requests (
+    run_id            INTEGER NOT NULL REFERENCES runs(id),
+    req_id            INTEGER NOT NULL,  -- request id within the run (trace order, 0-based)
+    arrival_s         REAL,     -- arrival time
+    prompt_tokens     INTEGER,  -- prompt length
+    output_tokens     INTEGER,  -- target output length (from the trace)
+    generated_tokens  INTEGER,  -- output tokens actually emitted (= output_tokens if finished)
+    first_scheduled_s REAL,     -- first time any of its tokens was scheduled
+    first_token_s     REAL,     -- time its first output token was emitted
+    finish_s          REAL,     -- time its last output token was emitted (aborted: the abort)
+    ttft_s            REAL,     -- time to first token: first_token_s - arrival_s
+    -- time per output token after the first: (e2e_s - ttft_s) / (generated_tokens - 1);
+    -- NULL when generated_tokens <= 1 or the request did not finish
+    tpot_s            REAL,
+    e2e_s             REAL,     -- end-to-end latency: finish_s - arrival_s; NULL if not finished
+    queue_s           REAL,     -- queueing delay: first_scheduled_s - arrival_s
+    preemptions       INTEGER,  -- times it was preempted (KV freed, recomputed later)
+    spec_proposed     INTEGER,  -- speculative draft tokens proposed for it
+    spec_accepted     INTEGER,  -- of those, accepted by verification
+    -- Spelled with OR, not IN: SQLite evaluates an IN list in a CHECK through a temporary
+    -- table per row, which halved the insert rate of this table.
+    status            TEXT NOT NULL
+                      CHECK (status = 'finished' OR status = 'rejected' OR status = 'aborted'),
+    reason            TEXT,     -- why rejected/aborted; NULL when finished
+    PRIMARY KEY (run_id, req_id)
+) WITHOUT ROWID;
+
+-- One row per scheduler step (one batch executed by one replica).
+CREATE TABLE IF NOT EXISTS steps (
+    run_id         INTEGER NOT NULL REFERENCES runs(id),
+    step           INTEGER NOT NULL,  -- step number within the run, 0-based
+    start_s        REAL,     -- time the batch started executing
+    dur_s          REAL,     -- execution time of the batch (cost model or measured)
+    prefill_tokens INTEGER,  -- prompt (or recompute) tokens computed in the step
+    decode_tokens  INTEGER,  -- decode tokens, 1 + k per speculative verification of k drafts
+    pad_tokens     INTEGER,  -- padding slots (static batching)
+    num_seqs       INTEGER,  -- sequences in the batch
+    kv_used        INTEGER,  -- KV blocks in use after the step
+    kv_total       INTEGER,  -- KV blocks available to the scheduler
+    num_waiting    INTEGER,  -- requests waiting in the queue after the step
+    num_preempted  INTEGER,  -- preemptions decided in the step
+    sched_s        REAL,     -- wall-clock seconds spent in the scheduler for the step
+    PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+-- Optional: one row per emitted output token (inter-token latency, output checks).
+CREATE TABLE IF NOT EXISTS tokens (
+    run_id   INTEGER NOT NULL REFERENCES runs(id),
+    req_id   INTEGER NOT NULL,  -- request id, as in requests.req_id
+    idx      INTEGER NOT NULL,  -- 0-based position in the request's output
+    token_id INTEGER,           -- vocabulary id; -1 when unknown (simulator)
+    t_s      REAL,              -- time the token was emitted
+    PRIMARY KEY (run_id, req_id, idx)
+) WITHOUT ROWID;
