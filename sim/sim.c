@@ -373,7 +373,8 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     m.wall0 = wall_now();
 
     m.rec = rec_open(o->db_path);
-    if (!m.rec || rec_errmsg(m.rec)) {
+    /* Rows are written by a background thread: the replay does not wait for SQLite. */
+    if (!m.rec || rec_errmsg(m.rec) || rec_set_async(m.rec, 1) != 0) {
         fail(&m, "%s", m.rec ? rec_errmsg(m.rec) : "out of memory opening the database");
         goto done;
     }

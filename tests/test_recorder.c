@@ -593,6 +593,57 @@ START_TEST(test_memory_db) {
 }
 END_TEST
 
+
+/* The background writer: the same rows arrive, in order, with reasons copied; a write
+ * error surfaces at the next drain and the run is marked failed with it. */
+START_TEST(test_async_writer) {
+    char path[256], buf[512];
+    tmpdb(path, sizeof path);
+    rec_t *r = open_ok(path);
+    ck_assert_int_eq(rec_set_async(r, 1), 0);
+    rec_run_info_t in = info_named("async1");
+    int64_t id = begin_ok(r, &in);
+    char reason[64];
+    for (int i = 0; i < 30000; i++) {
+        rec_request_t q = req(i, 0.5, 0.75, 1.25, 3.25, 5, i % 3 ? "finished" : "rejected");
+        snprintf(reason, sizeof reason, "reason %d", i);
+        q.reason = i % 3 ? NULL : reason; /* the buffer is reused: the queue must copy */
+        ck_assert_int_eq(rec_request(r, id, &q), 0);
+        rec_step_t st = {.step = i, .start_s = i, .dur_s = 0.5, .num_seqs = 1};
+        ck_assert_int_eq(rec_step(r, id, &st), 0);
+    }
+    rec_request_t bad = req(1, 0.5, 0.75, 1.25, 3.25, 5, "sleeping");
+    ck_assert_int_eq(rec_request(r, id, &bad), -1); /* status checked at once */
+    ck_assert_int_eq(rec_run_end(r, id, 1, NULL, 1.0), 0);
+    sqlite3 *db = peek(path);
+    ck_assert_int_eq(qint(db, "SELECT COUNT(*) FROM requests"), 30000);
+    ck_assert_int_eq(qint(db, "SELECT COUNT(*) FROM steps"), 30000);
+    ck_assert_str_eq(qstr(db, "SELECT reason FROM requests WHERE req_id = 2997", buf, sizeof buf),
+                     "reason 2997");
+    ck_assert_str_eq(qstr(db, "SELECT status FROM runs", buf, sizeof buf), "done");
+    sqlite3_close(db);
+
+    in = info_named("async2");
+    id = begin_ok(r, &in);
+    rec_step_t st = {.step = 7, .dur_s = 1};
+    ck_assert_int_eq(rec_step(r, id, &st), 0);
+    ck_assert_int_eq(rec_step(r, id, &st), 0); /* duplicate: fails in the writer */
+    ck_assert_int_eq(rec_flush(r), -1);
+    ck_assert_ptr_nonnull(strstr(rec_errmsg(r), "duplicate step 7"));
+    ck_assert_int_eq(rec_step(r, id, &st), 0);
+    ck_assert_int_eq(rec_run_end(r, id, 1, NULL, 1.0), -1);
+    db = peek(path);
+    ck_assert_str_eq(qstr(db, "SELECT status FROM runs WHERE name = 'async2'", buf, sizeof buf),
+                     "failed");
+    ck_assert_ptr_nonnull(strstr(qstr(db, "SELECT error FROM runs WHERE name = 'async2'", buf,
+                                      sizeof buf), "duplicate step 7"));
+    ck_assert_int_eq(qint(db, "SELECT COUNT(*) FROM steps WHERE run_id = 2"), 1);
+    sqlite3_close(db);
+    rec_close(r);
+    cleanup_db(path);
+}
+END_TEST
+
 static Suite *recorder_suite(void) {
     Suite *s = suite_create("recorder");
     TCase *tc = tcase_create("core");
@@ -608,6 +659,7 @@ static Suite *recorder_suite(void) {
     tcase_add_test(tc, test_incompatible_dbs);
     tcase_add_test(tc, test_reopen_many);
     tcase_add_test(tc, test_memory_db);
+    tcase_add_test(tc, test_async_writer);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,8 @@
  * replaces it (a caller may pass rec_errmsg(r) straight to rec_run_end as the run's error). */
 #include "traces/recorder.h"
 
+#include "traces/rec_async.h"
+
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +43,7 @@ struct rec {
     double txn_start;       /* monotonic seconds at that BEGIN */
     int has_err;
     char err[REC_ERR_LEN];
+    rec_async_t *async;     /* background writer, when rec_set_async is on */
 };
 
 static void set_err(rec_t *r, const char *fmt, ...) {
@@ -54,10 +57,21 @@ static void set_err(rec_t *r, const char *fmt, ...) {
     r->has_err = 1;
 }
 
-static int usable(rec_t *r) {
+static int usable_rows(rec_t *r) {
     if (!r) return 0;
     if (!r->db) {
         if (!r->has_err) set_err(r, "recorder is not open");
+        return 0;
+    }
+    return 1;
+}
+
+/* For every call but the row calls: the connection is ours only once the writer is idle. A
+ * write error found there is reported here (the rows after it were still attempted). */
+static int usable(rec_t *r) {
+    if (!usable_rows(r)) return 0;
+    if (r->async && rec_async_drain(r->async) != 0) {
+        set_err(r, "%s", rec_async_errmsg(r->async));
         return 0;
     }
     return 1;
@@ -298,7 +312,25 @@ const char *rec_errmsg(const rec_t *r) {
     return r->has_err ? r->err : NULL;
 }
 
-sqlite3 *rec_db(rec_t *r) { return r ? r->db : NULL; }
+sqlite3 *rec_db(rec_t *r) {
+    if (r && r->async) rec_async_drain(r->async); /* a failure stays for the next call's check */
+    return r ? r->db : NULL;
+}
+
+int rec_set_async(rec_t *r, int on) {
+    if (!usable(r)) return -1;
+    if (on && !r->async) {
+        r->async = rec_async_new(r);
+        if (!r->async) {
+            set_err(r, "cannot start the recorder's writer thread");
+            return -1;
+        }
+    } else if (!on && r->async) {
+        rec_async_free(r->async);
+        r->async = NULL;
+    }
+    return 0;
+}
 
 /* ---------------------------------------------------------------- transactions */
 
@@ -504,10 +536,16 @@ static int update_run(rec_t *r, int64_t run_id, const char *status, const char *
 }
 
 int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall_s) {
-    if (!usable(r)) return -1;
+    if (!usable_rows(r)) return -1;
     /* error may point at r->err (rec_errmsg), which the steps below can overwrite. */
     char msg[REC_ERR_LEN];
     snprintf(msg, sizeof msg, "%s", error ? error : "failed without a message");
+    int write_failed = r->async && rec_async_drain(r->async) != 0;
+    if (write_failed) {
+        /* A row could not be written: the run cannot be 'done', and says why. */
+        if (ok) snprintf(msg, sizeof msg, "recorder: %s", rec_async_errmsg(r->async));
+        ok = 0;
+    }
     const char *status = ok ? "done" : "failed";
 
     /* The status goes into the open batch so rows and status commit together. */
@@ -518,7 +556,11 @@ int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall
         set_err(r, "no run with id %lld in DB", (long long)run_id);
         return -1;
     }
-    if (rc == 0 && commit_rows(r) == 0) return 0;
+    if (rc == 0 && commit_rows(r) == 0) {
+        if (!write_failed) return 0;
+        set_err(r, "%s", msg);
+        return -1;
+    }
 
     /* The batch could not be committed: drop it and at least mark the run failed, so it does
      * not stay 'running' forever. The first message is the one the caller gets. */
@@ -533,6 +575,8 @@ int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall
 
 void rec_close(rec_t *r) {
     if (!r) return;
+    rec_async_free(r->async); /* drains: every row handed over is written */
+    r->async = NULL;
     if (r->db) commit_rows(r);
     close_db(r);
     free(r);
@@ -540,8 +584,8 @@ void rec_close(rec_t *r) {
 
 /* ---------------------------------------------------------------- rows */
 
-int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
-    if (!usable(r)) return -1;
+int rec_write_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
+    if (!usable_rows(r)) return -1;
     const char *status = q->status ? q->status : "";
     int finished = strcmp(status, "finished") == 0;
     if (!finished && strcmp(status, "rejected") != 0 && strcmp(status, "aborted") != 0) {
@@ -586,8 +630,8 @@ int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
     return step_row(r, st, run_id, "request %d", (int)q->req_id);
 }
 
-int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
-    if (!usable(r)) return -1;
+int rec_write_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
+    if (!usable_rows(r)) return -1;
     if (begin_rows(r) != 0) return -1;
     sqlite3_stmt *st = r->ins_step;
     sqlite3_bind_int64(st, 1, run_id);
@@ -606,8 +650,8 @@ int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
     return step_row(r, st, run_id, "step %lld", (long long)s->step);
 }
 
-int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
-    if (!usable(r)) return -1;
+int rec_write_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
+    if (!usable_rows(r)) return -1;
     if (begin_rows(r) != 0) return -1;
     sqlite3_stmt *st = r->ins_tok;
     sqlite3_bind_int64(st, 1, run_id);
@@ -616,4 +660,30 @@ int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
     sqlite3_bind_int(st, 4, t->token_id);
     bind_time(st, 5, t->t_s);
     return step_row(r, st, run_id, "token %d of request %d", (int)t->idx, (int)t->req_id);
+}
+
+/* The public row calls: straight to SQLite, or through the writer thread. A status that can
+ * never be stored is refused here, synchronously, in both modes. */
+int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
+    if (!r || !r->async) return rec_write_request(r, run_id, q);
+    const char *st = q->status ? q->status : "";
+    if (strcmp(st, "finished") && strcmp(st, "rejected") && strcmp(st, "aborted"))
+        return rec_write_request(r, run_id, q); /* reports the bad status */
+    if (rec_async_push(r->async, REC_ROW_REQUEST, run_id, q) == 0) return 0;
+    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    return -1;
+}
+
+int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
+    if (!r || !r->async) return rec_write_step(r, run_id, s);
+    if (rec_async_push(r->async, REC_ROW_STEP, run_id, s) == 0) return 0;
+    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    return -1;
+}
+
+int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
+    if (!r || !r->async) return rec_write_token(r, run_id, t);
+    if (rec_async_push(r->async, REC_ROW_TOKEN, run_id, t) == 0) return 0;
+    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    return -1;
 }

@@ -89,6 +89,12 @@ int rec_flush(rec_t *r);
 int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall_s);
 void rec_close(rec_t *r);
 
+/* on != 0: rows go through a background writer thread (traces/rec_async.h) so the caller's
+ * loop does not wait for SQLite. A write error then surfaces at the next row call or at
+ * rec_flush / rec_run_end (which marks the run failed with it); status checks stay
+ * synchronous. Every other call waits until the writer is idle. */
+int rec_set_async(rec_t *r, int on);
+
 /* The underlying connection, borrowed, for readers (analysis). */
 struct sqlite3 *rec_db(rec_t *r);
 
