@@ -33,7 +33,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libtwinserve.a
 BIN      := $(BUILD)/twinserve
 
-.PHONY: all test check-unit e2e demo deps data clean bench sanitize valgrind
+.PHONY: all test check demo demo-run deps data clean bench sanitize valgrind
 all: $(BIN)
 
 $(BIN): $(CLI_OBJ) $(LIB)
@@ -66,19 +66,29 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	$(CC) $(CFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) $(LDFLAGS) -o $@ $< $(LIB) \
 	    $(shell pkg-config --libs $(CHECK_PKG)) $(LDLIBS)
 
+# `make test` and `make demo` first make sure the dependencies are there (a sub-make, so
+# that pkg-config is asked again after an install).
+test:
+	@bash .ci/deps.sh
+	@$(MAKE) --no-print-directory check
+
+demo:
+	@bash .ci/deps.sh
+	@$(MAKE) --no-print-directory demo-run
+
 # Unit suites (Check), then the end-to-end scripts. CK_FORK stays on: a crashing test is
 # reported as a failure instead of killing the suite.
-test: $(BIN) $(TEST_BIN)
+check: $(BIN) $(TEST_BIN)
 	@bash tests/run_all.sh $(BUILD)
 
-demo: $(BIN)
+demo-run: $(BIN)
 	@bash cli/demo.sh $(BIN)
 
 bench: $(BIN)
 	@bash bench/sim_azure.sh $(BIN)
 
 sanitize:
-	$(MAKE) SAN=address,undefined OPT=-O1 test
+	$(MAKE) SAN=address,undefined OPT=-O1 check
 
 valgrind: $(TEST_BIN)
 	@for t in $(TEST_BIN); do CK_FORK=no valgrind -q --error-exitcode=9 --leak-check=full $$t || exit 1; done

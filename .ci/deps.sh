@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what twinserve needs on Debian/Ubuntu (`make deps`; also run first by `make test`
+# and `make demo`). As root it runs apt-get; otherwise it prints the exact command to run.
+set -eu
+pkgs=(gcc make pkg-config libluajit-5.1-dev libsqlite3-dev sqlite3 check
+      libopenblas-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+    echo "installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $cmd >/dev/null
+else
+    echo "twinserve needs: ${missing[*]}" >&2
+    echo "run: sudo apt-get update && sudo $cmd" >&2
+    exit 1
+fi
