@@ -327,13 +327,20 @@ static const char *fmt_num(char *buf, size_t len, double v, int decimals) {
     return buf;
 }
 
-/* "p50/p99" in milliseconds, for the table; tenths only below 100 ms, where they matter,
- * so that minutes of queueing still fit the column. */
+/* A latency in ms below 10 s and in s above, with its unit: an overloaded run's TTFT of
+ * hours must stay readable next to a healthy run's tens of milliseconds. */
+static const char *fmt_latency(char *buf, size_t len, double sec) {
+    char n[24];
+    if (isnan(sec)) snprintf(buf, len, "-");
+    else if (fabs(sec) < 10)
+        snprintf(buf, len, "%sms", fmt_num(n, sizeof n, sec * 1e3, fabs(sec) < 0.1 ? 1 : 0));
+    else snprintf(buf, len, "%ss", fmt_num(n, sizeof n, sec, fabs(sec) < 100 ? 1 : 0));
+    return buf;
+}
+
 static const char *fmt_ms_pair(char *buf, size_t len, const stats_dist_t *d) {
-    char a[32], b[32];
-    double p50 = d->p50 * 1e3, p99 = d->p99 * 1e3;
-    snprintf(buf, len, "%s/%s", fmt_num(a, sizeof a, p50, fabs(p50) < 100 ? 1 : 0),
-             fmt_num(b, sizeof b, p99, fabs(p99) < 100 ? 1 : 0));
+    char a[40], b[40];
+    snprintf(buf, len, "%s/%s", fmt_latency(a, sizeof a, d->p50), fmt_latency(b, sizeof b, d->p99));
     return buf;
 }
 
@@ -388,8 +395,8 @@ void summary_print(FILE *f, const summary_t *s) {
 
 void summary_table_header(FILE *f) {
     fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", "name", "policy", "status",
-            "done/rejected", "makespan_s", "req/s", "out tok/s", "TTFT p50/p99 ms",
-            "TPOT p50/p99 ms");
+            "done/rejected", "makespan_s", "req/s", "out tok/s", "TTFT p50/p99",
+            "TPOT p50/p99");
 }
 
 void summary_table_row(FILE *f, const summary_t *s) {

@@ -464,23 +464,23 @@ static int grow(void **v, int32_t *cap, int32_t need, size_t size) {
     return 0;
 }
 
-static int budget_check(sched_t *s, int32_t tokens, int32_t seqs, const char *what) {
-    if (s->view.plan_tokens + tokens > s->cfg.max_tokens) {
+/* id < 0: padding. Messages are formatted only on failure: this runs for every entry. */
+static int budget_check(sched_t *s, int32_t tokens, int32_t seqs, int32_t id) {
+    char what[48] = "pad";
+    int tok = s->view.plan_tokens + tokens > s->cfg.max_tokens;
+    int seq = s->view.plan_seqs + seqs > s->cfg.max_seqs;
+    if (!tok && !seq) return 0;
+    if (id >= 0) snprintf(what, sizeof what, "schedule request %d", id);
+    if (tok)
         sched_set_error(s, "illegal plan: %s: token budget exceeded (%d already planned + %d > "
                         "max_tokens %d)", what, s->view.plan_tokens, tokens, s->cfg.max_tokens);
-        return -1;
-    }
-    if (s->view.plan_seqs + seqs > s->cfg.max_seqs) {
+    else
         sched_set_error(s, "illegal plan: %s: sequence limit exceeded (%d already planned, "
                         "max_seqs %d)", what, s->view.plan_seqs, s->cfg.max_seqs);
-        return -1;
-    }
-    return 0;
+    return -1;
 }
 
 int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
-    char what[64];
-    snprintf(what, sizeof what, "schedule request %d", id);
     if (plan_guard(s, "schedule")) return -1;
     slot_t *x = plan_lookup(s, id, "schedule");
     if (!x) return -1;
@@ -496,8 +496,8 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
         return -1;
     }
     if (n < 1 || k < 0) {
-        sched_set_error(s, "illegal plan: %s with %d tokens and %d drafts (need tokens >= 1, "
-                        "drafts >= 0)", what, n, k);
+        sched_set_error(s, "illegal plan: schedule request %d with %d tokens and %d drafts "
+                        "(need tokens >= 1, drafts >= 0)", id, n, k);
         return -1;
     }
     if (n > rem) {
@@ -510,7 +510,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         "request %d still has %d prompt tokens to compute", k, id, rem);
         return -1;
     }
-    if (budget_check(s, n + k, 1, what)) return -1;
+    if (budget_check(s, n + k, 1, id)) return -1;
     int32_t want = kv_blocks_for(q->computed + n + k, s->cfg.block_size);
     int32_t need = want - q->num_blocks;
     if (need > kv_num_free(s->kv)) {
@@ -601,7 +601,7 @@ int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx) {
         return -1;
     }
     /* Padding fills slots of the batch's shape; it costs tokens but is not a sequence. */
-    if (budget_check(s, n, 0, "pad")) return -1;
+    if (budget_check(s, n, 0, -1)) return -1;
     if (grow((void **)&s->pads, &s->pads_cap, s->plan.n_pads + 1, sizeof(sched_pad_t))) {
         sched_set_error(s, "out of memory padding the plan");
         return -1;
@@ -683,19 +683,21 @@ const sched_req_t *sched_find(const sched_t *s, int32_t id) {
     return x ? &x->pub : NULL;
 }
 
-int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n) {
-    const slot_t *x = map_get(s, id);
-    if (!x) return -1;
+static int32_t blocks_needed(const sched_t *s, const slot_t *x, int32_t n) {
     int32_t need = kv_blocks_for(x->pub.computed + n, s->cfg.block_size) - x->pub.num_blocks;
     return need > 0 ? need : 0;
+}
+
+int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n) {
+    const slot_t *x = map_get(s, id);
+    return x ? blocks_needed(s, x, n) : -1;
 }
 
 int sched_can_allocate(const sched_t *s, int32_t id, int32_t n) {
     const slot_t *x = map_get(s, id);
     if (!x || x->pub.state >= SCHED_FINISHED) return 0;
-    int32_t need = sched_blocks_needed(s, id, n);
     int32_t reserve = x->pub.state == SCHED_RUNNING ? 0 : s->view.watermark_blocks;
-    return need <= kv_num_free(s->kv) - reserve;
+    return blocks_needed(s, x, n) <= kv_num_free(s->kv) - reserve;
 }
 
 double sched_random(sched_t *s) { return rng_uniform(&s->rng); }

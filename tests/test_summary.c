@@ -293,19 +293,21 @@ START_TEST(test_print) {
     free(out);
 
     out = print_to_string(&s, 1);
-    ck_assert_msg(strstr(out, "TTFT p50/p99 ms") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "TTFT p50/p99") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "a                        continuous       done              3/1"
-                              "       2.80     1.07        6.1         650/1485"
-                              "          300/496\n") != NULL, "%s", out);
+                              "       2.80     1.07        6.1     650ms/1485ms"
+                              "      300ms/496ms\n") != NULL, "%s", out);
     /* Header and row columns line up. */
     size_t header = strcspn(out, "\n");
     ck_assert_uint_eq(header, strlen(out) - header - 2);
     free(out);
-    /* Tenths of a millisecond only where they matter. */
+    /* Tenths of a millisecond only where they matter; seconds past 10 s (overload). */
     s.tpot.p50 = 0.05262;
     s.tpot.p99 = 0.1004;
+    s.ttft.p50 = 12.34;
+    s.ttft.p99 = 5848.1;
     out = print_to_string(&s, 1);
-    ck_assert_msg(strstr(out, " 650/1485         52.6/100\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, " 12.3s/5848s     52.6ms/100ms\n") != NULL, "%s", out);
     free(out);
 
     /* Unknown values print as "-", long times in seconds. */
