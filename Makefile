@@ -30,6 +30,7 @@ GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 LIB      := $(BUILD)/libtwinserve.a
 BIN      := $(BUILD)/twinserve
 
@@ -84,8 +85,13 @@ check: $(BIN) $(TEST_BIN)
 demo-run: $(BIN)
 	@bash cli/demo.sh $(BIN)
 
-bench: $(BIN)
+bench: $(BIN) $(BENCH_BIN)
 	@bash bench/sim_azure.sh $(BIN)
+	@$(BUILD)/bench/bench_policy
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 sanitize:
 	$(MAKE) SAN=address,undefined OPT=-O1 check

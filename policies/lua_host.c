@@ -191,6 +191,10 @@ lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
     h->ref_host = LUA_NOREF;
     h->lim.time_limit_s = lim && lim->time_limit_s > 0 ? lim->time_limit_s : 2.0;
     h->lim.mem_limit_mb = lim && lim->mem_limit_mb > 0 ? lim->mem_limit_mb : 256.0;
+    if (lim) {
+        h->abort_fn = lim->abort_fn;
+        h->abort_ud = lim->abort_ud;
+    }
     h->path = strdup(path ? path : "(null)");
     h->L = luaL_newstate();
     if (!h->path || !h->L) {
@@ -242,11 +246,6 @@ void lhost_close(lhost_t *h) {
     free(h->path);
     free(h->json);
     free(h);
-}
-
-void lhost_set_abort(lhost_t *h, void (*fn)(void *ud, const char *msg), void *ud) {
-    h->abort_fn = fn;
-    h->abort_ud = ud;
 }
 
 /* ------------------------------------------------------------------ params */

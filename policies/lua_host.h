@@ -32,6 +32,10 @@ typedef struct lhost lhost_t;
 typedef struct {
     double time_limit_s;   /* per hook call (default 2 s; the policy load gets 5x) */
     double mem_limit_mb;   /* Lua heap cap (default 256 MB) */
+    /* Called by the watchdog before it ends the process (see above); may be NULL. Given
+     * here so that it also covers the policy file's own top-level code. */
+    void (*abort_fn)(void *ud, const char *msg);
+    void *abort_ud;
 } lhost_limits_t;
 
 /* Loads and runs the policy file in a fresh sandbox. lim may be NULL (defaults). */
@@ -53,9 +57,6 @@ const char *lhost_params_json(lhost_t *h);
 int lhost_param_num(lhost_t *h, const char *key, double *out);
 /* 1 and buf filled if it exists and is a string; 0 if absent; -1 if another type. */
 int lhost_param_str(lhost_t *h, const char *key, char *buf, size_t len);
-
-/* Called by the watchdog thread before it ends the process (see above). */
-void lhost_set_abort(lhost_t *h, void (*fn)(void *ud, const char *msg), void *ud);
 
 void lhost_close(lhost_t *h);
 

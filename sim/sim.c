@@ -40,6 +40,7 @@ typedef struct {
     double wall0;
     int64_t requests, steps;
     double last_progress;
+    const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
 } sim_t;
 
 static double wall_now(void) {
@@ -119,7 +120,9 @@ static void sink(void *ud, const sched_req_t *r, const char *reason) {
  * JIT-compiled policy code (so nothing else touches the recorder). */
 static void on_abort(void *ud, const char *msg) {
     sim_t *m = ud;
-    rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
+    /* A policy can loop at load time, before the run row exists: write it now. */
+    if (m->run_id < 0 && m->early_info) rec_run_begin(m->rec, m->early_info, &m->run_id);
+    if (m->run_id >= 0) rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
 }
 
 /* ------------------------------------------------------------------ costing */
@@ -202,10 +205,12 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
     if (o->tp < 1) return fail(m, "--tp must be >= 1 (got %d)", o->tp);
 
-    m->host = lhost_open(o->policy_path, &o->limits);
+    lhost_limits_t lim = o->limits;
+    lim.abort_fn = on_abort;
+    lim.abort_ud = m;
+    m->host = lhost_open(o->policy_path, &lim);
     if (!m->host) return fail(m, "out of memory loading the policy");
     if (lhost_errmsg(m->host)) return fail(m, "%s", lhost_errmsg(m->host));
-    lhost_set_abort(m->host, on_abort, m);
     for (int i = 0; i < o->n_sets; i++)
         if (lhost_set(m->host, o->sets[i]) != 0) return fail(m, "%s", lhost_errmsg(m->host));
 
@@ -378,11 +383,18 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fail(&m, "%s", m.rec ? rec_errmsg(m.rec) : "out of memory opening the database");
         goto done;
     }
+    char trace_desc[1024], hw_desc[128], config[1024];
+    describe_trace(o, trace_desc, sizeof trace_desc);
+    snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
+    rec_run_info_t early = {
+        .name = o->run_name, .kind = "sim", .policy = o->policy_path, .params = "{}",
+        .trace = trace_desc, .model = o->model, .hardware = hw_desc, .seed = o->seed,
+        .version = o->version,
+    };
+    m.early_info = &early;
     int setup_rc = setup(&m, &model, &hw, &num_blocks);
 
     /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
-    char trace_desc[1024], hw_desc[128], config[1024];
-    describe_trace(o, trace_desc, sizeof trace_desc);
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
     snprintf(config, sizeof config,
              "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
