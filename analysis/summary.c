@@ -344,17 +344,6 @@ static const char *fmt_ms_pair(char *buf, size_t len, const stats_dist_t *d) {
     return buf;
 }
 
-/* "policies/continuous.lua" -> "continuous": the table has no room for paths. */
-static void stem(const char *path, char *out, size_t len) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    size_t n = strlen(base);
-    const char *dot = strrchr(base, '.');
-    if (dot && dot != base) n = (size_t)(dot - base);
-    if (n >= len) n = len - 1;
-    memcpy(out, base, n);
-    out[n] = '\0';
-}
 
 static void print_dist(FILE *f, const char *label, const stats_dist_t *d) {
     char m[32], p50[32], p90[32], p95[32], p99[32];
@@ -401,7 +390,7 @@ void summary_table_header(FILE *f) {
 
 void summary_table_row(FILE *f, const summary_t *s) {
     char pol[64], done[48], span[32], rps[32], tps[32], ttft[64], tpot[64];
-    stem(s->policy, pol, sizeof pol);
+    rec_policy_stem(s->policy, pol, sizeof pol);
     snprintf(done, sizeof done, "%lld/%lld", (long long)s->finished, (long long)s->rejected);
     fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", s->name, pol, s->status, done,
             fmt_num(span, sizeof span, s->makespan_s, 2), fmt_num(rps, sizeof rps, s->req_per_s, 2),

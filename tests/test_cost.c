@@ -8,6 +8,7 @@
 
 #include "sim/cost.h"
 #include "sim/presets.h"
+#include "tests/testutil.h"
 
 /* A shape small enough to do by hand: 2 layers, d 8, 2 heads of 4, 1 K/V head, d_ff 16,
  * vocab 32, 2-byte elements, separate LM head. */
@@ -322,9 +323,5 @@ static Suite *cost_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(cost_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return testutil_run(cost_suite());
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "policies/kv.h"
+#include "tests/testutil.h"
 
 START_TEST(alloc_release_counts) {
     kv_t *kv = kv_new(10, 16);
@@ -107,9 +108,5 @@ int main(void) {
     tcase_add_test(tc, blocks_for_rounds_up);
     tcase_add_test(tc, free_stack_survives_churn);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return testutil_run(s);
 }

@@ -340,9 +340,5 @@ int main(void) {
     tcase_add_exit_test(tc, memory_cap_is_enforced, 3);
     tcase_add_test(tc, ffi_layout_matches_c);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return testutil_run(s);
 }

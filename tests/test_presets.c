@@ -291,9 +291,5 @@ static Suite *presets_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(presets_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return testutil_run(presets_suite());
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policies/sched.h"
+#include "tests/testutil.h"
 
 /* ------------------------------------------------------------------ fixtures */
 
@@ -585,9 +586,5 @@ int main(void) {
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, many_requests_recycle_slots);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return testutil_run(s);
 }

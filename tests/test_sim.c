@@ -302,9 +302,5 @@ int main(void) {
     tcase_add_test(real, policy_comparisons_on_azure_conv);
     tcase_add_test(real, speculation_cuts_tpot_at_low_load);
     suite_add_tcase(s, real);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return testutil_run(s);
 }

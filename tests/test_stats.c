@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/stats.h"
+#include "tests/testutil.h"
 
 #define EQ(a, b) ck_assert_double_eq_tol((a), (b), 1e-12)
 
@@ -114,9 +115,5 @@ static Suite *stats_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(stats_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return testutil_run(stats_suite());
 }

@@ -569,9 +569,5 @@ static Suite *trace_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(trace_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return testutil_run(trace_suite());
 }

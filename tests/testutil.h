@@ -6,6 +6,7 @@
 #ifndef TWIN_TESTUTIL_H
 #define TWIN_TESTUTIL_H
 
+#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,16 @@ static inline const char *testutil_write_tmp(char *buf, size_t len, const char *
     fputs(text, f);
     fclose(f);
     return buf;
+}
+
+/* Runs a suite (forking per test, so a crash is a failure, not the end of the suite);
+ * returns the process exit status. */
+static inline int testutil_run(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif

@@ -412,8 +412,7 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
 
 /* ---------------------------------------------------------------- runs */
 
-/* "policies/continuous.lua" -> "continuous"; NULL or empty -> "run". */
-static void policy_stem(const char *policy, char *out, size_t len) {
+void rec_policy_stem(const char *policy, char *out, size_t len) {
     const char *base = policy ? strrchr(policy, '/') : NULL;
     base = base ? base + 1 : policy;
     if (!base || !*base) base = "run";
@@ -488,7 +487,7 @@ int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id) {
         }
         id = sqlite3_column_int64(st, 0);
         char stem[128];
-        policy_stem(info->policy, stem, sizeof stem);
+        rec_policy_stem(info->policy, stem, sizeof stem);
         snprintf(name, sizeof name, "%s-%s-%lld", info->kind, stem, (long long)id);
         rc = insert_run(r, info, id, name);
         /* Someone chose this very name by hand: add a suffix rather than fail. */

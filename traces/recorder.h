@@ -95,6 +95,10 @@ void rec_close(rec_t *r);
  * synchronous. Every other call waits until the writer is idle. */
 int rec_set_async(rec_t *r, int on);
 
+/* "policies/continuous.lua" -> "continuous" (NULL or empty -> "run"): default run names
+ * and compact tables. */
+void rec_policy_stem(const char *policy, char *out, size_t len);
+
 /* The underlying connection, borrowed, for readers (analysis). */
 struct sqlite3 *rec_db(rec_t *r);
 
