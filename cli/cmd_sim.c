@@ -44,7 +44,9 @@ static void usage(FILE *f) {
         "  --policy-mem-mb M     policy memory cap (256 MB)\n"
         "  -q, --quiet           no progress line or summary\n"
         "\n"
-        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error.\n");
+        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error,\n"
+        "3 a policy call ran away inside JIT-compiled code and was stopped by the watchdog\n"
+        "(recorded as failed; requests in flight at that moment have no rows).\n");
 }
 
 enum {

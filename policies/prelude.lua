@@ -96,10 +96,12 @@ end
 local function fail() error(ffistring(C.sched_errmsg(S)), 3) end
 
 function s.waiting(_, i)
+    i = int_arg(i, "waiting", "index")
     if i < 1 or i > V.n_waiting then return nil end
     return V.waiting[i - 1][0]
 end
 function s.running(_, i)
+    i = int_arg(i, "running", "index")
     if i < 1 or i > V.n_running then return nil end
     return V.running[i - 1][0]
 end

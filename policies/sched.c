@@ -428,7 +428,9 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
     if (rc != 0) return -1;
     int empty = s->plan.n == 0 && s->plan.n_pads == 0;
     if (!empty) s->plan.step = s->steps++;
-    s->stalled = empty && (s->waiting.n + s->running.n) > 0 && isinf(s->view.wake_at);
+    int changed = s->plan.num_preempted > 0 || s->plan.num_rejected > 0;
+    s->stalled = empty && !changed && (s->waiting.n + s->running.n) > 0 &&
+                 isinf(s->view.wake_at);
     *out = &s->plan;
     return 0;
 }
@@ -442,7 +444,8 @@ static int plan_guard(sched_t *s, const char *what) {
 static slot_t *plan_lookup(sched_t *s, int32_t id, const char *what) {
     slot_t *x = map_get(s, id);
     if (!x) {
-        sched_set_error(s, "illegal plan: %s of unknown request id %d", what, id);
+        sched_set_error(s, "illegal plan: %s of unknown request id %d (not waiting or running: "
+                        "finished, rejected, or not arrived yet)", what, id);
         return NULL;
     }
     if (x->pub.state >= SCHED_FINISHED) {
@@ -590,6 +593,7 @@ int sched_plan_reject(sched_t *s, int32_t id, const char *reason) {
     snprintf(why, sizeof why, "rejected by policy: %s", reason && *reason ? reason : "no reason given");
     finalize(s, x, SCHED_REJECTED, why);
     s->wait_out++;
+    s->plan.num_rejected++;
     return 0;
 }
 
@@ -613,8 +617,9 @@ int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx) {
     return 0;
 }
 
+/* t == now means "call me again at this instant" (the executor bounds such loops). */
 void sched_wake_at(sched_t *s, double t) {
-    if (t > s->view.now && t < s->view.wake_at) s->view.wake_at = t;
+    if (t >= s->view.now && t < s->view.wake_at) s->view.wake_at = t;
 }
 
 /* ------------------------------------------------------------------ commit */

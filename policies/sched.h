@@ -114,6 +114,7 @@ typedef struct {
     int32_t decode_tokens;  /* decode entries count 1 + num_spec */
     int32_t pad_tokens;
     int32_t num_preempted;  /* preemptions made while building this plan */
+    int32_t num_rejected;   /* requests the policy rejected while building it */
     int64_t step;           /* 0-based index of non-empty plans */
 } sched_plan_t;
 
@@ -197,8 +198,10 @@ const sched_view_t *sched_view(const sched_t *s);
 int32_t sched_num_unfinished(const sched_t *s); /* waiting + running + preempted */
 int32_t sched_kv_used(const sched_t *s);
 int32_t sched_kv_total(const sched_t *s);
-/* Waiting or running requests exist, the last plan was empty, and no wake-up is pending:
- * only a new arrival can move this replica. With no arrival left, a policy bug. */
+/* Waiting or running requests exist, the last plan was empty and changed nothing (no
+ * preemption, no rejection), and no wake-up is pending: only a new arrival can move this
+ * replica. With no arrival left, a policy bug. An empty plan that did change something
+ * should be followed by another sched_step at the same instant. */
 int sched_stalled(const sched_t *s);
 double sched_wakeup(const sched_t *s);  /* +inf when none */
 int64_t sched_total_preemptions(const sched_t *s);

@@ -16,10 +16,11 @@ local final_ctx = {}    -- id -> context length of a finished member (for its pa
 local function blocks_for(s, tokens) return math.ceil(tokens / s.block_size) end
 
 local function form_batch(s, p)
+    local size = math.min(p.batch, s.max_seqs)
     local members, reserve, maxp = {}, 0, 0
     local free = s:free_blocks() - s.watermark_blocks
     for j = 1, s:num_waiting() do
-        if #members >= p.batch then break end
+        if #members >= size then break end
         local r = s:waiting(j)
         local need = blocks_for(s, r.prompt_tokens + r.output_tokens)
         local longest = math.max(maxp, r.prompt_tokens)
@@ -78,7 +79,7 @@ return {
         local n = s:num_waiting()
         if n == 0 then return end
         local deadline = s:waiting(1).arrival_s + p.timeout_s
-        if n >= p.batch or s.now >= deadline then
+        if n >= math.min(p.batch, s.max_seqs) or s.now >= deadline then
             form_batch(s, p)
         else
             s:wake_at(deadline)

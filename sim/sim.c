@@ -17,7 +17,8 @@
 #include "sim/presets.h"
 #include "traces/recorder.h"
 
-/* A policy that only ever asks to be woken, with nothing left to arrive, would spin. */
+/* A policy that keeps asking to be called again (wake-ups, rejections) without scheduling
+ * anything and without new arrivals would spin forever. */
 enum { MAX_IDLE_WAKES = 1000000 };
 
 typedef struct {
@@ -299,6 +300,7 @@ static int run_loop(sim_t *m) {
                 sched_new_req_t r = { next.id, next.arrival_s, next.prompt_tokens,
                                       next.output_tokens };
                 m->requests++;
+                idle_wakes = 0; /* the bound is on calls without any new input */
                 if (sched_add(m->sched, &r, now) != 0) return fail(m, "%s", sched_errmsg(m->sched));
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
@@ -330,23 +332,32 @@ static int run_loop(sim_t *m) {
         }
         if (busy) continue;
 
-        double w0 = wall_now();
-        if (sched_step(m->sched, now, &plan) != 0) return fail(m, "%s", sched_errmsg(m->sched));
-        step_sched = wall_now() - w0;
-        if (plan->n > 0 || plan->n_pads > 0) {
-            if (seqs_reserve(m, plan->n + plan->n_pads)) return -1;
-            double dur = step_cost(m, plan);
-            step_start = now;
-            busy = 1;
-            idle_wakes = 0;
-            if (sim_heap_push(&m->heap, (sim_event_t){ .t = now + dur, .type = SIM_EV_STEP_DONE }))
-                return fail(m, "out of memory (event heap)");
-        } else {
+        /* An empty plan that rejected or preempted something changed the state: ask again
+         * at this instant (bounded, like wake-ups, against a policy that never settles). */
+        for (int again = 1; again;) {
+            again = 0;
+            double w0 = wall_now();
+            if (sched_step(m->sched, now, &plan) != 0) return fail(m, "%s", sched_errmsg(m->sched));
+            step_sched = wall_now() - w0;
+            if (plan->n > 0 || plan->n_pads > 0) {
+                if (seqs_reserve(m, plan->n + plan->n_pads)) return -1;
+                double dur = step_cost(m, plan);
+                step_start = now;
+                busy = 1;
+                idle_wakes = 0;
+                if (sim_heap_push(&m->heap, (sim_event_t){ .t = now + dur, .type = SIM_EV_STEP_DONE }))
+                    return fail(m, "out of memory (event heap)");
+                break;
+            }
+            if (++idle_wakes > MAX_IDLE_WAKES)
+                return fail(m, "policy %s was called %d times in a row without scheduling "
+                            "anything (a policy bug)", m->o->policy_path, MAX_IDLE_WAKES);
+            if (plan->num_rejected > 0 || plan->num_preempted > 0) {
+                again = 1;
+                continue;
+            }
             double wake = sched_wakeup(m->sched);
             if (isfinite(wake) && wake != pushed_wake) {
-                if (++idle_wakes > MAX_IDLE_WAKES)
-                    return fail(m, "policy %s asked for %d wake-ups in a row without scheduling "
-                                "anything (a policy bug)", m->o->policy_path, MAX_IDLE_WAKES);
                 pushed_wake = wake;
                 if (sim_heap_push(&m->heap, (sim_event_t){ .t = wake, .type = SIM_EV_WAKE }))
                     return fail(m, "out of memory (event heap)");

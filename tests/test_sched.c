@@ -432,6 +432,13 @@ START_TEST(stall_and_wakeups) {
     p.fn = idle;
     step(s, 5.0); /* the wake-up is consumed when its time comes */
     ck_assert(isinf(sched_wakeup(s)));
+    p.fn = wake_later;
+    step(s, 5.0); /* at 5.0 this is "call me again at this instant": a wake-up too */
+    ck_assert_double_eq(sched_wakeup(s), 5.0);
+    ck_assert_int_eq(sched_stalled(s), 0);
+    p.fn = idle;
+    step(s, 5.0);
+    ck_assert(isinf(sched_wakeup(s)));
     ck_assert_int_eq(sched_stalled(s), 1);
     sched_free(s);
 }
@@ -493,11 +500,16 @@ START_TEST(policy_rejection) {
     probe_t p = { .fn = reject_first };
     sched_t *s = make(&p, cfg(100));
     add(s, 4, 0, 5, 5);
+    add(s, 5, 0, 5, 5);
+    const sched_plan_t *plan = step(s, 0);
+    ck_assert_int_eq(plan->num_rejected, 1);
+    ck_assert_int_eq(sched_stalled(s), 0); /* the state changed: the executor asks again */
     step(s, 0);
-    ck_assert_int_eq(p.rejected, 1);
+    ck_assert_int_eq(p.rejected, 2);
     ck_assert_str_eq(p.last_reason, "rejected by policy: too big for me");
     ck_assert_int_eq(sched_view(s)->n_waiting, 0);
     ck_assert_ptr_null(sched_find(s, 4));
+    ck_assert_ptr_null(sched_find(s, 5));
     sched_free(s);
 }
 END_TEST

@@ -29,7 +29,7 @@ struct rec_async {
     int busy;   /* the writer holds rows outside the lock */
     int stop;
     int failed; /* a write failed since the last drain */
-    char first_err[512]; /* its message; written by the writer, read after a drain */
+    char first_err[4096]; /* its message; written by the writer, read after a drain */
 };
 
 static void *writer(void *arg) {

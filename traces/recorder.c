@@ -33,7 +33,8 @@ extern const char rec_schema_sql[];
 #else
 #define REC_CLOCK CLOCK_MONOTONIC
 #endif
-#define REC_ERR_LEN 512
+/* Run errors carry a policy's Lua traceback: keep them whole. */
+#define REC_ERR_LEN 4096
 
 struct rec {
     sqlite3 *db;            /* NULL when rec_open failed */
@@ -476,7 +477,8 @@ int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id) {
         snprintf(name, sizeof name, "%s", info->name);
         rc = insert_run(r, info, 0, name);
         if (rc == SQLITE_CONSTRAINT_UNIQUE) {
-            set_err(r, "run name '%s' already exists in DB (choose another --name)", info->name);
+            set_err(r, "run name '%s' already exists in %s (choose another --name)", info->name,
+                    sqlite3_db_filename(r->db, "main"));
             goto done;
         }
     } else {
@@ -552,7 +554,8 @@ int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall
     if (rc == 1) {
         /* Still commit the rows: they were handed over and must not be lost. */
         commit_rows(r);
-        set_err(r, "no run with id %lld in DB", (long long)run_id);
+        set_err(r, "no run with id %lld in %s", (long long)run_id,
+                sqlite3_db_filename(r->db, "main"));
         return -1;
     }
     if (rc == 0 && commit_rows(r) == 0) {
