@@ -224,8 +224,10 @@ START_TEST(test_names) {
     in = info_named("sim-continuous-1");
     int64_t id = 99;
     ck_assert_int_eq(rec_run_begin(r, &in, &id), -1);
-    ck_assert_str_eq(rec_errmsg(r),
-                     "run name 'sim-continuous-1' already exists in DB (choose another --name)");
+    char want[512];
+    snprintf(want, sizeof want,
+             "run name 'sim-continuous-1' already exists in %s (choose another --name)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
     ck_assert_int_eq(id, 99);
     in = info_named("fresh");
     ck_assert_int_eq(begin_ok(r, &in), 6);
@@ -284,7 +286,9 @@ START_TEST(test_running_visible) {
     rec_request_t q = req(0, 0, 0, 1, 2, 2, "finished");
     ck_assert(rec_request(r, id2, &q) == 0);
     ck_assert_int_eq(rec_run_end(r, 777, 1, NULL, 1), -1);
-    ck_assert_str_eq(rec_errmsg(r), "no run with id 777 in DB");
+    char want[512];
+    snprintf(want, sizeof want, "no run with id 777 in %s", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM requests WHERE run_id = 2"), 1);
 
     /* rec_close without rec_run_end: rows committed, run left 'running' as a crash would. */
