@@ -356,14 +356,7 @@ static void compact_lists_and_recycle(sched_t *s) {
         return;
     }
     queue_t *R = &s->running, *W = &s->waiting;
-    if (s->scratch_cap < R->n) {
-        slot_t **v = realloc(s->scratch, sizeof *v * (size_t)R->n);
-        if (v) {
-            s->scratch = v;
-            s->scratch_cap = R->n;
-        }
-    }
-    int32_t w = 0, npre = 0;
+    int32_t w = 0, npre = 0; /* scratch holds every preemption: sched_plan_preempt grew it */
     for (int32_t i = 0; i < R->n; i++) {
         slot_t *x = queue_at(R, i);
         if (x->pub.state == SCHED_RUNNING) R->v[R->head + w++] = x;
@@ -566,6 +559,12 @@ int sched_plan_preempt(sched_t *s, int32_t id) {
     if (x->in_plan) {
         sched_set_error(s, "illegal plan: request %d is in this step's plan; preempt it before "
                         "scheduling it", id);
+        return -1;
+    }
+    /* Room to move it to the queue at the end of the step, reserved now so that the
+     * compaction itself cannot fail. */
+    if (grow((void **)&s->scratch, &s->scratch_cap, s->plan.num_preempted + 1, sizeof(slot_t *))) {
+        sched_set_error(s, "out of memory preempting request %d", id);
         return -1;
     }
     kv_release(s->kv, x->blocks, x->pub.num_blocks);
