@@ -577,6 +577,100 @@ START_TEST(many_requests_recycle_slots) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ randomized invariants */
+
+typedef struct {
+    unsigned seed;
+    int refused;
+} chaos_t;
+
+static unsigned chaos_rand(chaos_t *c) {
+    c->seed = c->seed * 1103515245u + 12345u;
+    return (c->seed >> 16) & 0x7fff;
+}
+
+/* Every KV block in use belongs to exactly one live request; queued requests hold none. */
+static void check_invariants(sched_t *s) {
+    const sched_view_t *v = sched_view(s);
+    int64_t held = 0;
+    for (int32_t i = 0; i < v->n_running; i++) {
+        const sched_req_t *r = v->running[i];
+        ck_assert_int_eq(r->state, SCHED_RUNNING);
+        ck_assert_int_ge(r->num_blocks, (r->computed + 15) / 16);
+        ck_assert_int_le(r->computed, r->prompt_tokens + r->generated);
+        held += r->num_blocks;
+    }
+    for (int32_t i = 0; i < v->n_waiting; i++) {
+        const sched_req_t *r = v->waiting[i];
+        ck_assert(r->state == SCHED_WAITING || r->state == SCHED_PREEMPTED);
+        ck_assert_int_eq(r->num_blocks, 0);
+        ck_assert_int_eq(r->computed, 0);
+    }
+    ck_assert_int_eq(held, sched_kv_used(s));
+    ck_assert_int_eq(v->free_blocks, sched_kv_total(s) - sched_kv_used(s));
+}
+
+/* Random proposals, many of them illegal: a refused call must change nothing. */
+static int chaos_policy(sched_t *s, void *ctx) {
+    chaos_t *c = ctx;
+    const sched_view_t *v = sched_view(s);
+    int32_t nr = v->n_running, nw = v->n_waiting;
+    for (int32_t i = 0; i < nr + nw; i++) {
+        const sched_req_t *r = i < nr ? v->running[i] : v->waiting[i - nr];
+        int32_t rem = sched_req_remaining(r), used = sched_kv_used(s);
+        unsigned x = chaos_rand(c) % 100;
+        int rc = 0;
+        if (x < 5) rc = sched_plan_preempt(s, r->id);
+        else if (x < 7) rc = sched_plan_reject(s, r->id, "chaos");
+        else if (x < 85) {
+            int32_t n = 1 + (int32_t)(chaos_rand(c) % (unsigned)(rem + 3)); /* sometimes too many */
+            int32_t k = rem == 1 && r->generated > 0 ? (int32_t)(chaos_rand(c) % 4) : 0;
+            if (chaos_rand(c) % 50 == 0) k = 2; /* drafts on a prefill: illegal */
+            rc = sched_plan_schedule(s, r->id, n, k);
+        }
+        if (x >= 85 && chaos_rand(c) % 4 == 0) rc = sched_plan_pad(s, 1 + chaos_rand(c) % 8, 5);
+        if (rc != 0) {
+            c->refused++;
+            if (x >= 7) ck_assert_int_eq(sched_kv_used(s), used);
+        }
+    }
+    return 0;
+}
+
+START_TEST(random_plans_keep_invariants) {
+    chaos_t c = { .seed = 12345 };
+    probe_t p = { .fn = chaos_policy, .ctx = &c };
+    sched_config_t cf = cfg(40); /* small: KV pressure, refusals and preemptions */
+    cf.max_tokens = 96;
+    cf.max_seqs = 6;
+    sched_t *s = make(&p, cf);
+    int32_t next = 0;
+    double t = 0;
+    int32_t acc[64];
+    for (int it = 0; it < 20000; it++) {
+        if (it < 15000 && chaos_rand(&c) % 3 == 0) {
+            add(s, next, t, 1 + (int32_t)(chaos_rand(&c) % 200), 1 + (int32_t)(chaos_rand(&c) % 40));
+            next++;
+        }
+        const sched_plan_t *plan = step(s, t);
+        check_invariants(s);
+        for (int32_t i = 0; i < plan->n; i++)
+            acc[i] = plan->entries[i].num_spec ? (int32_t)(chaos_rand(&c) % (unsigned)(plan->entries[i].num_spec + 1)) : 0;
+        t += 0.01;
+        ck_assert_int_eq(sched_commit(s, plan, acc, t), 0);
+        check_invariants(s);
+    }
+    sched_abort_all(s, "end of test");
+    ck_assert_int_eq(p.finished + p.rejected + p.aborted, next);
+    ck_assert_int_gt(p.finished, 100);
+    ck_assert_int_gt(c.refused, 1000);
+    ck_assert_int_gt(sched_total_preemptions(s), 100);
+    ck_assert_int_eq(sched_kv_used(s), 0);
+    sched_free(s);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sched");
     TCase *tc = tcase_create("core");
@@ -597,6 +691,7 @@ int main(void) {
     tcase_add_test(tc, padding_counts_tokens_not_sequences);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, many_requests_recycle_slots);
+    tcase_add_test(tc, random_plans_keep_invariants);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
