@@ -46,7 +46,7 @@ static void usage(FILE *f) {
         "\n"
         "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error,\n"
         "3 a policy call ran away inside JIT-compiled code and was stopped by the watchdog\n"
-        "(recorded as failed; requests in flight at that moment have no rows).\n");
+        "(recorded as failed; requests in flight at that moment are recorded as aborted).\n");
 }
 
 enum {

@@ -7,7 +7,8 @@
 --      it recomputes later, vLLM's default), so older requests keep making progress;
 --   2. waiting requests are admitted in arrival order (FCFS) with their WHOLE prompt while
 --      the step's token budget, the sequence limit and the KV cache allow. Admission stops
---      at the first request that does not fit, so nobody is overtaken.
+--      at the first request that does not fit, so nobody is overtaken. (A preempted request
+--      whose prompt + generated tokens outgrew the step budget is recomputed in chunks.)
 -- A long prompt therefore makes every decode in its step wait for it: compare with
 -- chunked_prefill.lua, which bounds that stall.
 
@@ -23,6 +24,7 @@ return {
         local step_budget = math.min(s.params.max_tokens, s.max_tokens)
         local seqs = math.min(s.params.max_seqs, s.max_seqs)
         local budget = batching.decode_running(s, step_budget, seqs)
+        budget = batching.prefill_running(s, budget, seqs) -- only chunked recomputes
         batching.admit(s, budget, seqs, false, step_budget)
     end,
 }

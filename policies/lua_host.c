@@ -220,7 +220,13 @@ lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
     /* "@path" makes Lua name the file in messages: "policies/x.lua:12: ..." */
     char chunkname[1024];
     snprintf(chunkname, sizeof chunkname, "@%s", h->path);
-    if (luaL_loadbuffer(L, src, len, chunkname) != 0) {
+    /* Text only: LuaJIT does not verify bytecode, so a precompiled chunk could do anything. */
+    if (len > 0 && src[0] == 0x1b) {
+        set_err(h, "%s: precompiled (binary) policies are not accepted: give the Lua source",
+                h->path);
+        goto done;
+    }
+    if (luaL_loadbufferx(L, src, len, chunkname, "t") != 0) {
         set_err(h, "policy syntax error: %s", lua_tostring(L, -1));
         lua_pop(L, 1);
         goto done;

@@ -33,7 +33,11 @@ typedef struct {
     double time_limit_s;   /* per hook call (default 2 s; the policy load gets 5x) */
     double mem_limit_mb;   /* Lua heap cap (default 256 MB) */
     /* Called by the watchdog before it ends the process (see above); may be NULL. Given
-     * here so that it also covers the policy file's own top-level code. */
+     * here so that it also covers the policy file's own top-level code. It runs on the
+     * watchdog's thread while the main thread is still inside the hook call, which may
+     * reach the caller's code through the scheduler (the sink, on a policy's s:reject):
+     * the callback must exclude that itself (the simulator holds a lock it never releases)
+     * and may only use a recorder in asynchronous mode. */
     void (*abort_fn)(void *ud, const char *msg);
     void *abort_ud;
 } lhost_limits_t;

@@ -47,7 +47,10 @@ const sched_req_t *sched_find(const sched_t *s, int32_t id);
 
 local PTR = ffi.typeof("const sched_req_t *")
 local SCHED = ffi.typeof("sched_t *")
+-- Locals, captured before any policy runs: policies can change their own library tables
+-- (string is shared with string values' methods), never these.
 local floor, type, error, tostring = math.floor, type, error, tostring
+local smatch, srep = string.match, string.rep
 local ffistring = ffi.string
 
 local STATES = { [0] = "waiting", "running", "preempted", "finished", "rejected", "aborted" }
@@ -78,7 +81,9 @@ local s = {}          -- what policies see
 local function reqid(r, fname)
     local t = type(r)
     if t == "number" then
-        if r ~= floor(r) then error(fname .. ": request id must be an integer, got " .. r, 3) end
+        if r ~= floor(r) or r < -2147483648 or r > 2147483647 then
+            error(fname .. ": request id must be a 32-bit integer, got " .. r, 3)
+        end
         return r
     elseif t == "cdata" then
         return r.id
@@ -86,9 +91,10 @@ local function reqid(r, fname)
     error(fname .. ": expected a request or a request id, got " .. t, 3)
 end
 
+-- The core takes int32: anything else would be silently wrapped by the FFI conversion.
 local function int_arg(v, fname, what)
-    if type(v) ~= "number" or v ~= floor(v) then
-        error(fname .. ": " .. what .. " must be an integer, got " .. tostring(v), 3)
+    if type(v) ~= "number" or v ~= floor(v) or v < -2147483648 or v > 2147483647 then
+        error(fname .. ": " .. what .. " must be a 32-bit integer, got " .. tostring(v), 3)
     end
     return v
 end
@@ -187,12 +193,12 @@ local function copy(t)
 end
 
 local MAX_STRING = 16 * 1024 * 1024
-local srep = string.rep
 
 local safe_string = copy(string)
 safe_string.dump = nil
 safe_string.rep = function(str, n, sep)
-    if #str * (n or 0) > MAX_STRING then error("string.rep: result over 16 MB", 2) end
+    local len = (#tostring(str) + #tostring(sep or "")) * (tonumber(n) or 0)
+    if len > MAX_STRING then error("string.rep: result over 16 MB", 2) end
     return srep(str, n, sep)
 end
 
@@ -211,15 +217,15 @@ local make_env
 -- import("name") loads policies/lib/name.lua (next to the policy file) into the same
 -- sandbox: shared building blocks without giving policies `require` or file access.
 local function make_import(env, path)
-    local dir = path:match("^(.*)/[^/]*$") or "."
+    local dir = smatch(path, "^(.*)/[^/]*$") or "."
     local cache = {}
     return function(name)
-        if type(name) ~= "string" or not name:match("^[%w_]+$") then
+        if type(name) ~= "string" or not smatch(name, "^[%w_]+$") then
             error("import: a library name is letters, digits and _ (got " .. tostring(name) .. ")", 2)
         end
         if cache[name] == nil then
             local file = dir .. "/lib/" .. name .. ".lua"
-            local chunk, err = loadfile(file)
+            local chunk, err = loadfile(file, "t") -- text only: LuaJIT does not verify bytecode
             if not chunk then error("import: " .. err, 2) end
             setfenv(chunk, env)
             cache[name] = chunk()
@@ -255,7 +261,9 @@ end
 
 -- Runs the policy chunk in a fresh sandbox; returns an error string or nil.
 function host.load(chunk, path)
-    getmetatable("").__index = safe_string -- method calls on strings see the safe library
+    local smt = getmetatable("")
+    smt.__index = safe_string -- method calls on strings see the safe library
+    smt.__metatable = false   -- and getmetatable("") cannot reach the metatable itself
     setfenv(chunk, make_env(path))
     local p = chunk()
     if type(p) ~= "table" then

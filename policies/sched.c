@@ -297,6 +297,8 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         sched_set_error(s, "duplicate request id %d", r->id);
         return -1;
     }
+    /* Room in the queue first, so that a failure leaves no half-added request behind. */
+    if (queue_reserve(&s->waiting, 0, 1)) goto oom;
     slot_t *x = slot_get(s);
     if (!x) goto oom;
     sched_req_t *q = &x->pub;
@@ -313,10 +315,13 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     q->first_scheduled_s = q->first_token_s = q->finish_s = -1;
     s->num_unfinished++;
 
-    /* Requests that can never run are rejected here, with the reason recorded. */
-    char why[160] = "";
+    /* Requests that can never run are rejected here, with the reason recorded. A request
+     * that is not running may only take blocks beyond the watermark (sched_can_allocate),
+     * so that is the most one request can ever be given. */
+    char why[200] = "";
     int64_t need = (int64_t)r->prompt_tokens + r->output_tokens;
     int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
+    int32_t most = s->cfg.num_blocks - s->view.watermark_blocks;
     if (r->prompt_tokens < 1)
         snprintf(why, sizeof why, "empty prompt (%d tokens)", r->prompt_tokens);
     else if (r->output_tokens < 1)
@@ -324,15 +329,16 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     else if (need > s->cfg.max_model_len)
         snprintf(why, sizeof why, "prompt + output = %lld tokens exceeds the context length %d",
                  (long long)need, s->cfg.max_model_len);
-    else if (blocks > s->cfg.num_blocks)
-        snprintf(why, sizeof why, "needs %lld KV blocks but the cache has %d", (long long)blocks,
-                 s->cfg.num_blocks);
+    else if (blocks > most)
+        snprintf(why, sizeof why, "needs %lld KV blocks but one request can have at most %d "
+                 "(a cache of %d minus the watermark of %d)", (long long)blocks, most,
+                 s->cfg.num_blocks, s->view.watermark_blocks);
     if (why[0]) {
         reject(s, x, why);
         slot_put(s, x); /* never queued */
         return 0;
     }
-    if (queue_push_back(&s->waiting, x)) goto oom;
+    s->waiting.v[s->waiting.head + s->waiting.n++] = x; /* reserved above */
     view_sync(s);
     if (s->policy.on_arrival && s->policy.on_arrival(s->policy.ud, s, q) != 0) return -1;
     return 0;
@@ -410,6 +416,13 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
     if (s->view.wake_at <= now) s->view.wake_at = INFINITY;
     s->plan = (sched_plan_t){ .step = -1 };
     s->view.plan_tokens = s->view.plan_seqs = 0;
+    /* The queue moves this step can make (every waiting request admitted, every running one
+     * preempted) get their room now, so the compaction after the policy cannot fail. */
+    if (queue_reserve(&s->running, 0, s->waiting.n) ||
+        queue_reserve(&s->waiting, s->running.n, 0)) {
+        sched_set_error(s, "out of memory before step %lld", (long long)s->steps);
+        return -1;
+    }
     view_sync(s);
     s->in_step = 1;
     int rc = s->policy.schedule(s->policy.ud, s, now);
@@ -419,6 +432,13 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
     s->need_compact = 1;
     compact_lists_and_recycle(s);
     if (rc != 0) return -1;
+    if (s->plan.n == 0 && s->plan.n_pads > 0) {
+        /* Padding is the shape of a batch of real requests; alone it is a step that can
+         * never make progress (a policy bug that would otherwise spin forever). */
+        sched_set_error(s, "illegal plan: %d padding tokens but no request (pad only next to "
+                        "scheduled requests)", s->plan.pad_tokens);
+        return -1;
+    }
     int empty = s->plan.n == 0 && s->plan.n_pads == 0;
     if (!empty) s->plan.step = s->steps++;
     int changed = s->plan.num_preempted > 0 || s->plan.num_rejected > 0;
@@ -461,15 +481,16 @@ static int grow(void **v, int32_t *cap, int32_t need, size_t size) {
 }
 
 /* id < 0: padding. Messages are formatted only on failure: this runs for every entry. */
-static int budget_check(sched_t *s, int32_t tokens, int32_t seqs, int32_t id) {
+static int budget_check(sched_t *s, int64_t tokens, int32_t seqs, int32_t id) {
     char what[48] = "pad";
     int tok = s->view.plan_tokens + tokens > s->cfg.max_tokens;
     int seq = s->view.plan_seqs + seqs > s->cfg.max_seqs;
     if (!tok && !seq) return 0;
     if (id >= 0) snprintf(what, sizeof what, "schedule request %d", id);
     if (tok)
-        sched_set_error(s, "illegal plan: %s: token budget exceeded (%d already planned + %d > "
-                        "max_tokens %d)", what, s->view.plan_tokens, tokens, s->cfg.max_tokens);
+        sched_set_error(s, "illegal plan: %s: token budget exceeded (%d already planned + %lld > "
+                        "max_tokens %d)", what, s->view.plan_tokens, (long long)tokens,
+                        s->cfg.max_tokens);
     else
         sched_set_error(s, "illegal plan: %s: sequence limit exceeded (%d already planned, "
                         "max_seqs %d)", what, s->view.plan_seqs, s->cfg.max_seqs);
@@ -491,9 +512,9 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         "again from the next step", id);
         return -1;
     }
-    if (n < 1 || k < 0) {
+    if (n < 1 || k < 0 || k > s->cfg.max_tokens) {
         sched_set_error(s, "illegal plan: schedule request %d with %d tokens and %d drafts "
-                        "(need tokens >= 1, drafts >= 0)", id, n, k);
+                        "(need tokens >= 1, 0 <= drafts <= max_tokens)", id, n, k);
         return -1;
     }
     if (n > rem) {
@@ -506,7 +527,8 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         "request %d still has %d prompt tokens to compute", k, id, rem);
         return -1;
     }
-    if (budget_check(s, n + k, 1, id)) return -1;
+    if (budget_check(s, (int64_t)n + k, 1, id)) return -1;
+    /* n <= remaining and k <= max_tokens (checked above): the sum fits in int32. */
     int32_t want = kv_blocks_for(q->computed + n + k, s->cfg.block_size);
     int32_t need = want - q->num_blocks;
     if (need > kv_num_free(s->kv)) {
@@ -687,9 +709,11 @@ const sched_req_t *sched_find(const sched_t *s, int32_t id) {
     return x ? &x->pub : NULL;
 }
 
-static int32_t blocks_needed(const sched_t *s, const slot_t *x, int32_t n) {
-    int32_t need = kv_blocks_for(x->pub.computed + n, s->cfg.block_size) - x->pub.num_blocks;
-    return need > 0 ? need : 0;
+/* 64-bit: n comes from policy code and may be anything. Saturates at INT32_MAX. */
+static int32_t blocks_needed(const sched_t *s, const slot_t *x, int64_t n) {
+    int64_t tokens = (int64_t)x->pub.computed + (n > 0 ? n : 0);
+    int64_t need = (tokens + s->cfg.block_size - 1) / s->cfg.block_size - x->pub.num_blocks;
+    return need <= 0 ? 0 : need > INT32_MAX ? INT32_MAX : (int32_t)need;
 }
 
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n) {

@@ -35,6 +35,7 @@ return {
             return math.max(0, math.min(p.k, r.output_tokens - r.generated - 1))
         end
         local budget = batching.decode_running(s, step_budget, seqs, drafts)
+        budget = batching.prefill_running(s, budget, seqs) -- only chunked recomputes
         batching.admit(s, budget, seqs, false, step_budget)
     end,
 }

@@ -3,6 +3,7 @@
 #include "sim/sim.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,8 +19,25 @@
 #include "traces/recorder.h"
 
 /* A policy that keeps asking to be called again (wake-ups, rejections) without scheduling
- * anything and without new arrivals would spin forever. */
-enum { MAX_IDLE_WAKES = 1000000 };
+ * anything and without new arrivals, or that runs steps in which no request ever gets a
+ * token (a preempt/re-admit livelock), would spin forever: both are bounded. */
+enum { MAX_IDLE_WAKES = 1000000, MAX_STEPS_WITHOUT_TOKEN = 1000000 };
+
+/* The requests that arrived and have no row yet, for the watchdog: when it stops the run
+ * from its own thread it cannot touch the scheduler (the main thread is inside it), so the
+ * simulator keeps this ledger to write their 'aborted' rows. Trace ids are consecutive, so
+ * a ring indexed by id - base suffices; its size is the number of requests in flight. */
+typedef struct {
+    double arrival_s;
+    int32_t prompt, output;
+    int done;
+} live_t;
+
+typedef struct {
+    pthread_mutex_t mu;
+    live_t *v;
+    int64_t cap, head, n, base; /* v[(head + i) % cap] is request base + i */
+} ledger_t;
 
 typedef struct {
     const sim_opts_t *o;
@@ -42,7 +60,45 @@ typedef struct {
     int64_t requests, steps;
     double last_progress;
     const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
+    ledger_t live;
 } sim_t;
+
+static void ledger_add(sim_t *m, const trace_req_t *r) {
+    ledger_t *l = &m->live;
+    pthread_mutex_lock(&l->mu);
+    if (l->n == 0) l->base = r->id;
+    if (r->id == l->base + l->n) { /* always, for trace ids; otherwise simply untracked */
+        if (l->n == l->cap) {
+            int64_t cap = l->cap ? l->cap * 2 : 1024;
+            live_t *v = malloc(sizeof *v * (size_t)cap);
+            if (v) {
+                for (int64_t i = 0; i < l->n; i++) v[i] = l->v[(l->head + i) % l->cap];
+                free(l->v);
+                l->v = v;
+                l->cap = cap;
+                l->head = 0;
+            }
+        }
+        if (l->n < l->cap)
+            l->v[(l->head + l->n++) % l->cap] = (live_t){ r->arrival_s, r->prompt_tokens,
+                                                          r->output_tokens, 0 };
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void ledger_done(sim_t *m, int32_t id) {
+    ledger_t *l = &m->live;
+    pthread_mutex_lock(&l->mu);
+    if (id >= l->base && id < l->base + l->n) {
+        l->v[(l->head + (id - l->base)) % l->cap].done = 1;
+        while (l->n > 0 && l->v[l->head].done) {
+            l->head = (l->head + 1) % l->cap;
+            l->base++;
+            l->n--;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+}
 
 static double wall_now(void) {
     struct timespec ts;
@@ -111,6 +167,7 @@ static void sink(void *ud, const sched_req_t *r, const char *reason) {
         .spec_proposed = r->spec_proposed, .spec_accepted = r->spec_accepted,
         .status = status, .reason = reason,
     };
+    ledger_done(m, r->id); /* locks out the watchdog while the row is handed over */
     if (rec_request(m->rec, m->run_id, &q) != 0 && !m->sink_failed) {
         m->sink_failed = 1;
         fail(m, "recording request %d: %s", r->id, rec_errmsg(m->rec));
@@ -121,9 +178,23 @@ static void sink(void *ud, const sched_req_t *r, const char *reason) {
  * JIT-compiled policy code (so nothing else touches the recorder). */
 static void on_abort(void *ud, const char *msg) {
     sim_t *m = ud;
+    /* Held until the process ends: the main thread can no longer hand rows over. */
+    pthread_mutex_lock(&m->live.mu);
     /* A policy can loop at load time, before the run row exists: write it now. */
     if (m->run_id < 0 && m->early_info) rec_run_begin(m->rec, m->early_info, &m->run_id);
-    if (m->run_id >= 0) rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
+    if (m->run_id < 0) return;
+    ledger_t *l = &m->live;
+    for (int64_t i = 0; i < l->n; i++) {
+        const live_t *x = &l->v[(l->head + i) % l->cap];
+        if (x->done) continue;
+        rec_request_t q = {
+            .req_id = (int32_t)(l->base + i), .arrival_s = x->arrival_s,
+            .prompt_tokens = x->prompt, .output_tokens = x->output, .first_scheduled_s = -1,
+            .first_token_s = -1, .finish_s = -1, .status = "aborted", .reason = msg,
+        };
+        rec_request(m->rec, m->run_id, &q);
+    }
+    rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
 }
 
 /* ------------------------------------------------------------------ costing */
@@ -289,7 +360,7 @@ static int run_loop(sim_t *m) {
     const sched_plan_t *plan = NULL;
     double now = 0, step_start = 0, step_sched = 0, pushed_wake = INFINITY;
     int busy = 0;
-    int64_t idle_wakes = 0;
+    int64_t idle_wakes = 0, steps_without_token = 0;
     if (push_next_arrival(m, &next)) return -1;
 
     sim_event_t ev;
@@ -301,6 +372,7 @@ static int run_loop(sim_t *m) {
                                       next.output_tokens };
                 m->requests++;
                 idle_wakes = 0; /* the bound is on calls without any new input */
+                ledger_add(m, &next);
                 if (sched_add(m->sched, &r, now) != 0) return fail(m, "%s", sched_errmsg(m->sched));
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
@@ -322,6 +394,13 @@ static int run_loop(sim_t *m) {
                                 rec_errmsg(m->rec));
                 m->steps++;
                 busy = 0;
+                int sampled = 0;
+                for (int32_t i = 0; i < plan->n && !sampled; i++) sampled = plan->entries[i].sample;
+                steps_without_token = sampled ? 0 : steps_without_token + 1;
+                if (steps_without_token > MAX_STEPS_WITHOUT_TOKEN)
+                    return fail(m, "policy %s ran %d steps in a row in which no request got a "
+                                "token (a livelock: e.g. preempting and re-admitting the same "
+                                "requests)", m->o->policy_path, MAX_STEPS_WITHOUT_TOKEN);
             } else if (ev.type == SIM_EV_WAKE) {
                 pushed_wake = INFINITY;
             }
@@ -380,7 +459,7 @@ static int run_loop(sim_t *m) {
 /* ------------------------------------------------------------------ entry point */
 
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
-    sim_t m = { .o = o, .run_id = -1 };
+    sim_t m = { .o = o, .run_id = -1, .live = { .mu = PTHREAD_MUTEX_INITIALIZER } };
     preset_model_t model;
     preset_hw_t hw;
     int32_t num_blocks = 0;
@@ -454,6 +533,7 @@ done:
     sim_heap_free(&m.heap);
     free(m.seqs);
     free(m.accepted);
+    free(m.live.v);
     rec_close(m.rec);
     return m.failed ? -1 : 0;
 }

@@ -283,6 +283,8 @@ want_rc 1 3
 want_err_re 'time limit|ran past'
 want_failed "$T/loop_late.db"
 want_sql "$T/loop_late.db" "select count(*) > 0 from requests where status='finished' and finish_s <= 5.0" 1
+# every request that arrived has exactly one row: the in-flight ones 'aborted' by the watchdog
+want_sql "$T/loop_late.db" "select count(*) = count(distinct req_id) and count(*) = max(req_id) + 1 and sum(status = 'aborted') > 0 from requests" 1
 end
 
 policy loop_top <<'EOF'

@@ -6,7 +6,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
-export TWIN_BIN="$PWD/$build/twinserve"
+case $build in /*) export TWIN_BIN="$build/twinserve" ;; *) export TWIN_BIN="$PWD/$build/twinserve" ;; esac
 pass=0; fail=0; failed=()
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue

@@ -183,6 +183,38 @@ START_TEST(views_are_read_only) {
 }
 END_TEST
 
+
+START_TEST(sandbox_holes_stay_closed) {
+    /* Bytecode is refused: LuaJIT does not verify it. */
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    ck_assert_int_eq(luaL_dostring(L, "return string.dump(function() return { schedule = "
+                                      "function() end } end)"), 0);
+    size_t n = 0;
+    const char *bc = lua_tolstring(L, -1, &n);
+    ck_assert_ptr_nonnull(testutil_tmpfile(path, sizeof path, ".lua"));
+    FILE *f = fopen(path, "wb");
+    fwrite(bc, 1, n, f);
+    fclose(f);
+    lua_close(L);
+    lhost_t *h = lhost_open(path, NULL);
+    assert_has(lhost_errmsg(h), "precompiled (binary) policies are not accepted");
+    lhost_close(h);
+
+    /* Replacing string.match cannot open import's path check; getmetatable("") is closed;
+     * string.rep counts its separator against the cap. */
+    h = open_src("string.match = function() return true end\n"
+                 "assert(getmetatable('') == false)\n"
+                 "assert(not pcall(string.rep, '', 40, string.rep('x', 1000000)))\n"
+                 "local x = import('../../etc/passwd')\n"
+                 "return { schedule = function() end }\n");
+    assert_has(lhost_errmsg(h), ":4:");
+    assert_has(lhost_errmsg(h), "import: a library name is letters, digits and _");
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ running policies */
 
 START_TEST(errors_name_the_policy_line) {
@@ -205,7 +237,7 @@ START_TEST(errors_name_the_policy_line) {
     s = attach(h, NULL);
     add(s, 1, 10, 5);
     ck_assert_int_eq(sched_step(s, 0, &plan), -1);
-    assert_has(sched_errmsg(s), ":2: schedule: token count must be an integer, got 2.5");
+    assert_has(sched_errmsg(s), ":2: schedule: token count must be a 32-bit integer, got 2.5");
     sched_free(s);
     lhost_close(h);
     unlink(path);
@@ -333,6 +365,7 @@ int main(void) {
     tcase_add_test(tc, bad_policy_files);
     tcase_add_test(tc, sandbox_blocks_dangerous_globals);
     tcase_add_test(tc, views_are_read_only);
+    tcase_add_test(tc, sandbox_holes_stay_closed);
     tcase_add_test(tc, errors_name_the_policy_line);
     tcase_add_test(tc, hooks_params_and_random);
     tcase_add_test(tc, import_shares_library_code);

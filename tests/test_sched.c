@@ -198,9 +198,11 @@ START_TEST(illegal_plans_are_refused_with_reasons) {
     t = (try_t){ .id = 1, .n = -3 };
     expect_refused(s, &p, &t, "need tokens >= 1");
     t = (try_t){ .id = 1, .n = 1, .k = -1 };
-    expect_refused(s, &p, &t, "drafts >= 0");
+    expect_refused(s, &p, &t, "0 <= drafts");
     t = (try_t){ .id = 1, .n = 4, .k = 2 };
     expect_refused(s, &p, &t, "only for a decoding request");
+    t = (try_t){ .id = 1, .n = 1, .k = 2147483647 }; /* would overflow the sums */
+    expect_refused(s, &p, &t, "drafts <= max_tokens");
     add(s, 2, 0, 55, 5); /* 55 > max_tokens 50 */
     t = (try_t){ .id = 2, .n = 55 };
     expect_refused(s, &p, &t, "token budget exceeded");
@@ -282,9 +284,20 @@ START_TEST(arrival_rejections_carry_reasons) {
     add(s, 2, 0, 10, 0);
     ck_assert_ptr_nonnull(strstr(p.last_reason, "no output tokens"));
     add(s, 3, 0, 60, 10);
-    ck_assert_ptr_nonnull(strstr(p.last_reason, "needs 5 KV blocks but the cache has 4"));
+    ck_assert_ptr_nonnull(strstr(p.last_reason, "needs 5 KV blocks but one request can have at most 4 (a cache of 4 minus the watermark of 0)"));
     ck_assert_int_eq(p.rejected, 3);
     ck_assert_int_eq(sched_num_unfinished(s), 0);
+    sched_free(s);
+    /* With a watermark, a request not yet running can never take the last blocks: one
+     * that needs them could never be admitted, so it is rejected at arrival. */
+    sched_config_t c = cfg(100);
+    c.watermark = 0.1;
+    s = make(&p, c);
+    add(s, 7, 0, 1500, 5);  /* 94 blocks > 100 - 10 */
+    ck_assert_ptr_nonnull(strstr(p.last_reason, "one request can have at most 90"));
+    add(s, 8, 0, 1400, 5);  /* 88 blocks: fine */
+    ck_assert_int_eq(p.rejected, 4);
+    ck_assert_int_eq(sched_num_unfinished(s), 1);
     sched_new_req_t dup = { 9, 0, 5, 5 };
     ck_assert_int_eq(sched_add(s, &dup, 0), 0);
     ck_assert_int_eq(sched_add(s, &dup, 0), -1);
@@ -515,21 +528,28 @@ START_TEST(policy_rejection) {
 END_TEST
 
 static int pad_twice(sched_t *s, void *ctx) {
-    (void)ctx;
+    int *with_request = ctx;
+    if (*with_request && sched_plan_schedule(s, 1, 5, 0)) return -1;
     if (sched_plan_pad(s, 3, 100)) return -1;
     return sched_plan_pad(s, 1, 0);
 }
 
 START_TEST(padding_counts_tokens_not_sequences) {
-    probe_t p = { .fn = pad_twice };
+    int with_request = 1;
+    probe_t p = { .fn = pad_twice, .ctx = &with_request };
     sched_t *s = make(&p, cfg(100));
     add(s, 1, 0, 5, 5);
     const sched_plan_t *plan = step(s, 0);
     ck_assert_int_eq(plan->n_pads, 2);
     ck_assert_int_eq(plan->pad_tokens, 4);
-    ck_assert_int_eq(plan->num_tokens, 4);
+    ck_assert_int_eq(plan->num_tokens, 9);
     ck_assert_int_eq(plan->pads[0].ctx, 100);
-    ck_assert_int_eq(sched_view(s)->plan_seqs, 0);
+    ck_assert_int_eq(sched_view(s)->plan_seqs, 1); /* the request; padding is not a sequence */
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0);
+    /* Padding alone could never make progress: refused. */
+    with_request = 0;
+    ck_assert_int_eq(sched_step(s, 1, &plan), -1);
+    ck_assert_ptr_nonnull(strstr(sched_errmsg(s), "padding tokens but no request"));
     sched_free(s);
 }
 END_TEST
@@ -629,7 +649,8 @@ static int chaos_policy(sched_t *s, void *ctx) {
             if (chaos_rand(c) % 50 == 0) k = 2; /* drafts on a prefill: illegal */
             rc = sched_plan_schedule(s, r->id, n, k);
         }
-        if (x >= 85 && chaos_rand(c) % 4 == 0) rc = sched_plan_pad(s, 1 + chaos_rand(c) % 8, 5);
+        if (x >= 85 && v->plan_seqs > 0 && chaos_rand(c) % 4 == 0)
+            rc = sched_plan_pad(s, 1 + chaos_rand(c) % 8, 5);
         if (rc != 0) {
             c->refused++;
             if (x >= 7) ck_assert_int_eq(sched_kv_used(s), used);

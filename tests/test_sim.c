@@ -284,6 +284,55 @@ START_TEST(speculation_cuts_tpot_at_low_load) {
 }
 END_TEST
 
+
+static void small_cache(sim_opts_t *o) { o->gpu_util = 0.25; }
+
+START_TEST(livelock_is_a_failed_run_not_a_hang) {
+    /* Preempt whoever runs, admit one token of the next: steps forever, no token ever. */
+    char pol[256];
+    ck_assert_ptr_nonnull(testutil_write_tmp(pol, sizeof pol, ".lua",
+        "return { schedule = function(s)\n"
+        "  if s:num_running() > 0 then s:preempt(s:running(1)) end\n"
+        "  local r = s:waiting(1)\n"
+        "  if r and r.scheduled == 0 and r.state ~= s.RUNNING then s:schedule(r, 1) end\n"
+        "end }\n"));
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,100,5\n0,100,5\n");
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = tr;
+    o.policy_path = pol;
+    o.db_path = db;
+    small_cache(&o);
+    sim_result_t res;
+    char err[8192];
+    ck_assert_int_eq(sim_run(&o, &res, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "no request got a token") != NULL, "%s", err);
+    ck_assert_double_eq(q1("SELECT COUNT(*) FROM runs WHERE status='failed'"), 1);
+    ck_assert_double_eq(q1("SELECT COUNT(*) FROM requests WHERE status='aborted'"), 2);
+    unlink(pol);
+    unlink(tr);
+}
+END_TEST
+
+static void tight(sim_opts_t *o) { o->gpu_util = 0.3; }
+
+START_TEST(preempted_work_is_never_rejected) {
+    /* Under KV pressure continuous batching preempts; a preempted request whose prompt +
+     * generated tokens outgrew the step budget is recomputed in chunks, not rejected. */
+    char tr[512];
+    if (!azure_conv(tr, sizeof tr)) return;
+    const char *sets[] = { "max_tokens=2048" };
+    int64_t id = run(tr, "policies/continuous.lua", sets, 1, tight);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT SUM(preemptions) FROM requests WHERE run_id=%lld",
+             (long long)id);
+    ck_assert_double_gt(q1(sql), 10);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM requests WHERE run_id=%lld AND "
+             "status='rejected' AND preemptions > 0", (long long)id);
+    ck_assert_double_eq(q1(sql), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sim");
     TCase *tc = tcase_create("core");
@@ -294,6 +343,7 @@ int main(void) {
     tcase_add_test(tc, lone_request_costs_add_up);
     tcase_add_test(tc, static_batching_pays_for_padding);
     tcase_add_test(tc, same_seed_same_rows);
+    tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     suite_add_tcase(s, tc);
     TCase *real = tcase_create("real_traces");
     tcase_set_timeout(real, 300);
@@ -301,6 +351,7 @@ int main(void) {
     tcase_add_test(real, full_azure_conv_under_every_policy);
     tcase_add_test(real, policy_comparisons_on_azure_conv);
     tcase_add_test(real, speculation_cuts_tpot_at_low_load);
+    tcase_add_test(real, preempted_work_is_never_rejected);
     suite_add_tcase(s, real);
     return testutil_run(s);
 }

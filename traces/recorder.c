@@ -45,6 +45,7 @@ struct rec {
     int has_err;
     char err[REC_ERR_LEN];
     rec_async_t *async;     /* background writer, when rec_set_async is on */
+    int write_failed;       /* the writer failed since the last rec_run_end (sticky) */
 };
 
 static void set_err(rec_t *r, const char *fmt, ...) {
@@ -67,15 +68,18 @@ static int usable_rows(rec_t *r) {
     return 1;
 }
 
-/* For every call but the row calls: the connection is ours only once the writer is idle. A
- * write error found there is reported here (the rows after it were still attempted). */
+/* Waits until the writer is idle: only then is the connection (and r->err) ours again. A
+ * write error found here becomes the message and stays flagged until rec_run_end. */
+static int drain(rec_t *r) {
+    if (!r->async || rec_async_drain(r->async) == 0) return 0;
+    set_err(r, "%s", rec_async_errmsg(r->async));
+    r->write_failed = 1;
+    return -1;
+}
+
+/* For every call but the row calls (the rows after a failed one were still attempted). */
 static int usable(rec_t *r) {
-    if (!usable_rows(r)) return 0;
-    if (r->async && rec_async_drain(r->async) != 0) {
-        set_err(r, "%s", rec_async_errmsg(r->async));
-        return 0;
-    }
-    return 1;
+    return usable_rows(r) && drain(r) == 0;
 }
 
 /* Runs SQL without result rows of interest; on failure copies SQLite's message to why. */
@@ -314,7 +318,7 @@ const char *rec_errmsg(const rec_t *r) {
 }
 
 sqlite3 *rec_db(rec_t *r) {
-    if (r && r->async) rec_async_drain(r->async); /* a failure stays for the next call's check */
+    if (r) drain(r); /* a failure stays flagged for rec_run_end */
     return r ? r->db : NULL;
 }
 
@@ -541,10 +545,12 @@ int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall
     /* error may point at r->err (rec_errmsg), which the steps below can overwrite. */
     char msg[REC_ERR_LEN];
     snprintf(msg, sizeof msg, "%s", error ? error : "failed without a message");
-    int write_failed = r->async && rec_async_drain(r->async) != 0;
+    drain(r);
+    int write_failed = r->write_failed;
+    r->write_failed = 0;
     if (write_failed) {
         /* A row could not be written: the run cannot be 'done', and says why. */
-        if (ok) snprintf(msg, sizeof msg, "recorder: %s", rec_async_errmsg(r->async));
+        if (ok) snprintf(msg, sizeof msg, "recorder: %.4000s", r->err);
         ok = 0;
     }
     const char *status = ok ? "done" : "failed";
@@ -672,20 +678,20 @@ int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
     if (strcmp(st, "finished") && strcmp(st, "rejected") && strcmp(st, "aborted"))
         return rec_write_request(r, run_id, q); /* reports the bad status */
     if (rec_async_push(r->async, REC_ROW_REQUEST, run_id, q) == 0) return 0;
-    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    drain(r); /* for the writer's own message */
     return -1;
 }
 
 int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
     if (!r || !r->async) return rec_write_step(r, run_id, s);
     if (rec_async_push(r->async, REC_ROW_STEP, run_id, s) == 0) return 0;
-    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    drain(r);
     return -1;
 }
 
 int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
     if (!r || !r->async) return rec_write_token(r, run_id, t);
     if (rec_async_push(r->async, REC_ROW_TOKEN, run_id, t) == 0) return 0;
-    set_err(r, "a previous row could not be recorded (see rec_flush)");
+    drain(r);
     return -1;
 }

@@ -5,7 +5,8 @@
 --   When a request needs a KV block and none is free, the NEWEST running request is
 --   preempted (vLLM's recompute preemption: its blocks are freed and it recomputes later),
 --   so the oldest requests keep making progress. drafts(r) (optional) gives the number of
---   speculative tokens to verify for r. Returns the token budget left.
+--   speculative tokens to verify for r; they are dropped, not paid for with a preemption,
+--   when only the drafts lack KV. Returns the token budget left.
 --
 -- prefill_running(s, budget, seqs)
 --   Continues the prompts of running requests that are part-way through (chunked prefill),
@@ -14,8 +15,9 @@
 -- admit(s, budget, seqs, chunked, step_budget)
 --   Admits waiting requests in arrival order (FCFS; preempted requests are at the head of
 --   the queue). chunked = false: whole prompts only, stop at the first that does not fit,
---   and reject a prompt larger than step_budget (it could never run); chunked = true: the
---   last admitted request may get a partial chunk. Returns the budget left.
+--   and reject a new prompt larger than step_budget (it could never run); a preempted
+--   request that outgrew the step is recomputed in chunks. chunked = true: the last
+--   admitted request may get a partial chunk. Returns the budget left.
 
 local M = {}
 
@@ -34,6 +36,9 @@ function M.decode_running(s, budget, seqs, drafts)
         local r = s:running(i)
         if r:is_decoding() then
             local k = drafts and drafts(r) or 0
+            -- Short of KV for the drafts but not for the token itself: drop the drafts
+            -- rather than preempt someone just to verify guesses (as vLLM does).
+            if k > 0 and not s:can_allocate(r, 1 + k) and s:can_allocate(r, 1) then k = 0 end
             local n = 1 + k
             last = preempt_newest_until_fits(s, r, n, last, i)
             if not s:can_allocate(r, n) then
@@ -72,10 +77,17 @@ function M.admit(s, budget, seqs, chunked, step_budget)
         if chunked then
             n = math.min(n, budget)
         elseif n > step_budget then
-            -- can never run as one piece: reject with the reason instead of stalling forever
-            s:reject(r, "prompt of " .. n .. " tokens exceeds the step budget of " ..
-                step_budget .. " tokens (use a chunked policy)")
-            n = 0
+            if r.generated == 0 then
+                -- a prompt that can never run as one piece: reject it with the reason
+                -- instead of stalling the queue forever
+                s:reject(r, "prompt of " .. n .. " tokens exceeds the step budget of " ..
+                    step_budget .. " tokens (use a chunked policy)")
+                n = 0
+            else
+                -- a preempted request whose prompt + generated tokens outgrew one step:
+                -- recompute it in chunks (prefill_running continues it), never drop work
+                n = math.min(n, budget)
+            end
         end
         if n > 0 then
             if n > budget or not s:can_allocate(r, n) then break end
