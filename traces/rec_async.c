@@ -2,11 +2,15 @@
  * in batches so the lock is held briefly and rarely. */
 #include "traces/rec_async.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-enum { QUEUE_CAP = 8192, TAKE_MAX = 512 };
+/* The writer sleeps until WAKE_AT rows are queued (or a drain, or WAKE_AFTER_MS): waking
+ * it for every row would cost a context switch per row, more than the insert itself. */
+enum { QUEUE_CAP = 8192, TAKE_MAX = 512, WAKE_AT = 256, WAKE_AFTER_MS = 50 };
 
 typedef struct {
     rec_row_kind_t kind;
@@ -28,6 +32,7 @@ struct rec_async {
     int head, count;
     int busy;   /* the writer holds rows outside the lock */
     int stop;
+    int draining; /* an owner waits in rec_async_drain */
     int failed; /* a write failed since the last drain */
     char first_err[4096]; /* its message; written by the writer, read after a drain */
 };
@@ -37,8 +42,23 @@ static void *writer(void *arg) {
     row_t *batch = malloc(sizeof *batch * TAKE_MAX);
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        while (a->count == 0 && !a->stop) pthread_cond_wait(&a->has_rows, &a->mu);
-        if (a->count == 0 && a->stop) break;
+        /* Sleep until a batch is worth it, an owner waits for the rows, or the timer runs
+         * out with rows pending (so a slow producer's rows still land within WAKE_AFTER_MS). */
+        while (!a->stop && a->count < WAKE_AT && !(a->draining && a->count > 0)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += WAKE_AFTER_MS * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            if (pthread_cond_timedwait(&a->has_rows, &a->mu, &until) == ETIMEDOUT && a->count > 0)
+                break;
+        }
+        if (a->count == 0) {
+            if (a->stop) break;
+            continue;
+        }
         int n = a->count < TAKE_MAX ? a->count : TAKE_MAX;
         if (!batch) n = 1; /* out of memory for the batch: one row at a time, in place */
         row_t single;
@@ -119,7 +139,7 @@ int rec_async_push(rec_async_t *a, rec_row_kind_t kind, int64_t run_id, const vo
     pthread_mutex_lock(&a->mu);
     while (a->count == QUEUE_CAP) pthread_cond_wait(&a->has_room, &a->mu);
     a->ring[(a->head + a->count) % QUEUE_CAP] = w;
-    if (a->count++ == 0) pthread_cond_signal(&a->has_rows);
+    if (++a->count == WAKE_AT) pthread_cond_signal(&a->has_rows);
     int failed = a->failed;
     pthread_mutex_unlock(&a->mu);
     return failed ? -1 : 0;
@@ -127,7 +147,10 @@ int rec_async_push(rec_async_t *a, rec_row_kind_t kind, int64_t run_id, const vo
 
 int rec_async_drain(rec_async_t *a) {
     pthread_mutex_lock(&a->mu);
+    a->draining++;
+    pthread_cond_signal(&a->has_rows);
     while (a->count > 0 || a->busy) pthread_cond_wait(&a->idle, &a->mu);
+    a->draining--;
     int failed = a->failed;
     a->failed = 0;
     pthread_mutex_unlock(&a->mu);
