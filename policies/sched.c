@@ -99,7 +99,8 @@ const sched_config_t *sched_config(const sched_t *s) { return &s->cfg; }
 
 static int queue_reserve(queue_t *q, int32_t need_front, int32_t need_back) {
     if (q->head >= need_front && q->head + q->n + need_back <= q->cap) return 0;
-    int32_t front = need_front > 16 ? need_front : 16;
+    /* Slack at the front too: preemptions prepend, and every step reserves room for them. */
+    int32_t front = need_front + need_front / 2 + 16;
     int32_t cap = q->n + front + need_back + q->n / 2 + 16;
     slot_t **v = malloc(sizeof *v * (size_t)cap);
     if (!v) return -1;
