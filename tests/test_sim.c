@@ -220,8 +220,9 @@ START_TEST(full_azure_conv_under_every_policy) {
     if (!azure_conv(tr, sizeof tr)) return;
     const char *policies[] = { "policies/static.lua", "policies/continuous.lua",
                                "policies/chunked_prefill.lua", "policies/speculative.lua" };
+    int64_t ids[4];
     for (int i = 0; i < 4; i++) {
-        int64_t id = run(tr, policies[i], NULL, 0, NULL);
+        int64_t id = ids[i] = run(tr, policies[i], NULL, 0, NULL);
         char sql[256];
         snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM requests WHERE run_id=%lld",
                  (long long)id);
@@ -236,6 +237,22 @@ START_TEST(full_azure_conv_under_every_policy) {
                  "status='rejected' AND prompt_tokens + output_tokens <= 4096", (long long)id);
         ck_assert_double_eq(q1(sql), 0);
     }
+    /* Twice with one seed: identical rows. Speculative draws random acceptances, so it is
+     * the policy where a hidden dependence on anything but the seed would show. */
+    int64_t again = run(tr, policies[3], NULL, 0, NULL);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT COUNT(*) FROM (SELECT req_id, status, first_token_s, finish_s, "
+             "preemptions, spec_proposed, spec_accepted FROM requests WHERE run_id=%lld EXCEPT "
+             "SELECT req_id, status, first_token_s, finish_s, preemptions, spec_proposed, "
+             "spec_accepted FROM requests WHERE run_id=%lld)) + (SELECT COUNT(*) FROM (SELECT "
+             "step, start_s, dur_s, prefill_tokens, decode_tokens, num_seqs, kv_used FROM steps "
+             "WHERE run_id=%lld EXCEPT SELECT step, start_s, dur_s, prefill_tokens, decode_tokens, "
+             "num_seqs, kv_used FROM steps WHERE run_id=%lld))",
+             (long long)ids[3], (long long)again, (long long)ids[3], (long long)again);
+    ck_assert_double_eq(q1(sql), 0);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM steps WHERE run_id=%lld", (long long)again);
+    ck_assert_double_gt(q1(sql), 100000);
 }
 END_TEST
 
