@@ -243,7 +243,8 @@ static const char SQL_COUNTS[] =
     " coalesce(sum(CASE WHEN status = 'finished' THEN prompt_tokens END), 0),"
     " coalesce(sum(CASE WHEN status = 'finished' THEN generated_tokens END), 0),"
     " min(arrival_s), max(CASE WHEN status = 'finished' THEN finish_s END),"
-    " (SELECT count(*) FROM steps WHERE run_id = ?1) "
+    " (SELECT count(*) FROM steps WHERE run_id = ?1),"
+    " coalesce(sum(CASE WHEN status = 'finished' THEN cached_tokens END), 0) "
     "FROM requests WHERE run_id = ?1";
 
 int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t errlen) {
@@ -286,6 +287,7 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     double first_arrival = col_double_or_nan(st, 8);
     double last_finish = col_double_or_nan(st, 9);
     out->steps = sqlite3_column_int64(st, 10);
+    out->cached_tokens = sqlite3_column_int64(st, 11);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -371,6 +373,10 @@ void summary_print(FILE *f, const summary_t *s) {
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
+    if (s->cached_tokens > 0)
+        fprintf(f, "prefix    %lld of %lld prompt tokens served by the prefix cache (%.1f%%)\n",
+                (long long)s->cached_tokens, (long long)s->prompt_tokens,
+                100.0 * (double)s->cached_tokens / (double)s->prompt_tokens);
     fprintf(f, "makespan  %s: %s req/s, %s output tok/s, %s total tok/s\n",
             fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
             fmt_num(c, sizeof c, s->out_tok_per_s, 1), fmt_num(d, sizeof d, s->tok_per_s, 1));

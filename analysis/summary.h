@@ -39,6 +39,7 @@ typedef struct {
     int64_t preemptions;         /* total preemptions */
     int64_t steps;               /* rows in steps */
     int64_t prompt_tokens, output_tokens;  /* summed over finished requests */
+    int64_t cached_tokens;                 /* of prompt_tokens, served by the prefix cache */
 
     double makespan_s;
     double req_per_s;       /* finished requests / makespan */

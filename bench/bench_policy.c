@@ -48,7 +48,7 @@ static double run(const sched_policy_t *pol, lhost_t *h, int n, int steps) {
         exit(1);
     }
     for (int i = 0; i < n; i++) {
-        sched_new_req_t r = { i, 0, 16, 1 << 22 };
+        sched_new_req_t r = { .id = i, .prompt_tokens = 16, .output_tokens = 1 << 22 };
         sched_add(s, &r, 0);
     }
     const sched_plan_t *plan;

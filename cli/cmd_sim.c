@@ -38,6 +38,8 @@ static void usage(FILE *f) {
         "  --max-tokens N        hard per-step token budget of the executor (8192)\n"
         "  --max-seqs N          hard per-step sequence limit (256)\n"
         "  --max-model-len N     context length (default: the model's)\n"
+        "  --prefix-caching      reuse the KV of equal prompt prefixes (automatic prefix\n"
+        "                        caching, as vLLM's); needs prefix hash ids (Mooncake traces)\n"
         "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
         "                        roofline efficiency factors and fixed per-step overhead\n"
         "  --policy-time-limit S limit per policy call (2 s)\n"
@@ -52,7 +54,7 @@ static void usage(FILE *f) {
 enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_HW, O_TP, O_DB, O_NAME, O_SEED,
     O_RATE, O_START, O_DURATION, O_LIMIT, O_UTIL, O_BLOCK, O_WATERMARK, O_MAXTOK, O_MAXSEQ,
-    O_MAXLEN, O_FEFF, O_BEFF, O_AEFF, O_OVERHEAD, O_PTIME, O_PMEM, O_HELP
+    O_MAXLEN, O_FEFF, O_BEFF, O_AEFF, O_OVERHEAD, O_PTIME, O_PMEM, O_PREFIX, O_HELP
 };
 
 int cmd_sim(int argc, char **argv) {
@@ -67,7 +69,8 @@ int cmd_sim(int argc, char **argv) {
         { "max-seqs", 1, 0, O_MAXSEQ }, { "max-model-len", 1, 0, O_MAXLEN },
         { "flops-eff", 1, 0, O_FEFF }, { "bw-eff", 1, 0, O_BEFF }, { "attn-eff", 1, 0, O_AEFF },
         { "overhead", 1, 0, O_OVERHEAD }, { "policy-time-limit", 1, 0, O_PTIME },
-        { "policy-mem-mb", 1, 0, O_PMEM }, { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP },
+        { "policy-mem-mb", 1, 0, O_PMEM }, { "prefix-caching", 0, 0, O_PREFIX },
+        { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP },
         { 0, 0, 0, 0 },
     };
     sim_opts_t o;
@@ -108,6 +111,7 @@ int cmd_sim(int argc, char **argv) {
         case O_OVERHEAD: ok = cli_double(optarg, 0, 10, &o.cost.overhead_s); break;
         case O_PTIME: ok = cli_double(optarg, 1e-3, 3600, &o.limits.time_limit_s); break;
         case O_PMEM: ok = cli_double(optarg, 1, 1e6, &o.limits.mem_limit_mb); break;
+        case O_PREFIX: o.prefix_caching = 1; break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); rc = 0; goto done;
         default: usage(stderr); goto done;

@@ -20,7 +20,7 @@ typedef struct sched_req {
     int32_t id; int32_t state; double arrival_s;
     int32_t prompt_tokens; int32_t output_tokens; int32_t generated; int32_t computed;
     int32_t num_blocks; int32_t preemptions; int32_t scheduled; int32_t spec;
-    int32_t spec_proposed; int32_t spec_accepted;
+    int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens;
     double first_scheduled_s; double first_token_s; double finish_s;
 } sched_req_t;
 typedef struct {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "policies/kv.h"
+#include "policies/prefix.h"
 #include "policies/rng.h"
 
 enum { POOL_CHUNK = 1024 };
@@ -25,6 +26,7 @@ typedef struct slot {
     uint8_t leaving;     /* reached a final state in this step or commit: remove + recycle */
     uint8_t preempted_now;
     uint8_t admitted_now; /* moved from the queue into this step's plan */
+    prefix_t prefix;      /* prompt block hashes, when prefix caching is on */
     struct slot *next_free;
 } slot_t;
 
@@ -200,6 +202,7 @@ static slot_t *slot_get(sched_t *s) {
 
 static void slot_put(sched_t *s, slot_t *x) {
     map_del(s, x->pub.id);
+    prefix_clear(&x->prefix);
     x->next_free = s->free_slots;
     s->free_slots = x;
 }
@@ -223,7 +226,7 @@ sched_t *sched_new(const sched_config_t *cfg, const sched_policy_t *policy, cons
     s->cfg = *cfg;
     s->policy = *policy;
     s->kv = kv_new(cfg->num_blocks, cfg->block_size);
-    if (!s->kv || map_grow(s)) goto fail;
+    if (!s->kv || map_grow(s) || (cfg->prefix_caching && kv_enable_cache(s->kv))) goto fail;
     rng_seed(&s->rng, cfg->seed);
     s->view.block_size = cfg->block_size;
     s->view.num_blocks = cfg->num_blocks;
@@ -244,7 +247,10 @@ void sched_free(sched_t *s) {
     if (!s) return;
     for (chunk_t *c = s->chunks, *next; c; c = next) {
         next = c->next;
-        for (int i = 0; i < POOL_CHUNK; i++) free(c->slots[i].blocks);
+        for (int i = 0; i < POOL_CHUNK; i++) {
+            free(c->slots[i].blocks);
+            prefix_clear(&c->slots[i].prefix);
+        }
         free(c);
     }
     kv_free(s->kv);
@@ -337,6 +343,13 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     if (why[0]) {
         reject(s, x, why);
         slot_put(s, x); /* never queued */
+        return 0;
+    }
+    if (s->cfg.prefix_caching &&
+        prefix_set(&x->prefix, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
+                   s->cfg.block_size) != 0) {
+        finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
+        slot_put(s, x);
         return 0;
     }
     s->waiting.v[s->waiting.head + s->waiting.n++] = x; /* reserved above */
@@ -528,20 +541,37 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         "request %d still has %d prompt tokens to compute", k, id, rem);
         return -1;
     }
+    /* Prefix cache: a request starting from nothing takes its cached leading blocks
+     * (looked up first, taken only once everything below has been checked). */
+    int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
+    if (s->cfg.prefix_caching && q->computed == 0 && q->num_blocks == 0 &&
+        x->prefix.cacheable > 0) {
+        int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
+        if (grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
+        hits = prefix_match(&x->prefix, s->kv, most, x->blocks, &idle);
+        if (n > rem - hits * bs) n = rem - hits * bs; /* cached tokens cost nothing */
+    }
     if (budget_check(s, (int64_t)n + k, 1, id)) return -1;
     /* n <= remaining and k <= max_tokens (checked above): the sum fits in int32. */
-    int32_t want = kv_blocks_for(q->computed + n + k, s->cfg.block_size);
-    int32_t need = want - q->num_blocks;
-    if (need > kv_num_free(s->kv)) {
+    int32_t base = hits ? hits * bs : q->computed, have = hits ? hits : q->num_blocks;
+    int32_t want = kv_blocks_for(base + n + k, bs);
+    int32_t need = want - have;
+    if (need + idle > kv_num_free(s->kv)) {
         sched_set_error(s, "illegal plan: out of KV blocks: request %d needs %d more blocks, "
-                        "%d are free (check can_allocate, or preempt first)", id, need,
+                        "%d are free (check can_allocate, or preempt first)", id, need + idle,
                         kv_num_free(s->kv));
         return -1;
     }
     if (grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
-        grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t))) {
-        sched_set_error(s, "out of memory scheduling request %d", id);
-        return -1;
+        grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t)))
+        goto oom;
+    if (hits) {
+        for (int32_t j = 0; j < hits; j++) kv_cache_acquire(s->kv, x->blocks[j]);
+        prefix_take(&x->prefix, hits);
+        q->computed = hits * bs;
+        q->num_blocks = hits;
+        q->cached_tokens += hits * bs;
+        rem -= hits * bs;
     }
     if (need > 0) kv_alloc(s->kv, need, x->blocks + q->num_blocks);
     int is_decode = rem == 1 && q->generated >= 1;
@@ -566,6 +596,9 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     s->view.plan_seqs++;
     s->view.free_blocks = kv_num_free(s->kv);
     return 0;
+oom:
+    sched_set_error(s, "out of memory scheduling request %d", id);
+    return -1;
 }
 
 int sched_plan_preempt(sched_t *s, int32_t id) {
@@ -590,7 +623,8 @@ int sched_plan_preempt(sched_t *s, int32_t id) {
         sched_set_error(s, "out of memory preempting request %d", id);
         return -1;
     }
-    kv_release(s->kv, x->blocks, x->pub.num_blocks);
+    kv_release(s->kv, x->blocks, x->pub.num_blocks); /* keyed blocks stay cached, idle */
+    prefix_reset(&x->prefix);
     x->pub.num_blocks = 0;
     x->pub.computed = 0;
     x->pub.preemptions++;
@@ -657,6 +691,8 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
         q->scheduled = q->spec = 0;
         if (q->state != SCHED_RUNNING) continue; /* aborted meanwhile */
         q->computed += e->num_tokens;
+        if (x->prefix.cacheable > x->prefix.keyed)
+            prefix_publish(&x->prefix, s->kv, x->blocks, q->computed, s->cfg.block_size);
         if (!e->sample) continue;
         int32_t a = accepted ? accepted[i] : 0;
         if (a < 0 || a > e->num_spec) {
@@ -704,6 +740,14 @@ void sched_abort_all(sched_t *s, const char *reason) {
 }
 
 /* ------------------------------------------------------------------ queries */
+
+const int32_t *sched_req_blocks(const sched_t *s, int32_t id, int32_t *n) {
+    const slot_t *x = map_get(s, id);
+    *n = x ? x->pub.num_blocks : 0;
+    return x ? x->blocks : NULL;
+}
+
+int32_t sched_kv_refcount(const sched_t *s, int32_t block) { return kv_refcount(s->kv, block); }
 
 const sched_req_t *sched_find(const sched_t *s, int32_t id) {
     slot_t *x = map_get(s, id);

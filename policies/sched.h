@@ -25,6 +25,11 @@
  *    arrival with a reason; the run goes on.
  *  - Each request reaches exactly one final state (finished, rejected, or aborted by
  *    sched_abort_all) and is then reported once through the sink.
+ *  - Prefix caching (optional): when a request with prompt hashes is admitted with nothing
+ *    computed, the longest run of its leading full prompt blocks found in the cache is
+ *    taken instead of computed (at least one token is always left to compute, for the
+ *    logits). The plan entry then computes min(n, what is left): cached tokens are free.
+ *    Blocks a request computes are published to the cache as they become full.
  *
  * Ownership: sched_new copies the config; the policy hooks' user data is borrowed for the
  * scheduler's lifetime. A sched_req_t view is owned by the core and valid until the request
@@ -60,6 +65,7 @@ typedef struct sched_req {
     int32_t spec;              /* drafts in the plan being built */
     int32_t spec_proposed;
     int32_t spec_accepted;
+    int32_t cached_tokens;     /* prompt tokens taken from the prefix cache, all admissions */
     double first_scheduled_s;  /* -1 until first scheduled */
     double first_token_s;      /* -1 until the first output token */
     double finish_s;           /* -1 until finished */
@@ -75,6 +81,11 @@ typedef struct {
     double arrival_s;
     int32_t prompt_tokens;
     int32_t output_tokens;
+    /* Optional, for the prefix cache: hashes of consecutive hash_block-token blocks of the
+     * prompt, each covering its whole prefix (Mooncake's hash_ids). Copied. */
+    const int64_t *hash_ids;
+    int32_t n_hash;
+    int32_t hash_block;
 } sched_new_req_t;
 
 typedef struct {
@@ -85,6 +96,7 @@ typedef struct {
     int32_t max_seqs;      /* hard per-step sequence limit */
     int32_t max_model_len; /* context length: prompt + output beyond it is rejected */
     uint64_t seed;
+    int prefix_caching;    /* reuse KV blocks of equal prompt prefixes (needs hash_ids) */
 } sched_config_t;
 
 typedef struct {
@@ -168,6 +180,11 @@ void sched_wake_at(sched_t *s, double t);
 
 /* --- queries ------------------------------------------------------------------------ */
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
+/* A live request's block table (*n = its num_blocks), or NULL for an unknown id. Borrowed:
+ * valid until the request is next scheduled, preempted or finished. With prefix caching,
+ * leading blocks may be shared with other requests (kv refcounts > 1). */
+const int32_t *sched_req_blocks(const sched_t *s, int32_t id, int32_t *n);
+int32_t sched_kv_refcount(const sched_t *s, int32_t block);
 /* New blocks a request needs to hold n more tokens beyond its computed ones. */
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n);
 /* 1 if n more tokens fit now; requests not yet running must also leave the watermark free. */

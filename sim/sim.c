@@ -57,7 +57,7 @@ typedef struct {
     int failed;
     int sink_failed;
     double wall0;
-    int64_t requests, steps;
+    int64_t requests, steps, hashed_requests;
     double last_progress;
     const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
     ledger_t live;
@@ -165,7 +165,7 @@ static void sink(void *ud, const sched_req_t *r, const char *reason) {
         .first_scheduled_s = r->first_scheduled_s, .first_token_s = r->first_token_s,
         .finish_s = r->finish_s, .preemptions = r->preemptions,
         .spec_proposed = r->spec_proposed, .spec_accepted = r->spec_accepted,
-        .status = status, .reason = reason,
+        .cached_tokens = r->cached_tokens, .status = status, .reason = reason,
     };
     ledger_done(m, r->id); /* locks out the watchdog while the row is handed over */
     if (rec_request(m->rec, m->run_id, &q) != 0 && !m->sink_failed) {
@@ -317,7 +317,7 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         .num_blocks = *num_blocks, .block_size = o->block_size, .watermark = o->watermark,
         .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
         .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
-        .seed = o->seed,
+        .seed = o->seed, .prefix_caching = o->prefix_caching,
     };
     sched_policy_t pol;
     lhost_policy(m->host, &pol);
@@ -368,8 +368,13 @@ static int run_loop(sim_t *m) {
         now = ev.t;
         for (;;) { /* every event at this instant before the next decision */
             if (ev.type == SIM_EV_ARRIVAL) {
-                sched_new_req_t r = { next.id, next.arrival_s, next.prompt_tokens,
-                                      next.output_tokens };
+                sched_new_req_t r = {
+                    .id = next.id, .arrival_s = next.arrival_s,
+                    .prompt_tokens = next.prompt_tokens, .output_tokens = next.output_tokens,
+                    .hash_ids = next.hash_ids, .n_hash = next.n_hash,
+                    .hash_block = TRACE_MOONCAKE_HASH_BLOCK,
+                };
+                m->hashed_requests += next.n_hash > 0;
                 m->requests++;
                 idle_wakes = 0; /* the bound is on calls without any new input */
                 ledger_add(m, &next);
@@ -445,6 +450,9 @@ static int run_loop(sim_t *m) {
         progress(m, now, 0);
     }
     progress(m, now, 1);
+    if (m->o->prefix_caching && m->hashed_requests == 0)
+        fprintf(stderr, "twinserve sim: note: --prefix-caching has no effect on this trace: it "
+                        "has no prefix hash ids (only Mooncake traces do)\n");
     int32_t left = sched_num_unfinished(m->sched);
     if (left > 0) {
         const sched_view_t *v = sched_view(m->sched);
@@ -489,11 +497,13 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     snprintf(config, sizeof config,
              "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
              "\"max_model_len\":%d,\"watermark\":%g,\"gpu_util\":%g,\"tp\":%d,"
+             "\"prefix_caching\":%s,"
              "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%g,\"bw_eff\":%g,\"attn_eff\":%g,"
              "\"overhead_s\":%g}}",
              num_blocks, o->block_size, o->max_tokens, o->max_seqs,
              o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
-             o->watermark, o->gpu_util, o->tp, o->cost.flops_eff, o->cost.bw_eff,
+             o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
+             o->cost.flops_eff, o->cost.bw_eff,
              o->cost.attn_eff, o->cost.overhead_s);
     rec_run_info_t info = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path,

@@ -45,6 +45,7 @@ typedef struct {
     int32_t max_tokens;       /* hard per-step budget (8192) */
     int32_t max_seqs;         /* hard per-step sequences (256) */
     int32_t max_model_len;    /* 0: the model's context length */
+    int prefix_caching;       /* reuse KV of equal prompt prefixes (traces with hash ids) */
     cost_roofline_params_t cost;
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */

@@ -681,4 +681,21 @@ want_sql "$T/static_seq1.db" "select count(*) from requests where status='finish
 want_sql "$T/static_seq1.db" "select max(num_seqs) from steps" 1
 end
 
+# ------------------------------------------------------------------ prefix caching
+
+printf '{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}\n{"timestamp": 10000, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}\n' >"$T/pc.jsonl"
+begin "--prefix-caching on a Mooncake-style trace: the repeated prompt is served from the cache"
+sim prefix --trace "$T/pc.jsonl" --policy "$CONT" --db "$T/prefix.db" --prefix-caching
+want_rc 0
+want_sql "$T/prefix.db" "select group_concat(cached_tokens) from requests order by req_id" "0,1088"
+want_sql "$T/prefix.db" "select json_extract(config, '\$.prefix_caching') from runs" 1
+end
+
+begin "--prefix-caching on a trace without hashes: runs, and says it has no effect"
+sim prefix_nohash --trace "$T/three.csv" --policy "$CONT" --db "$T/prefix_nohash.db" --prefix-caching
+want_rc 0
+want_err "has no effect"
+want_sql "$T/prefix_nohash.db" "select sum(cached_tokens) from requests" 0
+end
+
 e2e_finish e2e_sim

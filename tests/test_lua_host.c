@@ -53,7 +53,7 @@ static sched_t *attach(lhost_t *h, sink_t *sk) {
 }
 
 static void add(sched_t *s, int32_t id, int32_t prompt, int32_t out) {
-    sched_new_req_t r = { id, 0, prompt, out };
+    sched_new_req_t r = { .id = id, .prompt_tokens = prompt, .output_tokens = out };
     ck_assert_int_eq(sched_add(s, &r, 0), 0);
 }
 
@@ -341,13 +341,15 @@ START_TEST(ffi_layout_matches_c) {
              "assert(ffi.sizeof('sched_req_t') == %zu, 'sizeof sched_req_t')\n"
              "assert(ffi.offsetof('sched_req_t', 'arrival_s') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'spec_accepted') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'cached_tokens') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'finish_s') == %zu)\n"
              "assert(ffi.sizeof('sched_view_t') == %zu, 'sizeof sched_view_t')\n"
              "assert(ffi.offsetof('sched_view_t', 'n_running') == %zu)\n"
              "assert(ffi.offsetof('sched_view_t', 'plan_seqs') == %zu)\n"
              "assert(ffi.offsetof('sched_view_t', 'wake_at') == %zu)\n",
              sizeof(sched_req_t), offsetof(sched_req_t, arrival_s),
-             offsetof(sched_req_t, spec_accepted), offsetof(sched_req_t, finish_s),
+             offsetof(sched_req_t, spec_accepted), offsetof(sched_req_t, cached_tokens),
+             offsetof(sched_req_t, finish_s),
              sizeof(sched_view_t), offsetof(sched_view_t, n_running),
              offsetof(sched_view_t, plan_seqs), offsetof(sched_view_t, wake_at));
     int rc = luaL_dostring(L, src);

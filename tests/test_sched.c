@@ -55,7 +55,7 @@ static sched_t *make(probe_t *p, sched_config_t c) {
 }
 
 static void add(sched_t *s, int32_t id, double t, int32_t prompt, int32_t out) {
-    sched_new_req_t r = { id, t, prompt, out };
+    sched_new_req_t r = { .id = id, .arrival_s = t, .prompt_tokens = prompt, .output_tokens = out };
     ck_assert_int_eq(sched_add(s, &r, t), 0);
 }
 
@@ -298,7 +298,7 @@ START_TEST(arrival_rejections_carry_reasons) {
     add(s, 8, 0, 1400, 5);  /* 88 blocks: fine */
     ck_assert_int_eq(p.rejected, 4);
     ck_assert_int_eq(sched_num_unfinished(s), 1);
-    sched_new_req_t dup = { 9, 0, 5, 5 };
+    sched_new_req_t dup = { .id = 9, .prompt_tokens = 5, .output_tokens = 5 };
     ck_assert_int_eq(sched_add(s, &dup, 0), 0);
     ck_assert_int_eq(sched_add(s, &dup, 0), -1);
     ck_assert_ptr_nonnull(strstr(sched_errmsg(s), "duplicate request id 9"));
@@ -610,16 +610,27 @@ static unsigned chaos_rand(chaos_t *c) {
     return (c->seed >> 16) & 0x7fff;
 }
 
-/* Every KV block in use belongs to exactly one live request; queued requests hold none. */
+/* Every KV block in use is held by live requests, as many as its reference count says
+ * (more than one only when prefix caching shares it); queued requests hold none. */
 static void check_invariants(sched_t *s) {
     const sched_view_t *v = sched_view(s);
-    int64_t held = 0;
+    static int32_t holders[4096];
+    int32_t total = sched_kv_total(s), held = 0;
+    ck_assert_int_le(total, 4096);
+    memset(holders, 0, sizeof holders);
     for (int32_t i = 0; i < v->n_running; i++) {
         const sched_req_t *r = v->running[i];
         ck_assert_int_eq(r->state, SCHED_RUNNING);
         ck_assert_int_ge(r->num_blocks, (r->computed + 15) / 16);
         ck_assert_int_le(r->computed, r->prompt_tokens + r->generated);
-        held += r->num_blocks;
+        int32_t n;
+        const int32_t *b = sched_req_blocks(s, r->id, &n);
+        ck_assert_int_eq(n, r->num_blocks);
+        for (int32_t j = 0; j < n; j++) holders[b[j]]++;
+    }
+    for (int32_t b = 0; b < total; b++) {
+        ck_assert_int_eq(holders[b], sched_kv_refcount(s, b));
+        held += holders[b] > 0;
     }
     for (int32_t i = 0; i < v->n_waiting; i++) {
         const sched_req_t *r = v->waiting[i];
@@ -660,18 +671,27 @@ static int chaos_policy(sched_t *s, void *ctx) {
 }
 
 START_TEST(random_plans_keep_invariants) {
-    chaos_t c = { .seed = 12345 };
+    chaos_t c = { .seed = 12345 + (unsigned)_i };
     probe_t p = { .fn = chaos_policy, .ctx = &c };
     sched_config_t cf = cfg(40); /* small: KV pressure, refusals and preemptions */
     cf.max_tokens = 96;
     cf.max_seqs = 6;
+    cf.prefix_caching = _i == 1; /* the second run shares prefixes through the cache */
     sched_t *s = make(&p, cf);
+    int64_t hashes[13];
     int32_t next = 0;
     double t = 0;
     int32_t acc[64];
     for (int it = 0; it < 20000; it++) {
         if (it < 15000 && chaos_rand(&c) % 3 == 0) {
-            add(s, next, t, 1 + (int32_t)(chaos_rand(&c) % 200), 1 + (int32_t)(chaos_rand(&c) % 40));
+            /* prompts made of 32-token pieces drawn from a few prefixes, so they repeat */
+            int32_t prompt = 1 + (int32_t)(chaos_rand(&c) % 200);
+            for (int j = 0; j < 13; j++) hashes[j] = j < 2 ? (int64_t)(chaos_rand(&c) % 3) : j;
+            sched_new_req_t r = { .id = next, .arrival_s = t, .prompt_tokens = prompt,
+                                  .output_tokens = 1 + (int32_t)(chaos_rand(&c) % 40),
+                                  .hash_ids = hashes, .n_hash = (prompt + 31) / 32,
+                                  .hash_block = 32 };
+            ck_assert_int_eq(sched_add(s, &r, t), 0);
             next++;
         }
         const sched_plan_t *plan = step(s, t);
@@ -688,6 +708,80 @@ START_TEST(random_plans_keep_invariants) {
     ck_assert_int_gt(c.refused, 1000);
     ck_assert_int_gt(sched_total_preemptions(s), 100);
     ck_assert_int_eq(sched_kv_used(s), 0);
+    sched_free(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ prefix caching */
+
+static void add_hashed(sched_t *s, int32_t id, int32_t prompt, const int64_t *h, int32_t nh) {
+    sched_new_req_t r = { .id = id, .prompt_tokens = prompt, .output_tokens = 3,
+                          .hash_ids = h, .n_hash = nh, .hash_block = 64 };
+    ck_assert_int_eq(sched_add(s, &r, 0), 0);
+}
+
+START_TEST(prefix_cache_shares_leading_blocks) {
+    probe_t p = { .fn = fcfs };
+    sched_config_t c = cfg(100);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    int64_t a[] = { 10, 11, 12 }, b[] = { 10, 11, 99 }, d[] = { 7, 11, 12 };
+    add_hashed(s, 1, 170, a, 3);            /* 10 full blocks, 4 hash blocks of 64 tokens */
+    const sched_plan_t *plan = step(s, 0);
+    ck_assert_int_eq(plan->entries[0].num_tokens, 170);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0); /* publishes 10 full blocks */
+    add_hashed(s, 2, 170, a, 3);            /* same prompt: all but the last token's block */
+    add_hashed(s, 3, 150, b, 3);            /* shares hash blocks 10, 11: 128 tokens */
+    add_hashed(s, 4, 170, d, 3);            /* different first block: nothing */
+    plan = step(s, 1);
+    ck_assert_int_eq(plan->n, 4);
+    ck_assert_int_eq(plan->entries[1].start, 160);  /* (170 - 1) / 16 = 10 blocks cached */
+    ck_assert_int_eq(plan->entries[1].num_tokens, 10);
+    ck_assert_int_eq(plan->entries[2].start, 128);
+    ck_assert_int_eq(plan->entries[2].num_tokens, 22);
+    ck_assert_int_eq(plan->entries[3].start, 0);
+    ck_assert_int_eq(plan->entries[3].num_tokens, 170);
+    ck_assert_int_eq(plan->prefill_tokens, 10 + 22 + 170);
+    ck_assert_int_eq(plan->decode_tokens, 1);
+    ck_assert_int_eq(sched_find(s, 2)->cached_tokens, 160);
+    ck_assert_int_eq(sched_find(s, 3)->cached_tokens, 128);
+    int32_t n1, n2;
+    const int32_t *b1 = sched_req_blocks(s, 1, &n1), *b2 = sched_req_blocks(s, 2, &n2);
+    ck_assert_int_eq(b1[0], b2[0]);
+    ck_assert_int_eq(sched_kv_refcount(s, b1[0]), 3);  /* requests 1, 2 and 3 */
+    ck_assert_int_eq(sched_kv_refcount(s, b1[9]), 2);
+    check_invariants(s);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 2), 0);
+    check_invariants(s);
+    sched_free(s);
+}
+END_TEST
+
+static int preempt_then_readmit(sched_t *s, void *ctx) {
+    int *phase = ctx;
+    const sched_view_t *v = sched_view(s);
+    if (*phase == 1 && v->n_running) return sched_plan_preempt(s, v->running[0]->id);
+    return fcfs(s, NULL);
+}
+
+START_TEST(preempted_request_finds_its_own_blocks) {
+    int phase = 0;
+    probe_t p = { .fn = preempt_then_readmit, .ctx = &phase };
+    sched_config_t c = cfg(100);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    int64_t a[] = { 5, 6 };
+    add_hashed(s, 1, 100, a, 2);
+    const sched_plan_t *plan = step(s, 0);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0);
+    phase = 1;
+    step(s, 1); /* preempted: its 6 full prompt blocks go idle, still cached */
+    ck_assert_int_eq(sched_kv_used(s), 0);
+    phase = 0;
+    plan = step(s, 2); /* recompute: 101 known tokens, 96 of them cached */
+    ck_assert_int_eq(plan->entries[0].start, 96);
+    ck_assert_int_eq(plan->entries[0].num_tokens, 5);
+    ck_assert_int_eq(sched_find(s, 1)->cached_tokens, 96);
     sched_free(s);
 }
 END_TEST
@@ -712,7 +806,9 @@ int main(void) {
     tcase_add_test(tc, padding_counts_tokens_not_sequences);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, many_requests_recycle_slots);
-    tcase_add_test(tc, random_plans_keep_invariants);
+    tcase_add_loop_test(tc, random_plans_keep_invariants, 0, 2);
+    tcase_add_test(tc, prefix_cache_shares_leading_blocks);
+    tcase_add_test(tc, preempted_request_finds_its_own_blocks);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }

@@ -240,8 +240,9 @@ static const char SQL_UPD_RUN[] =
 static const char SQL_INS_REQ[] =
     "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
     "generated_tokens, first_scheduled_s, first_token_s, finish_s, ttft_s, tpot_s, e2e_s, "
-    "queue_s, preemptions, spec_proposed, spec_accepted, status, reason) VALUES "
-    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+    "queue_s, preemptions, spec_proposed, spec_accepted, status, reason, cached_tokens) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+    "?19)";
 static const char SQL_INS_STEP[] =
     "INSERT INTO steps(run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, "
     "pad_tokens, num_seqs, kv_used, kv_total, num_waiting, num_preempted, sched_s) VALUES "
@@ -635,6 +636,7 @@ int rec_write_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
     sqlite3_bind_int(st, 16, q->spec_accepted);
     sqlite3_bind_text(st, 17, status, -1, SQLITE_STATIC);
     bind_text_or_null(st, 18, q->reason);
+    sqlite3_bind_int(st, 19, q->cached_tokens);
     return step_row(r, st, run_id, "request %d", (int)q->req_id);
 }
 

@@ -50,6 +50,7 @@ typedef struct {
     int32_t preemptions;
     int32_t spec_proposed;
     int32_t spec_accepted;
+    int32_t cached_tokens;     /* prompt tokens served by the prefix cache */
     const char *status;        /* "finished" | "rejected" | "aborted" */
     const char *reason;        /* why rejected/aborted, else NULL */
 } rec_request_t;

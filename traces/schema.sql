@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS requests (
     preemptions       INTEGER,  -- times it was preempted (KV freed, recomputed later)
     spec_proposed     INTEGER,  -- speculative draft tokens proposed for it
     spec_accepted     INTEGER,  -- of those, accepted by verification
+    cached_tokens     INTEGER,  -- prompt tokens served by the prefix cache (not computed)
     -- Spelled with OR, not IN: SQLite evaluates an IN list in a CHECK through a temporary
     -- table per row, which halved the insert rate of this table.
     status            TEXT NOT NULL

@@ -42,6 +42,9 @@ typedef struct {
     int64_t limit;         /* at most this many requests; <= 0: no limit */
 } trace_opts_t;
 
+/* Tokens covered by one Mooncake hash id (the FAST'25 release's block size). */
+#define TRACE_MOONCAKE_HASH_BLOCK 512
+
 typedef struct {
     int32_t id;            /* 0-based, in replay order */
     double arrival_s;      /* seconds from the replay start, see above */

@@ -1,0 +1,77 @@
+/* prefix: see prefix.h. */
+#include "policies/prefix.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { CHAIN_SEED = 0x2545F491 };
+
+static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t key_of(const prefix_t *p, uint64_t prev, int32_t j) {
+    int32_t b = j / p->per_hash;
+    return mix(prev * 0x9E3779B97F4A7C15ull ^ mix((uint64_t)p->hash[b]) ^
+               (uint64_t)(j - b * p->per_hash));
+}
+
+int prefix_set(prefix_t *p, const int64_t *hash, int32_t n, int32_t hash_block,
+               int32_t prompt_tokens, int32_t block_size) {
+    prefix_clear(p);
+    if (n <= 0 || hash_block <= 0 || hash_block % block_size != 0) return 0;
+    p->hash = malloc(sizeof *p->hash * (size_t)n);
+    if (!p->hash) return -1;
+    memcpy(p->hash, hash, sizeof *p->hash * (size_t)n);
+    p->n_hash = p->cap = n;
+    p->per_hash = hash_block / block_size;
+    int64_t full = prompt_tokens / block_size, covered = (int64_t)n * p->per_hash;
+    p->cacheable = (int32_t)(full < covered ? full : covered);
+    prefix_reset(p);
+    return 0;
+}
+
+void prefix_clear(prefix_t *p) {
+    free(p->hash);
+    memset(p, 0, sizeof *p);
+}
+
+void prefix_reset(prefix_t *p) {
+    p->keyed = 0;
+    p->chain = CHAIN_SEED;
+}
+
+int32_t prefix_match(const prefix_t *p, const kv_t *kv, int32_t max_blocks, int32_t *ids,
+                     int32_t *idle) {
+    int32_t h = 0;
+    uint64_t key = CHAIN_SEED;
+    *idle = 0;
+    if (max_blocks > p->cacheable) max_blocks = p->cacheable;
+    for (; h < max_blocks; h++) {
+        key = key_of(p, key, h);
+        int32_t id = kv_cache_lookup(kv, key);
+        if (id < 0) break;
+        ids[h] = id;
+        *idle += kv_cache_is_idle(kv, id);
+    }
+    return h;
+}
+
+void prefix_take(prefix_t *p, int32_t hits) {
+    prefix_reset(p);
+    for (int32_t j = 0; j < hits; j++) p->chain = key_of(p, p->chain, j);
+    p->keyed = hits;
+}
+
+void prefix_publish(prefix_t *p, kv_t *kv, const int32_t *blocks, int32_t computed,
+                    int32_t block_size) {
+    int32_t full = computed / block_size;
+    if (full > p->cacheable) full = p->cacheable;
+    for (int32_t j = p->keyed; j < full; j++) {
+        p->chain = key_of(p, p->chain, j);
+        kv_cache_insert(kv, p->chain, blocks[j]); /* 1: someone computed it first; fine */
+    }
+    if (full > p->keyed) p->keyed = full;
+}
