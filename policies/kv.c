@@ -184,7 +184,9 @@ int kv_release(kv_t *kv, const int32_t *ids, int32_t n) {
     /* Validate first so a bad id changes nothing. An id repeated within one call can still
      * drive its count below zero: that is caught in the loop (earlier copies stay released). */
     if (!kv_valid_used(kv, ids, n)) return -1;
-    for (int32_t i = 0; i < n; i++) {
+    /* Last block first: idle cached blocks join the LRU tail in reverse, so a prefix's root
+     * is evicted last (a chain is useless past its first missing block). */
+    for (int32_t i = n - 1; i >= 0; i--) {
         int32_t id = ids[i];
         if (kv->ref[id] <= 0) return -1;
         if (--kv->ref[id] > 0) continue;

@@ -549,6 +549,13 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
         int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
         if (grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
         hits = prefix_match(&x->prefix, s->kv, most, x->blocks, &idle);
+        /* Taking an idle cached block uses up a free one. Take fewer hits rather than fail:
+         * with none the call needs exactly what sched_can_allocate checked. */
+        for (; hits > 0; hits--) {
+            int32_t nh = n < rem - hits * bs ? n : rem - hits * bs;
+            if (kv_blocks_for(hits * bs + nh + k, bs) - hits + idle <= kv_num_free(s->kv)) break;
+            idle -= kv_cache_is_idle(s->kv, x->blocks[hits - 1]);
+        }
         if (n > rem - hits * bs) n = rem - hits * bs; /* cached tokens cost nothing */
     }
     if (budget_check(s, (int64_t)n + k, 1, id)) return -1;
@@ -570,7 +577,9 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
         prefix_take(&x->prefix, hits);
         q->computed = hits * bs;
         q->num_blocks = hits;
-        q->cached_tokens += hits * bs;
+        /* The prompt's share served by the cache: first admission only (a recompute that
+         * finds its own blocks again saves work too, but is not prompt served twice). */
+        if (q->first_scheduled_s < 0) q->cached_tokens = hits * bs;
         rem -= hits * bs;
     }
     if (need > 0) kv_alloc(s->kv, need, x->blocks + q->num_blocks);

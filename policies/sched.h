@@ -29,6 +29,8 @@
  *    computed, the longest run of its leading full prompt blocks found in the cache is
  *    taken instead of computed (at least one token is always left to compute, for the
  *    logits). The plan entry then computes min(n, what is left): cached tokens are free.
+ *    Idle cached blocks use up free blocks when taken: the core takes fewer hits rather
+ *    than refuse a call that sched_can_allocate allowed.
  *    Blocks a request computes are published to the cache as they become full.
  *
  * Ownership: sched_new copies the config; the policy hooks' user data is borrowed for the
@@ -65,7 +67,7 @@ typedef struct sched_req {
     int32_t spec;              /* drafts in the plan being built */
     int32_t spec_proposed;
     int32_t spec_accepted;
-    int32_t cached_tokens;     /* prompt tokens taken from the prefix cache, all admissions */
+    int32_t cached_tokens;     /* prompt tokens taken from the prefix cache at admission */
     double first_scheduled_s;  /* -1 until first scheduled */
     double first_token_s;      /* -1 until the first output token */
     double finish_s;           /* -1 until finished */

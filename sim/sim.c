@@ -313,6 +313,9 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     }
     if (!m->cost || (has_draft && !m->draft_cost)) return fail(m, "out of memory (cost model)");
 
+    if (o->prefix_caching && TRACE_MOONCAKE_HASH_BLOCK % o->block_size != 0)
+        return fail(m, "--prefix-caching needs a --block-size that divides %d (the tokens of "
+                    "one trace hash), got %d", TRACE_MOONCAKE_HASH_BLOCK, o->block_size);
     sched_config_t cfg = {
         .num_blocks = *num_blocks, .block_size = o->block_size, .watermark = o->watermark,
         .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,

@@ -698,4 +698,11 @@ want_err "has no effect"
 want_sql "$T/prefix_nohash.db" "select sum(cached_tokens) from requests" 0
 end
 
+begin "--prefix-caching with a block size that does not divide 512: a clear error, run failed"
+sim prefix_bs --trace "$T/pc.jsonl" --policy "$CONT" --db "$T/prefix_bs.db" --prefix-caching --block-size 48
+want_rc 1
+want_err "divides 512"
+want_failed "$T/prefix_bs.db" "divides 512"
+end
+
 e2e_finish e2e_sim

@@ -77,7 +77,7 @@ static int fcfs(sched_t *s, void *ctx) {
 
 static const sched_plan_t *step(sched_t *s, double now) {
     const sched_plan_t *plan = NULL;
-    ck_assert_int_eq(sched_step(s, now, &plan), 0);
+    ck_assert_msg(sched_step(s, now, &plan) == 0, "%s", sched_errmsg(s));
     return plan;
 }
 
@@ -714,10 +714,15 @@ END_TEST
 
 /* ------------------------------------------------------------------ prefix caching */
 
-static void add_hashed(sched_t *s, int32_t id, int32_t prompt, const int64_t *h, int32_t nh) {
-    sched_new_req_t r = { .id = id, .prompt_tokens = prompt, .output_tokens = 3,
+static void add_hashed_out(sched_t *s, int32_t id, int32_t prompt, int32_t out,
+                           const int64_t *h, int32_t nh) {
+    sched_new_req_t r = { .id = id, .prompt_tokens = prompt, .output_tokens = out,
                           .hash_ids = h, .n_hash = nh, .hash_block = 64 };
     ck_assert_int_eq(sched_add(s, &r, 0), 0);
+}
+
+static void add_hashed(sched_t *s, int32_t id, int32_t prompt, const int64_t *h, int32_t nh) {
+    add_hashed_out(s, id, prompt, 3, h, nh);
 }
 
 START_TEST(prefix_cache_shares_leading_blocks) {
@@ -781,7 +786,79 @@ START_TEST(preempted_request_finds_its_own_blocks) {
     plan = step(s, 2); /* recompute: 101 known tokens, 96 of them cached */
     ck_assert_int_eq(plan->entries[0].start, 96);
     ck_assert_int_eq(plan->entries[0].num_tokens, 5);
-    ck_assert_int_eq(sched_find(s, 1)->cached_tokens, 96);
+    /* cached_tokens is the prompt's share at first admission: none here */
+    ck_assert_int_eq(sched_find(s, 1)->cached_tokens, 0);
+    sched_free(s);
+}
+END_TEST
+
+typedef struct { int32_t id, n; int rc; int32_t can; char msg[256]; } chunk_try_t;
+
+static int checked_chunk(sched_t *s, void *ctx) {
+    chunk_try_t *t = ctx;
+    t->can = sched_can_allocate(s, t->id, t->n);
+    t->rc = t->can ? sched_plan_schedule(s, t->id, t->n, 0) : -2;
+    snprintf(t->msg, sizeof t->msg, "%s", sched_errmsg(s));
+    return 0;
+}
+
+START_TEST(idle_hits_never_break_can_allocate) {
+    /* 60 blocks. Request 1 (320 tokens) finishes: 20 keyed blocks go idle. Request 2 holds
+     * 36. Request 3 repeats request 1's prefix and asks for a 128-token chunk: taking all
+     * 20 idle hits plus 8 new blocks would need 28 of the 24 free; can_allocate said yes,
+     * so the core takes fewer hits instead of refusing. */
+    chunk_try_t t = { 0 };
+    probe_t p = { .fn = fcfs };
+    sched_config_t c = cfg(60);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    int64_t h[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+    add_hashed(s, 1, 320, h, 5);
+    const sched_plan_t *plan;
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(sched_commit(s, step(s, i), NULL, i + 0.5), 0);
+    ck_assert_int_eq(p.finished, 1);
+    int64_t other[] = { 90, 91, 92, 93, 94, 95, 96, 97, 98, 99 };
+    add_hashed(s, 2, 570, other, 9);
+    plan = step(s, 5);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 6), 0);
+    ck_assert_int_eq(sched_kv_used(s), 36);
+    p.fn = checked_chunk;
+    p.ctx = &t;
+    t = (chunk_try_t){ .id = 3, .n = 128 };
+    add_hashed(s, 3, 640, h, 10);
+    plan = step(s, 7);
+    ck_assert_int_eq(t.can, 1);
+    ck_assert_msg(t.rc == 0, "%s", t.msg);
+    ck_assert_int_eq(plan->entries[0].start % 16, 0);
+    ck_assert_int_le(sched_kv_used(s), 60);
+    check_invariants(s);
+    sched_free(s);
+}
+END_TEST
+
+START_TEST(eviction_keeps_a_prefix_root) {
+    /* 40 blocks. A finished 321-token request leaves 20 idle keyed blocks; an unrelated
+     * request evicts one of them. Evicting the chain's tail, not its root, leaves 19 blocks
+     * a repeat can still use. */
+    probe_t p = { .fn = fcfs };
+    sched_config_t c = cfg(40);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    int64_t h[] = { 1, 2, 3, 4, 5, 6 };
+    add_hashed(s, 1, 321, h, 6);
+    double t = 0;
+    for (int i = 0; i < 3; i++, t += 1) ck_assert_int_eq(sched_commit(s, step(s, t), NULL, t + 0.5), 0);
+    ck_assert_int_eq(p.finished, 1); /* 20 keyed blocks idle, 1 unkeyed freed: 20 free */
+    int64_t other[] = { 50, 51, 52, 53, 54, 55 };
+    add_hashed_out(s, 2, 336, 1, other, 6); /* 21 blocks: the 20 free + 1 evicted */
+    const sched_plan_t *plan = step(s, t);
+    ck_assert_int_eq(plan->entries[0].num_tokens, 336);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, t + 0.5), 0);
+    ck_assert_int_eq(p.finished, 2);
+    add_hashed(s, 3, 321, h, 6);
+    plan = step(s, t + 1);
+    ck_assert_int_eq(plan->n, 1);
+    ck_assert_int_eq(plan->entries[0].start, 19 * 16); /* the tail block was evicted */
     sched_free(s);
 }
 END_TEST
@@ -809,6 +886,8 @@ int main(void) {
     tcase_add_loop_test(tc, random_plans_keep_invariants, 0, 2);
     tcase_add_test(tc, prefix_cache_shares_leading_blocks);
     tcase_add_test(tc, preempted_request_finds_its_own_blocks);
+    tcase_add_test(tc, idle_hits_never_break_can_allocate);
+    tcase_add_test(tc, eviction_keeps_a_prefix_root);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
