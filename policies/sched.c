@@ -26,7 +26,8 @@ typedef struct slot {
     uint8_t leaving;     /* reached a final state in this step or commit: remove + recycle */
     uint8_t preempted_now;
     uint8_t admitted_now; /* moved from the queue into this step's plan */
-    prefix_t prefix;      /* prompt block hashes, when prefix caching is on */
+    prefix_t *prefix;     /* prompt block hashes, only with prefix caching (kept out of
+                           * line: the per-step loops touch every slot) */
     struct slot *next_free;
 } slot_t;
 
@@ -202,7 +203,9 @@ static slot_t *slot_get(sched_t *s) {
 
 static void slot_put(sched_t *s, slot_t *x) {
     map_del(s, x->pub.id);
-    prefix_clear(&x->prefix);
+    if (x->prefix) prefix_clear(x->prefix);
+    free(x->prefix);
+    x->prefix = NULL;
     x->next_free = s->free_slots;
     s->free_slots = x;
 }
@@ -249,7 +252,8 @@ void sched_free(sched_t *s) {
         next = c->next;
         for (int i = 0; i < POOL_CHUNK; i++) {
             free(c->slots[i].blocks);
-            prefix_clear(&c->slots[i].prefix);
+            if (c->slots[i].prefix) prefix_clear(c->slots[i].prefix);
+            free(c->slots[i].prefix);
         }
         free(c);
     }
@@ -345,9 +349,10 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         slot_put(s, x); /* never queued */
         return 0;
     }
-    if (s->cfg.prefix_caching &&
-        prefix_set(&x->prefix, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
-                   s->cfg.block_size) != 0) {
+    if (s->cfg.prefix_caching && r->n_hash > 0 &&
+        (!(x->prefix = calloc(1, sizeof *x->prefix)) ||
+         prefix_set(x->prefix, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
+                    s->cfg.block_size) != 0)) {
         finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
         slot_put(s, x);
         return 0;
@@ -544,11 +549,10 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     /* Prefix cache: a request starting from nothing takes its cached leading blocks
      * (looked up first, taken only once everything below has been checked). */
     int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
-    if (s->cfg.prefix_caching && q->computed == 0 && q->num_blocks == 0 &&
-        x->prefix.cacheable > 0) {
+    if (x->prefix && q->computed == 0 && q->num_blocks == 0 && x->prefix->cacheable > 0) {
         int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
         if (grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
-        hits = prefix_match(&x->prefix, s->kv, most, x->blocks, &idle);
+        hits = prefix_match(x->prefix, s->kv, most, x->blocks, &idle);
         /* Taking an idle cached block uses up a free one. Take fewer hits rather than fail:
          * with none the call needs exactly what sched_can_allocate checked. */
         for (; hits > 0; hits--) {
@@ -574,7 +578,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
         goto oom;
     if (hits) {
         for (int32_t j = 0; j < hits; j++) kv_cache_acquire(s->kv, x->blocks[j]);
-        prefix_take(&x->prefix, hits);
+        prefix_take(x->prefix, hits);
         q->computed = hits * bs;
         q->num_blocks = hits;
         /* The prompt's share served by the cache: first admission only (a recompute that
@@ -633,7 +637,7 @@ int sched_plan_preempt(sched_t *s, int32_t id) {
         return -1;
     }
     kv_release(s->kv, x->blocks, x->pub.num_blocks); /* keyed blocks stay cached, idle */
-    prefix_reset(&x->prefix);
+    if (x->prefix) prefix_reset(x->prefix);
     x->pub.num_blocks = 0;
     x->pub.computed = 0;
     x->pub.preemptions++;
@@ -700,8 +704,8 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
         q->scheduled = q->spec = 0;
         if (q->state != SCHED_RUNNING) continue; /* aborted meanwhile */
         q->computed += e->num_tokens;
-        if (x->prefix.cacheable > x->prefix.keyed)
-            prefix_publish(&x->prefix, s->kv, x->blocks, q->computed, s->cfg.block_size);
+        if (x->prefix && x->prefix->cacheable > x->prefix->keyed)
+            prefix_publish(x->prefix, s->kv, x->blocks, q->computed, s->cfg.block_size);
         if (!e->sample) continue;
         int32_t a = accepted ? accepted[i] : 0;
         if (a < 0 || a > e->num_spec) {
