@@ -19,14 +19,6 @@ static const char *tmpdb(char *buf, size_t len) {
     return buf;
 }
 
-static void cleanup_db(const char *path) {
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-}
 
 /* A second, independent connection: sees only what the recorder committed. */
 static sqlite3 *peek(const char *path) {
@@ -198,7 +190,7 @@ START_TEST(test_round_trip) {
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -255,7 +247,7 @@ START_TEST(test_names) {
     ck_assert_str_eq(qstr(db, "SELECT name FROM runs WHERE id = 5", s, sizeof s),
                      "sim-chunked_prefill-5");
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -298,7 +290,7 @@ START_TEST(test_running_visible) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM requests WHERE run_id = 2"), 2);
     ck_assert_str_eq(qstr(db, "SELECT status FROM runs WHERE id = 2", s, sizeof s), "running");
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -346,7 +338,7 @@ START_TEST(test_failed_run_keeps_rows) {
                      "failed without a message");
     ck_assert(isnan(qdbl(db, "SELECT wall_s FROM runs WHERE id = 2")));
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -391,7 +383,7 @@ START_TEST(test_batching) {
     ck_assert_int_eq(qint(db, "SELECT sum(decode_tokens) FROM steps"), 781 * 2016 + 16 * 15 / 2);
     sqlite3_close(db);
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -412,7 +404,7 @@ START_TEST(test_batch_time_limit) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM steps"), 5);
     sqlite3_close(db);
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -478,7 +470,7 @@ START_TEST(test_not_sqlite) {
     fclose(f);
     ck_assert_int_eq(n, strlen(text));
     ck_assert_str_eq(buf, text);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -505,7 +497,7 @@ START_TEST(test_incompatible_dbs) {
     ck_assert_msg(strstr(rec_errmsg(r), "unknown schema_version 'banana'") != NULL, "%s",
                   rec_errmsg(r));
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* Someone else's runs table. */
     tmpdb(path, sizeof path);
@@ -515,7 +507,7 @@ START_TEST(test_incompatible_dbs) {
              "(not a twinserve database?)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* Someone else's database: left alone. */
     tmpdb(path, sizeof path);
@@ -528,7 +520,7 @@ START_TEST(test_incompatible_dbs) {
     sqlite3 *db = peek(path);
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM sqlite_master"), 1);
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* A meta table of another shape. */
     tmpdb(path, sizeof path);
@@ -537,7 +529,7 @@ START_TEST(test_incompatible_dbs) {
     ck_assert_msg(strstr(rec_errmsg(r), "unreadable meta table: no such column: value") != NULL,
                   "%s", rec_errmsg(r));
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* rec_check_db on an empty database. */
     char err[256];
@@ -577,7 +569,7 @@ START_TEST(test_reopen_many) {
     ck_assert_str_eq(qstr(db, "SELECT name FROM runs WHERE id = 12", s, sizeof s),
                      "engine-continuous-12");
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -644,7 +636,7 @@ START_TEST(test_async_writer) {
     ck_assert_int_eq(qint(db, "SELECT COUNT(*) FROM steps WHERE run_id = 2"), 1);
     sqlite3_close(db);
     rec_close(r);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 

@@ -69,14 +69,7 @@ static const char *tmp_trace(const char *text) {
 }
 
 static void setup(void) { ck_assert_ptr_nonnull(testutil_tmpfile(db, sizeof db, ".db")); }
-static void teardown(void) {
-    char p[300];
-    unlink(db);
-    snprintf(p, sizeof p, "%s-wal", db);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", db);
-    unlink(p);
-}
+static void teardown(void) { testutil_unlink_db(db); }
 
 /* ------------------------------------------------------------------ heap */
 

@@ -14,14 +14,6 @@
 
 #define EQ(a, b) ck_assert_double_eq_tol((a), (b), 1e-9)
 
-static void cleanup_db(const char *path) {
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-}
 
 static void add(rec_t *r, int64_t run, int id, double arr, double sched, double first,
                 double fin, int prompt, int gen, int preempt, const char *status) {
@@ -146,7 +138,7 @@ START_TEST(test_load_hand_computed) {
     ck_assert_int_eq(summary_load(db, 42, &s, err, sizeof err), -1);
     ck_assert_str_eq(err, "no run with id 42 in DB");
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -183,7 +175,7 @@ START_TEST(test_find_run) {
     ck_assert(ids[0] == 1 && ids[1] == 2 && ids[2] == 3);
     free(ids);
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* An empty twinserve database. */
     ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
@@ -196,7 +188,7 @@ START_TEST(test_find_run) {
     ck_assert(summary_list(db, &ids, &n, err, sizeof err) == 0);
     ck_assert(n == 0 && ids == NULL);
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -221,7 +213,7 @@ START_TEST(test_open_errors) {
     sqlite3_close(w);
     ck_assert_int_eq(summary_open(path, &db, err, sizeof err), -1);
     ck_assert_str_eq(err, want);
-    cleanup_db(path);
+    testutil_unlink_db(path);
     ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
     ck_assert_int_eq(sqlite3_open(path, &w), SQLITE_OK);
     ck_assert_int_eq(sqlite3_exec(w, "CREATE TABLE photos(id INTEGER PRIMARY KEY, file TEXT)",
@@ -230,7 +222,7 @@ START_TEST(test_open_errors) {
     snprintf(want, sizeof want, "%s: not a twinserve database (no runs table)", path);
     ck_assert_int_eq(summary_open(path, &db, err, sizeof err), -1);
     ck_assert_str_eq(err, want);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     /* A twinserve database from a newer version. */
     ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
@@ -241,13 +233,13 @@ START_TEST(test_open_errors) {
     snprintf(want, sizeof want, "%s: schema_version 3 is newer than this twinserve (1)", path);
     ck_assert_int_eq(summary_open(path, &db, err, sizeof err), -1);
     ck_assert_str_eq(err, want);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     ck_assert(testutil_write_tmp(path, sizeof path, ".db", "hello, not sqlite\n") != NULL);
     snprintf(want, sizeof want, "%s: file is not a database", path);
     ck_assert_int_eq(summary_open(path, &db, err, sizeof err), -1);
     ck_assert_str_eq(err, want);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 
     ck_assert_int_eq(summary_open("/tmp", &db, err, sizeof err), -1);
     ck_assert_str_eq(err, "/tmp: is a directory, not a database");
@@ -325,7 +317,7 @@ START_TEST(test_print) {
                               "              -/-\n") != NULL, "%s", out);
     free(out);
     sqlite3_close(db);
-    cleanup_db(path);
+    testutil_unlink_db(path);
 }
 END_TEST
 

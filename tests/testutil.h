@@ -46,6 +46,16 @@ static inline const char *testutil_write_tmp(char *buf, size_t len, const char *
     return buf;
 }
 
+/* Removes an SQLite database and its WAL side files. */
+static inline void testutil_unlink_db(const char *path) {
+    char side[600];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
 /* Runs a suite (forking per test, so a crash is a failure, not the end of the suite);
  * returns the process exit status. */
 static inline int testutil_run(Suite *s) {
