@@ -30,7 +30,6 @@ struct lhost {
     double deadline;       /* monotonic seconds; only meaningful while in_call */
     double cur_limit;
     int in_call;
-    sched_t *s;
     char *json;
 
     pthread_t wd;
@@ -393,7 +392,6 @@ void lhost_policy(lhost_t *h, sched_policy_t *out) {
 }
 
 int lhost_attach(lhost_t *h, sched_t *s) {
-    h->s = s;
     lua_pushlightuserdata(h->L, s);
     char what[1200];
     snprintf(what, sizeof what, "%s: error in init()", h->path);

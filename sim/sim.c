@@ -534,7 +534,6 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     if (!m.failed) {
         char e[256];
         res->have_summary = summary_load(rec_db(m.rec), m.run_id, &res->summary, e, sizeof e) == 0;
-        res->sim_time_s = res->have_summary ? res->summary.makespan_s : 0;
     }
 done:
     if (m.failed) snprintf(err, errlen, "%s", m.err);

@@ -58,7 +58,6 @@ typedef struct {
     int64_t skipped;          /* trace rows skipped as failed requests */
     int64_t steps;
     int32_t num_blocks;       /* KV capacity used */
-    double sim_time_s;        /* simulated makespan */
     double wall_s;
     summary_t summary;        /* loaded back from the database at the end */
     int have_summary;

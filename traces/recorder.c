@@ -672,28 +672,31 @@ int rec_write_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
     return step_row(r, st, run_id, "token %d of request %d", (int)t->idx, (int)t->req_id);
 }
 
-/* The public row calls: straight to SQLite, or through the writer thread. A status that can
- * never be stored is refused here, synchronously, in both modes. */
-int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
-    if (!r || !r->async) return rec_write_request(r, run_id, q);
-    const char *st = q->status ? q->status : "";
-    if (strcmp(st, "finished") && strcmp(st, "rejected") && strcmp(st, "aborted"))
-        return rec_write_request(r, run_id, q); /* reports the bad status */
-    if (rec_async_push(r->async, REC_ROW_REQUEST, run_id, q) == 0) return 0;
+/* The public row calls: straight to SQLite, or through the writer thread. */
+static int push_row(rec_t *r, rec_row_kind_t kind, int64_t run_id, const void *row) {
+    if (rec_async_push(r->async, kind, run_id, row) == 0) return 0;
     drain(r); /* for the writer's own message */
     return -1;
 }
 
+int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
+    if (!r || !r->async) return rec_write_request(r, run_id, q);
+    const char *st = q->status ? q->status : "";
+    if (strcmp(st, "finished") && strcmp(st, "rejected") && strcmp(st, "aborted")) {
+        /* A status that can never be stored is refused synchronously in both modes; the
+         * writer must be idle before this thread touches the recorder's message. */
+        drain(r);
+        return rec_write_request(r, run_id, q);
+    }
+    return push_row(r, REC_ROW_REQUEST, run_id, q);
+}
+
 int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
     if (!r || !r->async) return rec_write_step(r, run_id, s);
-    if (rec_async_push(r->async, REC_ROW_STEP, run_id, s) == 0) return 0;
-    drain(r);
-    return -1;
+    return push_row(r, REC_ROW_STEP, run_id, s);
 }
 
 int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
     if (!r || !r->async) return rec_write_token(r, run_id, t);
-    if (rec_async_push(r->async, REC_ROW_TOKEN, run_id, t) == 0) return 0;
-    drain(r);
-    return -1;
+    return push_row(r, REC_ROW_TOKEN, run_id, t);
 }
