@@ -4,7 +4,7 @@
 
 CC      ?= cc
 BUILD   := build
-PKGS    := luajit sqlite3
+PKGS    := luajit sqlite3 openblas
 CHECK_PKG := check
 
 OPT     ?= -O2
@@ -21,7 +21,7 @@ ifneq ($(SAN),)
   BUILD   := build-san
 endif
 
-MODULE_DIRS := policies traces sim analysis
+MODULE_DIRS := policies traces sim analysis engine engine/cpu
 LIB_SRC  := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -1,0 +1,132 @@
+/* backend: the compute interface the engine's forward pass runs on. A backend is a struct
+ * of function pointers over device-resident buffers, so that a CPU backend (engine/cpu/)
+ * and a CUDA backend (engine/cuda/, issue #5) are interchangeable.
+ *
+ * Buffers: `alloc` returns an opaque device pointer; the engine never dereferences one. The
+ * element type depends on the kind: BK_WEIGHT holds the backend's weight type (fp32 on the
+ * CPU; bf16/fp16/fp32 on the GPU), BK_ACT its activation type, BK_F32 floats, BK_I32 int32.
+ * Sizes are element counts. upload_weight converts fp32 host data to the weight type.
+ *
+ * A step: `prepare` takes the host-side description of a ragged batch (bk_batch_t) and makes
+ * it available to the ops in one upload; every op of the step then refers to that batch
+ * (token i of the step is row i of every [n_tokens][...] activation). Tokens of one
+ * sequence are contiguous, with consecutive positions; each sequence has its block table.
+ *
+ * The KV pool: kv_init reserves n_blocks blocks for every layer, indexed by the block ids
+ * that the scheduler core hands out (policies/sched.h): the engine never allocates KV on
+ * its own. Position p of a sequence lives in block table[p / block_size], slot
+ * p % block_size. rope_kv writes this step's K and V before attention reads the cache, so
+ * a token attends to positions 0..pos of its own sequence (causal within the step too).
+ *
+ * Sampling happens on the device: only token ids come back to the host. A row's draw is a
+ * pure function of its logits and its bk_sample_t (seed and output index), so a request's
+ * output does not depend on the rest of its batch (engine/sampler.h is the reference).
+ *
+ * Errors: ops return 0, or -1 with the message in b->errmsg. Ops may be asynchronous; sync
+ * and download wait for them.
+ *
+ * Ownership: backend_new returns an object owned by the caller (b->destroy(b) frees it and
+ * every buffer and pool it still holds). Batch arrays are borrowed during `prepare` only. */
+#ifndef TWIN_BACKEND_H
+#define TWIN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { BK_WEIGHT = 0, BK_ACT = 1, BK_F32 = 2, BK_I32 = 3 } bk_kind_t;
+
+/* Per sampled row. temperature 0 = greedy (argmax, lowest id on ties); top_k 0 = off;
+ * top_p >= 1 = off. seed: the request's stream; idx: the output position being drawn. */
+typedef struct {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    uint64_t seed;
+    int32_t idx;
+} bk_sample_t;
+
+typedef struct {
+    int32_t n_tokens;
+    int32_t n_seqs;
+    const int32_t *tokens;      /* [n_tokens] input token ids */
+    const int32_t *pos;         /* [n_tokens] positions */
+    const int32_t *seq_start;   /* [n_seqs + 1] first token of each sequence in the step */
+    const int32_t *seq_len;     /* [n_seqs] context after the step: last position + 1 */
+    const int32_t *bt_start;    /* [n_seqs + 1] offsets into block_table */
+    const int32_t *block_table; /* [bt_start[n_seqs]] KV block ids, per sequence in order */
+    int32_t n_sample;
+    const int32_t *sample_rows; /* [n_sample] token indices whose logits are needed */
+    const bk_sample_t *sample;  /* [n_sample] */
+} bk_batch_t;
+
+typedef struct {
+    int32_t n_layers;
+    int32_t n_blocks;
+    int32_t block_size;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+} bk_kv_shape_t;
+
+typedef struct backend backend_t;
+
+struct backend {
+    const char *name;           /* "cpu" | "cuda" */
+    const char *weight_type;    /* "f32" | "bf16" | "f16" */
+    char errmsg[256];
+    void *impl;
+
+    /* memory */
+    int (*mem_info)(backend_t *b, size_t *free_bytes, size_t *total_bytes);
+    size_t (*elem_size)(backend_t *b, bk_kind_t kind);
+    void *(*alloc)(backend_t *b, bk_kind_t kind, size_t n);   /* NULL + errmsg on failure */
+    void (*release)(backend_t *b, void *p);
+    int (*upload_weight)(backend_t *b, void *dst, const float *src, size_t n);
+    int (*upload)(backend_t *b, void *dst, const void *src, size_t bytes);  /* F32/I32 */
+    /* dst host; src any buffer, converted to fp32 when it holds weights or activations */
+    int (*download_f32)(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n);
+    int (*kv_init)(backend_t *b, const bk_kv_shape_t *shape);
+    size_t (*kv_block_bytes)(backend_t *b, const bk_kv_shape_t *shape); /* all layers */
+
+    /* a step */
+    int (*prepare)(backend_t *b, const bk_batch_t *batch);
+
+    /* ops over the prepared batch; act buffers are [n_tokens][width] unless stated */
+    int (*embed)(backend_t *b, void *x, const void *table, int32_t dim);   /* x = table[tokens] */
+    /* y[m][n] = x[m][k] . w[n][k]^T: the projections (w a weight) */
+    int (*matmul)(backend_t *b, void *y, const void *x, const void *w, int32_t m, int32_t n,
+                  int32_t k);
+    /* with residual: x += residual first (in place); then out = x / rms(x) * w */
+    int (*rmsnorm)(backend_t *b, void *out, void *x, const void *residual, const void *w,
+                   int32_t m, int32_t dim, float eps);
+    /* rotates q [n_tokens][n_heads*hd] and k [n_tokens][n_kv*hd] in place at the batch
+     * positions, then stores k and v in layer's paged cache */
+    int (*rope_kv)(backend_t *b, void *q, void *k, const void *v, int32_t layer,
+                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float theta);
+    /* out [n_tokens][n_heads*hd]: softmax(q k^T / sqrt(hd)) v over each token's context */
+    int (*attention)(backend_t *b, void *out, const void *q, int32_t layer, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim);
+    int (*silu_mul)(backend_t *b, void *out, const void *gate, const void *up, size_t n);
+    int (*add)(backend_t *b, void *x, const void *y, size_t n);              /* x += y */
+    /* out [n_sample][dim] = x[sample_rows[i]] */
+    int (*gather_rows)(backend_t *b, void *out, const void *x, int32_t dim);
+    /* ids_host [n_sample]: draws from logits [n_sample][vocab] (BK_F32 or BK_ACT as kind) */
+    int (*sample)(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
+                  int32_t vocab);
+    int (*sync)(backend_t *b);
+    void (*destroy)(backend_t *b);
+};
+
+typedef struct {
+    int n_threads;              /* CPU: 0 = all cores */
+    const char *dtype;          /* GPU weights: "bf16" (default), "f16", "f32" */
+    int device;                 /* GPU ordinal */
+} bk_opts_t;
+
+/* name: "cpu" or "cuda". NULL with a message in err when unknown or unavailable (a build
+ * without CUDA, or no GPU). */
+backend_t *backend_new(const char *name, const bk_opts_t *opts, char *err, size_t errlen);
+
+/* Sets b->errmsg; returns -1 so ops can `return bk_fail(b, ...)`. */
+int bk_fail(backend_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,49 @@
+/* forward: the Llama forward pass over one ragged batch, on any backend (engine/backend.h).
+ *
+ * fwd_new uploads the model's weights to the backend, allocates activations for the
+ * largest step (max_tokens tokens, max_sample sampled rows) and reserves the paged KV pool
+ * (n_blocks blocks of block_size tokens, every layer). fwd_step then runs one step: every
+ * token of the batch (prompt chunks, decode tokens, speculative drafts of many requests,
+ * mixed) through every layer in one pass, logits only for the sampled rows, and sampling
+ * on the backend.
+ *
+ * Invariants: the batch's block ids are < n_blocks and its positions < the model's max_seq
+ * (checked; -1 with a message otherwise). The pass reads KV only through block tables.
+ *
+ * Ownership: the model is borrowed for fwd_new only (weights are copied to the backend);
+ * the backend is borrowed for the fwd_t's lifetime. fwd_free releases its buffers. */
+#ifndef TWIN_FORWARD_H
+#define TWIN_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/model.h"
+
+typedef struct {
+    int32_t max_tokens;   /* tokens per step */
+    int32_t max_sample;   /* sampled rows per step */
+    int32_t n_blocks;     /* KV pool size */
+    int32_t block_size;
+} fwd_opts_t;
+
+typedef struct fwd fwd_t;
+
+int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, char *err,
+            size_t errlen);
+void fwd_free(fwd_t *f);
+const char *fwd_errmsg(const fwd_t *f);
+
+/* Runs the batch; ids [batch->n_sample] receives the sampled tokens. 0 or -1. */
+int fwd_step(fwd_t *f, const bk_batch_t *batch, int32_t *ids);
+/* The last step's logits [n_sample][vocab] copied to the host (tests, teaching). */
+int fwd_logits(fwd_t *f, float *dst);
+
+const model_config_t *fwd_config(const fwd_t *f);
+
+/* KV blocks that fit in `bytes` on this backend for the model (all layers). */
+int32_t fwd_kv_blocks_for(backend_t *b, const model_config_t *c, int32_t block_size,
+                          double bytes);
+
+#endif

@@ -1,0 +1,85 @@
+/* model: a Llama-family decoder's shape and fp32 host weights, loaded from a llama2.c
+ * checkpoint, a GGUF v3 file (architecture llama) or generated as dummy:PRESET.
+ *
+ * The architecture: token embedding; n_layers x (RMSNorm -> Q,K,V projections -> RoPE ->
+ * grouped-query attention -> output projection -> residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x)
+ * * w3 x) -> residual); final RMSNorm; LM head.
+ *
+ * Invariants:
+ *  - Every weight is fp32 on the host, dequantised at load, row-major [out][in]: the rows of
+ *    wq are the outputs, each row holds `in` contiguous floats (llama2.c's layout, and
+ *    GGUF's with ne[0] = in).
+ *  - RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head with angle pos * theta^(-2i/hd),
+ *    as llama2.c and llama.cpp's LLAMA mode: both file formats store Q/K rows in that order.
+ *  - n_heads is a multiple of n_kv_heads; head_dim * n_heads need not equal dim.
+ *  - lm_head == tok_emb (the same pointer) when the embeddings are tied; freed once.
+ *  - A loader never crashes on bad input: a short file, a bad magic, absurd counts, unknown
+ *    tensor types or tensors past the end of the file give -1 and a message naming the file
+ *    (and the tensor or key).
+ *
+ * Ownership: model_load returns a model owned by the caller (model_free). Weights live in
+ * one allocation per tensor (or one arena), freed by model_free. The tokenizer found in a
+ * GGUF file is not part of the model: see engine/tokenizer.h (tok_load_gguf). */
+#ifndef TWIN_MODEL_H
+#define TWIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int32_t dim;          /* d_model */
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t hidden_dim;   /* SwiGLU hidden size */
+    int32_t vocab;
+    int32_t max_seq;      /* context length */
+    float rope_theta;     /* 10000 for llama2.c files */
+    float norm_eps;       /* 1e-5 for llama2.c files */
+    int32_t tied;         /* 1: lm_head shares tok_emb */
+} model_config_t;
+
+typedef struct {
+    float *attn_norm;     /* [dim] */
+    float *wq;            /* [n_heads * head_dim][dim] */
+    float *wk;            /* [n_kv_heads * head_dim][dim] */
+    float *wv;            /* [n_kv_heads * head_dim][dim] */
+    float *wo;            /* [dim][n_heads * head_dim] */
+    float *ffn_norm;      /* [dim] */
+    float *w1;            /* gate [hidden_dim][dim] */
+    float *w2;            /* down [dim][hidden_dim] */
+    float *w3;            /* up   [hidden_dim][dim] */
+} model_layer_t;
+
+typedef struct model {
+    model_config_t cfg;
+    float *tok_emb;       /* [vocab][dim] */
+    model_layer_t *layers;/* [n_layers] */
+    float *final_norm;    /* [dim] */
+    float *lm_head;       /* [vocab][dim]; == tok_emb when tied */
+    char source[512];     /* the path or "dummy:NAME", for records and messages */
+    char format[16];      /* "llama2c" | "gguf" | "dummy" */
+    char weight_type[16]; /* the file's dominant tensor type ("F32", "Q8_0", ...) */
+    void *arena;          /* loader-owned storage behind the pointers above */
+} model_t;
+
+/* spec: a path to a .bin (llama2.c) or .gguf file (detected by magic, not by extension), or
+ * "dummy:PRESET" (a simulator preset name or preset file, weights drawn from seed).
+ * Returns 0 with *out set, or -1 with a message in err (*out NULL). */
+int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t errlen);
+void model_free(model_t *m);
+
+/* Checks a configuration read from a file: positive sizes within sane bounds, head
+ * divisibility, an even head_dim. 0, or -1 with a message naming `what` (the file). */
+int model_config_check(const model_config_t *c, const char *what, char *err, size_t errlen);
+
+/* Parameters (counting lm_head once when tied), and fp32 bytes of weights. */
+double model_params(const model_config_t *c);
+
+/* Loaders, called by model_load (exposed for tests). */
+int model_load_llama2c(const char *path, model_t **out, char *err, size_t errlen);
+int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen);
+int model_load_dummy(const char *preset, uint64_t seed, model_t **out, char *err, size_t errlen);
+
+#endif
