@@ -25,7 +25,7 @@ MODULE_DIRS := policies traces sim analysis engine engine/cpu
 LIB_SRC  := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c
+GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c $(BUILD)/gen/views_sql.c
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -59,6 +59,8 @@ $(BUILD)/gen/schema_sql.c: traces/schema.sql
 	$(call embed,rec_schema_sql)
 $(BUILD)/gen/prelude_lua.c: policies/prelude.lua
 	$(call embed,lhost_prelude_lua)
+$(BUILD)/gen/views_sql.c: analysis/views.sql
+	$(call embed,analysis_views_sql)
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -1,0 +1,48 @@
+/* report: one run's full metrics from a twinserve database (simulator and engine alike):
+ * the summary (analysis/summary.h) plus inter-token latency, SLO attainment and goodput,
+ * KV utilisation and batch size over time.
+ *
+ * CONTRACT (other modules rely on these names; implementation in analysis/report.c):
+ *  - SLOs are upper bounds in seconds on a request's TTFT, TPOT and E2E; a bound <= 0 or NAN
+ *    is not set. A request meets the SLOs when it finished and every set bound holds (a
+ *    NULL TPOT, for one-token outputs, meets a TPOT bound). Rejected and aborted requests
+ *    never meet them.
+ *  - attainment = requests meeting every set SLO / all requests of the run;
+ *    goodput = requests meeting every set SLO / makespan (req/s), as vLLM's benchmark and
+ *    DistServe define it. Both NAN when no SLO is set.
+ *
+ * Ownership: report_t is a plain value; nothing to free. */
+#ifndef TWIN_REPORT_H
+#define TWIN_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/summary.h"
+
+struct sqlite3;
+
+typedef struct {
+    double ttft_s, tpot_s, e2e_s;   /* <= 0 or NAN: not set */
+} report_slo_t;
+
+typedef struct {
+    summary_t base;                 /* counts, throughput, ttft/tpot/e2e/queue distributions */
+    stats_dist_t itl;               /* from the tokens table; n == 0 when it has no rows */
+    int has_slo;
+    report_slo_t slo;
+    int64_t slo_met;                /* requests meeting every set SLO */
+    double attainment;              /* fraction, NAN when no SLO */
+    double goodput;                 /* req/s, NAN when no SLO */
+    /* more fields may follow (KV utilisation, batch size over time) */
+} report_t;
+
+/* "ttft=0.5,tpot=0.05,e2e=10" (seconds; a suffix "ms" is accepted). -1 with a message. */
+int report_parse_slo(const char *spec, report_slo_t *slo, char *err, size_t errlen);
+
+/* slo may be NULL. 0, or -1 with a message in err. */
+int report_load(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
+                char *err, size_t errlen);
+
+#endif
