@@ -11,7 +11,16 @@
  *    goodput = requests meeting every set SLO / makespan (req/s), as vLLM's benchmark and
  *    DistServe define it. Both NAN when no SLO is set.
  *
- * Ownership: report_t is a plain value; nothing to free. */
+ *  - KV utilisation (kv_used / kv_total, steps with kv_total > 0) and batch size (num_seqs)
+ *    are over time: each step weighs by its duration dur_s (all steps weigh alike when no
+ *    step has a positive duration). Their p50/p99 are weighted quantiles without
+ *    interpolation: the smallest value v such that the steps with values <= v cover at least
+ *    that share of the time. n == 0 (all NAN) when the run has no such step.
+ *  - ITL: the gaps between consecutive t_s of one request's tokens ordered by idx, from the
+ *    tokens table (pooled over requests); latency percentiles are numpy-linear (stats.h).
+ *
+ * Ownership: report_t is a plain value; nothing to free. The printers write to a caller's
+ * FILE and keep nothing. */
 #ifndef TWIN_REPORT_H
 #define TWIN_REPORT_H
 
@@ -27,6 +36,12 @@ typedef struct {
     double ttft_s, tpot_s, e2e_s;   /* <= 0 or NAN: not set */
 } report_slo_t;
 
+/* A quantity over time (see above); every field but n is NAN when n == 0. */
+typedef struct {
+    size_t n;                       /* steps counted */
+    double mean, p50, p99, max;
+} report_tw_t;
+
 typedef struct {
     summary_t base;                 /* counts, throughput, ttft/tpot/e2e/queue distributions */
     stats_dist_t itl;               /* from the tokens table; n == 0 when it has no rows */
@@ -35,7 +50,9 @@ typedef struct {
     int64_t slo_met;                /* requests meeting every set SLO */
     double attainment;              /* fraction, NAN when no SLO */
     double goodput;                 /* req/s, NAN when no SLO */
-    /* more fields may follow (KV utilisation, batch size over time) */
+    report_tw_t kv_util;            /* fraction of KV blocks in use, over time */
+    report_tw_t batch;              /* sequences per step, over time */
+    /* more fields may follow */
 } report_t;
 
 /* "ttft=0.5,tpot=0.05,e2e=10" (seconds; a suffix "ms" is accepted). -1 with a message. */
@@ -44,5 +61,16 @@ int report_parse_slo(const char *spec, report_slo_t *slo, char *err, size_t errl
 /* slo may be NULL. 0, or -1 with a message in err. */
 int report_load(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
                 char *err, size_t errlen);
+
+/* One screen for humans: summary_print, then ITL, SLOs, KV utilisation and batch size. */
+void report_print(FILE *f, const report_t *r);
+
+/* One JSON object (see docs/analysis.md), a newline at the end; NAN is written as null. */
+void report_json(FILE *f, const report_t *r);
+
+/* JSON pieces shared with compare: a number (NAN and infinities as null, 17 significant
+ * digits so values read back exactly) and a quoted, escaped string. */
+void report_json_num(FILE *f, double v);
+void report_json_str(FILE *f, const char *s);
 
 #endif

@@ -1,0 +1,411 @@
+/* report: a run's full metrics (contract: report.h). The summary comes from summary.c and
+ * the percentiles from stats.c; this file adds what needs the tokens and steps tables and
+ * the SLOs, and the two printers. */
+#include "analysis/report.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+
+/* ---------------------------------------------------------------- SLO parsing */
+
+#define SLO_USAGE "expected e.g. ttft=0.5,tpot=0.05,e2e=10 (seconds, or a value with ms)"
+
+/* One "key=value" item; item is a writable copy. */
+static int parse_item(char *item, report_slo_t *slo, int *seen, char *err, size_t errlen) {
+    char *eq = strchr(item, '=');
+    if (!eq) {
+        snprintf(err, errlen, "SLO item '%s' lacks '=' (%s)", item, SLO_USAGE);
+        return -1;
+    }
+    *eq = '\0';
+    const char *key = item;
+    char *val = eq + 1;
+    static const char *const keys[] = {"ttft", "tpot", "e2e"};
+    double *dst[] = {&slo->ttft_s, &slo->tpot_s, &slo->e2e_s};
+    int k = -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(key, keys[i]) == 0) k = i;
+    if (k < 0) {
+        snprintf(err, errlen, "unknown SLO metric '%s' (use ttft, tpot, e2e)", key);
+        return -1;
+    }
+    if (seen[k]) {
+        snprintf(err, errlen, "SLO metric '%s' given twice", key);
+        return -1;
+    }
+    char num[64];
+    double scale = 1;
+    size_t len = strlen(val);
+    if (len >= sizeof num) {
+        snprintf(err, errlen, "SLO %s=%.40s...: value too long", key, val);
+        return -1;
+    }
+    memcpy(num, val, len + 1);
+    if (len > 2 && strcmp(num + len - 2, "ms") == 0) {
+        num[len - 2] = '\0';
+        scale = 1e-3;
+    } else if (len > 1 && num[len - 1] == 's') {
+        num[len - 1] = '\0';
+    }
+    double v;
+    if (!cli_double(num, 0, 1e12, &v) || v <= 0) {
+        snprintf(err, errlen, "SLO %s=%s: not a positive number of seconds (%s)", key, val,
+                 SLO_USAGE);
+        return -1;
+    }
+    *dst[k] = v * scale;
+    seen[k] = 1;
+    return 0;
+}
+
+int report_parse_slo(const char *spec, report_slo_t *slo, char *err, size_t errlen) {
+    report_slo_t out = {NAN, NAN, NAN};
+    int seen[3] = {0, 0, 0};
+    char *copy = NULL;
+    int ret = -1;
+    if (!spec || !*spec) {
+        snprintf(err, errlen, "empty SLO (%s)", SLO_USAGE);
+        goto done;
+    }
+    copy = strdup(spec);
+    if (!copy) {
+        snprintf(err, errlen, "out of memory parsing the SLO");
+        goto done;
+    }
+    /* strtok would skip empty items; "ttft=1,,e2e=2" is a typo worth reporting. */
+    for (char *item = copy, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next) *next++ = '\0';
+        if (!*item) {
+            snprintf(err, errlen, "empty item in SLO '%s' (%s)", spec, SLO_USAGE);
+            goto done;
+        }
+        if (parse_item(item, &out, seen, err, errlen) != 0) goto done;
+    }
+    *slo = out;
+    ret = 0;
+done:
+    free(copy);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static int slo_set(double bound) { return bound > 0; }   /* false for NAN too */
+
+/* Sorted non-NULL values of a one-column query bound to run_id, described into out. */
+static int load_sorted(sqlite3 *db, const char *sql, int64_t run_id, const char *what,
+                       stats_dist_t *out, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    double *x = NULL;
+    size_t n = 0, cap = 0;
+    int ret = -1, rc;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 1024;
+            double *grown = realloc(x, ncap * sizeof *grown);
+            if (!grown) {
+                snprintf(err, errlen, "out of memory reading %s", what);
+                goto done;
+            }
+            x = grown;
+            cap = ncap;
+        }
+        x[n++] = sqlite3_column_double(st, 0);
+    }
+    if (rc != SQLITE_DONE) goto sql_error;
+    stats_describe_sorted(x, n, out);
+    ret = 0;
+    goto done;
+sql_error:
+    snprintf(err, errlen, "cannot read %s of run %lld: %s", what, (long long)run_id,
+             sqlite3_errmsg(db));
+done:
+    free(x);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* Gaps between a request's consecutive tokens, pooled over the run's requests. */
+static const char SQL_ITL[] =
+    "SELECT gap FROM (SELECT t_s - lag(t_s) OVER (PARTITION BY req_id ORDER BY idx) AS gap "
+    "FROM tokens WHERE run_id = ?1) WHERE gap IS NOT NULL ORDER BY gap";
+
+/* NULL bounds are not set; a NULL TPOT (one-token output) meets a TPOT bound. */
+static const char SQL_SLO_MET[] =
+    "SELECT count(*) FROM requests WHERE run_id = ?1 AND status = 'finished'"
+    " AND (?2 IS NULL OR ttft_s <= ?2)"
+    " AND (?3 IS NULL OR tpot_s IS NULL OR tpot_s <= ?3)"
+    " AND (?4 IS NULL OR e2e_s <= ?4)";
+
+static int load_slo(sqlite3 *db, int64_t run_id, report_t *out, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    const double b[3] = {out->slo.ttft_s, out->slo.tpot_s, out->slo.e2e_s};
+    if (sqlite3_prepare_v2(db, SQL_SLO_MET, -1, &st, NULL) != SQLITE_OK) goto done;
+    sqlite3_bind_int64(st, 1, run_id);
+    for (int i = 0; i < 3; i++) {
+        if (slo_set(b[i])) sqlite3_bind_double(st, 2 + i, b[i]);
+        else sqlite3_bind_null(st, 2 + i);
+    }
+    if (sqlite3_step(st) != SQLITE_ROW) goto done;
+    out->slo_met = sqlite3_column_int64(st, 0);
+    ret = 0;
+done:
+    if (ret != 0)
+        snprintf(err, errlen, "cannot count requests meeting the SLOs in run %lld: %s",
+                 (long long)run_id, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return ret;
+}
+
+typedef struct {
+    double v, w;
+} tw_sample_t;
+
+static int cmp_sample(const void *a, const void *b) {
+    double x = ((const tw_sample_t *)a)->v, y = ((const tw_sample_t *)b)->v;
+    return (x > y) - (x < y);
+}
+
+/* Smallest value whose cumulative weight reaches share p of the total (s sorted). */
+static double tw_quantile(const tw_sample_t *s, size_t n, double total, double p) {
+    double cum = 0, need = p * total;
+    for (size_t i = 0; i < n; i++) {
+        cum += s[i].w;
+        /* A relative slack so that rounding in the running sum cannot skip a value. */
+        if (cum >= need * (1 - 1e-12)) return s[i].v;
+    }
+    return s[n - 1].v;
+}
+
+static void tw_describe(tw_sample_t *s, size_t n, report_tw_t *out) {
+    *out = (report_tw_t){n, NAN, NAN, NAN, NAN};
+    if (n == 0) return;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += s[i].w;
+    if (!(total > 0)) {   /* no durations recorded: every step counts alike */
+        for (size_t i = 0; i < n; i++) s[i].w = 1;
+        total = (double)n;
+    }
+    qsort(s, n, sizeof *s, cmp_sample);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += s[i].v * s[i].w;
+    out->mean = sum / total;
+    out->p50 = tw_quantile(s, n, total, 0.50);
+    out->p99 = tw_quantile(s, n, total, 0.99);
+    out->max = s[n - 1].v;
+}
+
+static const char SQL_STEPS[] =
+    "SELECT CASE WHEN dur_s > 0 THEN dur_s ELSE 0 END, num_seqs, kv_used, kv_total "
+    "FROM steps WHERE run_id = ?1";
+
+static int load_steps(sqlite3 *db, int64_t run_id, report_t *out, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    tw_sample_t *kv = NULL, *bs = NULL;
+    size_t nkv = 0, nbs = 0, cap = 0;
+    int ret = -1, rc;
+    if (sqlite3_prepare_v2(db, SQL_STEPS, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (nbs == cap) {
+            size_t ncap = cap ? 2 * cap : 1024;
+            tw_sample_t *g1 = realloc(kv, ncap * sizeof *g1);
+            if (g1) kv = g1;
+            tw_sample_t *g2 = realloc(bs, ncap * sizeof *g2);
+            if (g2) bs = g2;
+            if (!g1 || !g2) {
+                snprintf(err, errlen, "out of memory reading the steps of run %lld",
+                         (long long)run_id);
+                goto done;
+            }
+            cap = ncap;
+        }
+        double w = sqlite3_column_double(st, 0);
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+            bs[nbs++] = (tw_sample_t){sqlite3_column_double(st, 1), w};
+        double total = sqlite3_column_double(st, 3);
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL && total > 0)
+            kv[nkv++] = (tw_sample_t){sqlite3_column_double(st, 2) / total, w};
+    }
+    if (rc != SQLITE_DONE) goto sql_error;
+    tw_describe(kv, nkv, &out->kv_util);
+    tw_describe(bs, nbs, &out->batch);
+    ret = 0;
+    goto done;
+sql_error:
+    snprintf(err, errlen, "cannot read the steps of run %lld: %s", (long long)run_id,
+             sqlite3_errmsg(db));
+done:
+    free(kv);
+    free(bs);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
+                char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->slo = (report_slo_t){NAN, NAN, NAN};
+    out->attainment = out->goodput = NAN;
+    if (summary_load(db, run_id, &out->base, err, errlen) != 0) return -1;
+    if (load_sorted(db, SQL_ITL, run_id, "token times", &out->itl, err, errlen) != 0) return -1;
+    if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
+    if (slo && (slo_set(slo->ttft_s) || slo_set(slo->tpot_s) || slo_set(slo->e2e_s))) {
+        out->has_slo = 1;
+        out->slo.ttft_s = slo_set(slo->ttft_s) ? slo->ttft_s : NAN;
+        out->slo.tpot_s = slo_set(slo->tpot_s) ? slo->tpot_s : NAN;
+        out->slo.e2e_s = slo_set(slo->e2e_s) ? slo->e2e_s : NAN;
+        if (load_slo(db, run_id, out, err, errlen) != 0) return -1;
+        out->attainment = out->base.requests > 0
+            ? (double)out->slo_met / (double)out->base.requests : NAN;
+        out->goodput = out->base.makespan_s > 0 ? (double)out->slo_met / out->base.makespan_s
+                                                : NAN;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+/* Same layout as summary_print's distribution rows, so ITL lines up under them. */
+static const char *fmt_time(char *buf, size_t len, double s) {
+    if (isnan(s)) snprintf(buf, len, "-");
+    else if (fabs(s) < 10) snprintf(buf, len, "%.2f ms", s * 1e3);
+    else snprintf(buf, len, "%.2f s", s);
+    return buf;
+}
+
+static void print_tw(FILE *f, const char *label, const report_tw_t *t, double scale,
+                     const char *unit) {
+    if (t->n == 0) {
+        fprintf(f, "%-9s -\n", label);
+        return;
+    }
+    fprintf(f, "%-9s mean %.1f%s, p50 %.1f%s, p99 %.1f%s, max %.1f%s (over %zu steps, "
+            "time-weighted)\n", label, t->mean * scale, unit, t->p50 * scale, unit,
+            t->p99 * scale, unit, t->max * scale, unit, t->n);
+}
+
+void report_print(FILE *f, const report_t *r) {
+    char m[32], p50[32], p90[32], p95[32], p99[32];
+    summary_print(f, &r->base);
+    const stats_dist_t *d = &r->itl;
+    if (d->n > 0)
+        fprintf(f, "  %-6s %8zu %11s %11s %11s %11s %11s\n", "ITL", d->n,
+                fmt_time(m, sizeof m, d->mean), fmt_time(p50, sizeof p50, d->p50),
+                fmt_time(p90, sizeof p90, d->p90), fmt_time(p95, sizeof p95, d->p95),
+                fmt_time(p99, sizeof p99, d->p99));
+    else
+        fprintf(f, "  %-6s (no per-token times recorded)\n", "ITL");
+    print_tw(f, "KV used", &r->kv_util, 100, "%");
+    print_tw(f, "batch", &r->batch, 1, "");
+    if (!r->has_slo) return;
+    fprintf(f, "SLO       ");
+    const char *sep = "";
+    const double b[3] = {r->slo.ttft_s, r->slo.tpot_s, r->slo.e2e_s};
+    static const char *const names[] = {"TTFT", "TPOT", "E2E"};
+    for (int i = 0; i < 3; i++) {
+        if (!slo_set(b[i])) continue;
+        fprintf(f, "%s%s <= %s", sep, names[i], fmt_time(m, sizeof m, b[i]));
+        sep = ", ";
+    }
+    char att[32] = "-", good[32] = "-";
+    if (!isnan(r->attainment)) snprintf(att, sizeof att, "%.1f%%", 100 * r->attainment);
+    if (!isnan(r->goodput)) snprintf(good, sizeof good, "%.3f", r->goodput);
+    fprintf(f, ": %lld of %lld requests met all (attainment %s), goodput %s req/s\n",
+            (long long)r->slo_met, (long long)r->base.requests, att, good);
+}
+
+void report_json_num(FILE *f, double v) {
+    if (!isfinite(v)) fputs("null", f);
+    else fprintf(f, "%.17g", v);
+}
+
+void report_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_key_num(FILE *f, const char *key, double v, const char *after) {
+    fprintf(f, "\"%s\": ", key);
+    report_json_num(f, v);
+    fputs(after, f);
+}
+
+static void json_dist(FILE *f, const char *key, const stats_dist_t *d) {
+    fprintf(f, "  \"%s\": {\"n\": %zu, ", key, d->n);
+    json_key_num(f, "mean", d->mean, ", ");
+    json_key_num(f, "p50", d->p50, ", ");
+    json_key_num(f, "p90", d->p90, ", ");
+    json_key_num(f, "p95", d->p95, ", ");
+    json_key_num(f, "p99", d->p99, ", ");
+    json_key_num(f, "min", d->min, ", ");
+    json_key_num(f, "max", d->max, "},\n");
+}
+
+static void json_tw(FILE *f, const char *key, const report_tw_t *t) {
+    fprintf(f, "  \"%s\": {\"steps\": %zu, ", key, t->n);
+    json_key_num(f, "mean", t->mean, ", ");
+    json_key_num(f, "p50", t->p50, ", ");
+    json_key_num(f, "p99", t->p99, ", ");
+    json_key_num(f, "max", t->max, "},\n");
+}
+
+void report_json(FILE *f, const report_t *r) {
+    const summary_t *s = &r->base;
+    fprintf(f, "{\n  \"run\": {\"id\": %lld, \"name\": ", (long long)s->run_id);
+    report_json_str(f, s->name);
+    const char *keys[] = {"kind", "policy", "status", "error", "trace", "model", "hardware",
+                          "started_at"};
+    const char *vals[] = {s->kind, s->policy, s->status, s->error, s->trace, s->model,
+                          s->hardware, s->started_at};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        fprintf(f, ", \"%s\": ", keys[i]);
+        if (vals[i][0]) report_json_str(f, vals[i]);
+        else fputs("null", f);
+    }
+    fputs(", ", f);
+    json_key_num(f, "wall_s", s->wall_s, "},\n");
+    fprintf(f, "  \"requests\": %lld, \"completed\": %lld, \"rejected\": %lld, "
+            "\"aborted\": %lld, \"preempted\": %lld, \"preemptions\": %lld, \"steps\": %lld,\n",
+            (long long)s->requests, (long long)s->finished, (long long)s->rejected,
+            (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
+            (long long)s->steps);
+    fprintf(f, "  \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"cached_tokens\": %lld,\n  ",
+            (long long)s->prompt_tokens, (long long)s->output_tokens,
+            (long long)s->cached_tokens);
+    json_key_num(f, "makespan_s", s->makespan_s, ",\n  \"throughput\": {");
+    json_key_num(f, "requests_per_s", s->req_per_s, ", ");
+    json_key_num(f, "output_tokens_per_s", s->out_tok_per_s, ", ");
+    json_key_num(f, "total_tokens_per_s", s->tok_per_s, "},\n");
+    json_dist(f, "ttft_s", &s->ttft);
+    json_dist(f, "tpot_s", &s->tpot);
+    json_dist(f, "e2e_s", &s->e2e);
+    json_dist(f, "queue_s", &s->queue);
+    json_dist(f, "itl_s", &r->itl);
+    json_tw(f, "kv_utilisation", &r->kv_util);
+    json_tw(f, "batch_size", &r->batch);
+    if (!r->has_slo) {
+        fputs("  \"slo\": null\n}\n", f);
+        return;
+    }
+    fputs("  \"slo\": {", f);
+    json_key_num(f, "ttft_s", r->slo.ttft_s, ", ");
+    json_key_num(f, "tpot_s", r->slo.tpot_s, ", ");
+    json_key_num(f, "e2e_s", r->slo.e2e_s, ", ");
+    fprintf(f, "\"met\": %lld, ", (long long)r->slo_met);
+    json_key_num(f, "attainment", r->attainment, ", ");
+    json_key_num(f, "goodput_req_per_s", r->goodput, "}\n}\n");
+}

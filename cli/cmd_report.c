@@ -1,0 +1,129 @@
+/* twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]: one run's full
+ * metrics (analysis/report.h). */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/report.h"
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]\n"
+            "\n"
+            "Prints one run's metrics (default: the latest run in DB): requests completed,\n"
+            "rejected, aborted and preempted; makespan (last finish - first arrival);\n"
+            "throughput (requests/s, output tokens/s, total tokens/s); mean, p50, p90, p95\n"
+            "and p99 of TTFT, TPOT, E2E latency, queueing delay (first scheduled - arrival)\n"
+            "and, when the run recorded per-token times (sim --save-tokens), inter-token\n"
+            "latency (gaps between a request's consecutive tokens); KV-cache utilisation\n"
+            "(blocks used / total) and batch size (sequences per step) over time; with --slo,\n"
+            "SLO attainment and goodput.\n"
+            "\n"
+            "Latency percentiles interpolate linearly between closest ranks (numpy's default\n"
+            "method). KV utilisation and batch size are time-weighted: each step counts by its\n"
+            "duration; their mean is the time average and their p50/p99 the smallest value\n"
+            "held for at least 50%%/99%% of the time (no interpolation); max over all steps.\n"
+            "\n"
+            "  --run NAME|ID    the run (a name, else a numeric id; default the latest)\n"
+            "  --slo SPEC       upper bounds, e.g. ttft=0.5,tpot=50ms,e2e=10 (seconds unless\n"
+            "                   suffixed ms; any subset). A request meets them when it finished\n"
+            "                   and every given bound holds (a one-token request has no TPOT\n"
+            "                   and meets a TPOT bound). attainment = requests meeting them /\n"
+            "                   all requests of the run; goodput = requests meeting them /\n"
+            "                   makespan (req/s), as vLLM's benchmark and DistServe define it.\n"
+            "  --json           one JSON object instead of the table: {\"ttft_s\": {\"mean\",\n"
+            "                   \"p50\", \"p90\", \"p95\", \"p99\", ...}, \"tpot_s\", \"e2e_s\",\n"
+            "                   \"queue_s\", \"itl_s\", \"throughput\", \"slo\", ...}; seconds;\n"
+            "                   null where a value is undefined\n"
+            "  -h, --help       this help\n"
+            "\n"
+            "Exit status: 0 ok, 1 the database or run cannot be read, 2 usage error.\n");
+}
+
+/* "--opt VALUE" or "--opt=VALUE": 1 and *val set when argv[*i] is opt, advancing *i. */
+static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val) {
+    size_t len = strlen(opt);
+    const char *a = argv[*i];
+    if (strncmp(a, opt, len) != 0) return 0;
+    if (a[len] == '=') {
+        *val = a + len + 1;
+        return 1;
+    }
+    if (a[len] != '\0') return 0;
+    *val = *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+int cmd_report(int argc, char **argv) {
+    const char *path = NULL, *run = NULL, *slo_spec = NULL;
+    int json = 0;
+    sqlite3 *db = NULL;
+    char err[1024];
+    report_slo_t slo = {0, 0, 0};
+    report_t rep;
+    int64_t id;
+    int status = 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (opt_value(argc, argv, &i, "--run", &v)) {
+            if (!v || !*v) {
+                fprintf(stderr, "twinserve report: --run needs a value\n");
+                return 2;
+            }
+            run = v;
+        } else if (opt_value(argc, argv, &i, "--slo", &v)) {
+            if (!v) {
+                fprintf(stderr, "twinserve report: --slo needs a value\n");
+                return 2;
+            }
+            slo_spec = v;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "twinserve report: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "twinserve report: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "twinserve report: missing DB\n");
+        usage(stderr);
+        return 2;
+    }
+    if (slo_spec && report_parse_slo(slo_spec, &slo, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve report: --slo: %s\n", err);
+        return 2;
+    }
+    if (summary_open(path, &db, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        goto done;
+    }
+    if (summary_find_run(db, run, &id, err, sizeof err) != 0 ||
+        report_load(db, id, slo_spec ? &slo : NULL, &rep, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err);
+        goto done;
+    }
+    /* An empty run has nothing to report: say so rather than print a table of dashes. */
+    if (rep.base.requests == 0) {
+        fprintf(stderr, "%s: run '%s' has no requests (status %s%s%s)\n", path, rep.base.name,
+                rep.base.status, rep.base.error[0] ? ": " : "", rep.base.error);
+        goto done;
+    }
+    if (json) report_json(stdout, &rep);
+    else report_print(stdout, &rep);
+    status = 0;
+done:
+    sqlite3_close(db);
+    return status;
+}
