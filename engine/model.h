@@ -77,6 +77,16 @@ int model_config_check(const model_config_t *c, const char *what, char *err, siz
 /* Parameters (counting lm_head once when tied), and fp32 bytes of weights. */
 double model_params(const model_config_t *c);
 
+/* Allocates a model for a checked configuration: one 64-byte-aligned arena of fp32 weights
+ * (uninitialised) laid out in llama2.c's order (tok_emb, then each per-layer tensor for all
+ * layers: attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3; final_norm; lm_head unless tied),
+ * the pointers set into it, source and format copied. Refuses (-1 with a message naming
+ * `source`) a model larger than the machine's physical memory, before allocating. */
+int model_alloc(const model_config_t *c, const char *source, const char *format,
+                model_t **out, char *err, size_t errlen);
+/* Floats in the arena up to and including final_norm (llama2.c's contiguous block). */
+size_t model_body_floats(const model_config_t *c);
+
 /* Loaders, called by model_load (exposed for tests). */
 int model_load_llama2c(const char *path, model_t **out, char *err, size_t errlen);
 int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen);

@@ -1,0 +1,161 @@
+/* model: format dispatch, configuration checks, the shared weight arena. */
+#include "engine/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Bounds for a configuration read from a file: far above any real Llama (405B has dim
+ * 16384, 126 layers, 128k vocab and context), low enough that products stay exact. */
+#define MAX_DIM (1 << 17)
+#define MAX_LAYERS 4096
+#define MAX_HEADS 4096
+#define MAX_HEAD_DIM 4096
+#define MAX_HIDDEN (1 << 20)
+#define MAX_VOCAB (1 << 22)
+#define MAX_SEQ (1 << 24)
+
+int model_config_check(const model_config_t *c, const char *what, char *err, size_t errlen) {
+    struct { const char *name; int32_t v, max; } f[] = {
+        {"dim", c->dim, MAX_DIM},           {"n_layers", c->n_layers, MAX_LAYERS},
+        {"n_heads", c->n_heads, MAX_HEADS}, {"n_kv_heads", c->n_kv_heads, MAX_HEADS},
+        {"head_dim", c->head_dim, MAX_HEAD_DIM}, {"hidden_dim", c->hidden_dim, MAX_HIDDEN},
+        {"vocab", c->vocab, MAX_VOCAB},     {"max_seq", c->max_seq, MAX_SEQ},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v <= 0 || f[i].v > f[i].max) {
+            snprintf(err, errlen, "%s: %s = %d is out of range (1..%d)", what, f[i].name,
+                     (int)f[i].v, (int)f[i].max);
+            return -1;
+        }
+    if (c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads != 0) {
+        snprintf(err, errlen, "%s: n_heads = %d is not a multiple of n_kv_heads = %d", what,
+                 (int)c->n_heads, (int)c->n_kv_heads);
+        return -1;
+    }
+    if (c->head_dim % 2 != 0) {
+        snprintf(err, errlen, "%s: head_dim = %d is odd (RoPE rotates pairs)", what,
+                 (int)c->head_dim);
+        return -1;
+    }
+    if (!isfinite(c->rope_theta) || c->rope_theta <= 0) {
+        snprintf(err, errlen, "%s: rope_theta = %g is not a positive number", what,
+                 (double)c->rope_theta);
+        return -1;
+    }
+    if (!isfinite(c->norm_eps) || c->norm_eps <= 0 || c->norm_eps >= 1) {
+        snprintf(err, errlen, "%s: norm_eps = %g is outside (0, 1)", what, (double)c->norm_eps);
+        return -1;
+    }
+    if (c->tied != 0 && c->tied != 1) {
+        snprintf(err, errlen, "%s: tied = %d (must be 0 or 1)", what, (int)c->tied);
+        return -1;
+    }
+    return 0;
+}
+
+/* Per-layer tensor sizes in floats, in arena order. */
+static void layer_sizes(const model_config_t *c, size_t sz[9]) {
+    size_t d = (size_t)c->dim, q = (size_t)c->n_heads * (size_t)c->head_dim;
+    size_t kv = (size_t)c->n_kv_heads * (size_t)c->head_dim, h = (size_t)c->hidden_dim;
+    size_t s[9] = {d, q * d, kv * d, kv * d, d * q, d, h * d, d * h, h * d};
+    memcpy(sz, s, sizeof s);
+}
+
+double model_params(const model_config_t *c) {
+    size_t sz[9];
+    layer_sizes(c, sz);
+    double per_layer = 0;
+    for (int i = 0; i < 9; i++) per_layer += (double)sz[i];
+    double emb = (double)c->vocab * c->dim;
+    return emb + c->n_layers * per_layer + c->dim + (c->tied ? 0 : emb);
+}
+
+size_t model_body_floats(const model_config_t *c) {
+    size_t sz[9], n = (size_t)c->vocab * (size_t)c->dim + (size_t)c->dim;
+    layer_sizes(c, sz);
+    for (int i = 0; i < 9; i++) n += sz[i] * (size_t)c->n_layers;
+    return n;
+}
+
+int model_alloc(const model_config_t *c, const char *source, const char *format,
+                model_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (model_config_check(c, source, err, errlen) != 0) return -1;
+    /* Checked bounds keep every product below 2^62 floats, so this double is exact
+     * enough to compare; the size_t sums below cannot overflow once it passes. */
+    double bytes = model_params(c) * sizeof(float);
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (phys > 0 && bytes > phys) {
+        snprintf(err, errlen,
+                 "%s: %.2f GB of fp32 weights do not fit in this machine's %.2f GB of memory",
+                 source, bytes / 1e9, phys / 1e9);
+        return -1;
+    }
+    if (bytes > (double)(SIZE_MAX / 2)) {
+        snprintf(err, errlen, "%s: %.3g bytes of weights overflow the address space", source,
+                 bytes);
+        return -1;
+    }
+    model_t *m = calloc(1, sizeof *m);
+    if (m) m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    size_t nf = model_body_floats(c) + (c->tied ? 0 : (size_t)c->vocab * (size_t)c->dim);
+    void *arena = NULL;
+    if (!m || !m->layers || posix_memalign(&arena, 64, nf * sizeof(float)) != 0) {
+        snprintf(err, errlen, "%s: out of memory for %.2f GB of weights", source, bytes / 1e9);
+        if (m) free(m->layers);
+        free(m);
+        return -1;
+    }
+    m->cfg = *c;
+    m->arena = arena;
+    float *p = arena;
+    m->tok_emb = p;
+    p += (size_t)c->vocab * (size_t)c->dim;
+    size_t sz[9];
+    layer_sizes(c, sz);
+    for (int k = 0; k < 9; k++)
+        for (int32_t l = 0; l < c->n_layers; l++) {
+            model_layer_t *L = &m->layers[l];
+            float **slot[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                               &L->ffn_norm,  &L->w1, &L->w2, &L->w3};
+            *slot[k] = p;
+            p += sz[k];
+        }
+    m->final_norm = p;
+    p += c->dim;
+    m->lm_head = c->tied ? m->tok_emb : p;
+    snprintf(m->source, sizeof m->source, "%s", source);
+    snprintf(m->format, sizeof m->format, "%s", format);
+    snprintf(m->weight_type, sizeof m->weight_type, "F32");
+    *out = m;
+    return 0;
+}
+
+void model_free(model_t *m) {
+    if (!m) return;
+    free(m->arena);
+    free(m->layers);
+    free(m);
+}
+
+int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!spec || !*spec) {
+        snprintf(err, errlen, "no model given (a .bin or .gguf file, or dummy:PRESET)");
+        return -1;
+    }
+    if (strncmp(spec, "dummy:", 6) == 0) return model_load_dummy(spec + 6, seed, out, err, errlen);
+    FILE *f = fopen(spec, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open model file", spec);
+        return -1;
+    }
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) return model_load_gguf(spec, out, err, errlen);
+    return model_load_llama2c(spec, out, err, errlen);
+}
