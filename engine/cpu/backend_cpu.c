@@ -1,0 +1,573 @@
+/* backend_cpu: see backend_cpu.h. Ops read the batch that `prepare` copied; every op
+ * checks its sizes against that batch so that a forward-pass bug gives a message rather
+ * than a stray write. */
+#include "engine/cpu/backend_cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/cpu/cpu_pool.h"
+#include "engine/sampler.h"
+
+/* Eight floats as one value: GCC lowers it to whatever vector width the target has, so the
+ * attention dot products vectorise without -ffast-math or -march flags. */
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Below this many items per thread an element-wise op stays on the calling thread. */
+#define GRAIN_ELEMS 32768
+
+typedef struct {
+    int n_threads;
+    cpool_t *pool;
+    void **allocs;              /* every live buffer, so destroy frees what callers leak */
+    size_t n_allocs, cap_allocs;
+
+    float *kv;                  /* [layer][block][K|V][slot][kv_head][hd] */
+    bk_kv_shape_t kvs;
+    size_t kv_layer;            /* floats per layer */
+
+    /* the prepared batch, copied (the caller's arrays are borrowed during prepare only) */
+    int32_t n_tokens, n_seqs, n_sample, max_ctx;
+    int32_t *tokens, *pos, *tok_seq, *seq_start, *bt_start, *block_table, *sample_rows;
+    bk_sample_t *sample;
+    size_t cap_tok, cap_seq, cap_bt, cap_sample;
+
+    float *scratch;             /* attention scores / sampler buffers, per thread */
+    size_t scratch_per_thread;
+
+    float *inv_freq;            /* RoPE frequencies for (rope_hd, rope_theta) */
+    int32_t rope_hd;
+    float rope_theta;
+} cpu_t;
+
+#define CPU(b) ((cpu_t *)(b)->impl)
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+static int cpu_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) {
+        long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
+        long psz = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || psz <= 0) return bk_fail(b, "cpu: cannot read the memory size");
+        *total_bytes = (size_t)pages * (size_t)psz;
+        *free_bytes = (size_t)(avail > 0 ? avail : 0) * (size_t)psz;
+        return 0;
+    }
+    char line[256];
+    unsigned long long total = 0, avail = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &v) == 1) total = v * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail = v * 1024;
+    }
+    fclose(f);
+    if (!total) return bk_fail(b, "cpu: /proc/meminfo has no MemTotal");
+    *total_bytes = (size_t)total;
+    *free_bytes = (size_t)avail;
+    return 0;
+}
+
+static size_t cpu_elem_size(backend_t *b, bk_kind_t kind) {
+    (void)b;
+    (void)kind;
+    return 4;   /* fp32 weights and activations, int32 metadata */
+}
+
+static void *cpu_alloc(backend_t *b, bk_kind_t kind, size_t n) {
+    cpu_t *c = CPU(b);
+    if (n == 0) n = 1;
+    if (n > SIZE_MAX / 8) {
+        bk_fail(b, "cpu: allocation of %zu elements is too large", n);
+        return NULL;
+    }
+    size_t bytes = (n * cpu_elem_size(b, kind) + 63) & ~(size_t)63;
+    if (c->n_allocs == c->cap_allocs) {
+        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        void **a = realloc(c->allocs, cap * sizeof *a);
+        if (!a) {
+            bk_fail(b, "cpu: out of memory");
+            return NULL;
+        }
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    void *p = aligned_alloc(64, bytes);
+    if (!p) {
+        bk_fail(b, "cpu: cannot allocate %.1f MB", bytes / 1e6);
+        return NULL;
+    }
+    c->allocs[c->n_allocs++] = p;
+    return p;
+}
+
+static void cpu_release(backend_t *b, void *p) {
+    cpu_t *c = CPU(b);
+    if (!p) return;
+    for (size_t i = c->n_allocs; i-- > 0;) {
+        if (c->allocs[i] == p) {
+            c->allocs[i] = c->allocs[--c->n_allocs];
+            free(p);
+            return;
+        }
+    }
+}
+
+static int cpu_upload_weight(backend_t *b, void *dst, const float *src, size_t n) {
+    (void)b;
+    memcpy(dst, src, n * sizeof(float));
+    return 0;
+}
+
+static int cpu_upload(backend_t *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t kind,
+                            size_t n) {
+    (void)b;
+    (void)kind;
+    memcpy(dst, src, n * sizeof(float));
+    return 0;
+}
+
+static size_t cpu_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
+    (void)b;
+    return (size_t)s->n_layers * 2 * (size_t)s->block_size * (size_t)s->n_kv_heads *
+           (size_t)s->head_dim * sizeof(float);
+}
+
+static int cpu_kv_init(backend_t *b, const bk_kv_shape_t *s) {
+    cpu_t *c = CPU(b);
+    if (s->n_layers <= 0 || s->n_blocks <= 0 || s->block_size <= 0 || s->n_kv_heads <= 0 ||
+        s->head_dim <= 0)
+        return bk_fail(b, "cpu: kv_init: every size must be positive (layers %d, blocks %d, "
+                       "block size %d, kv heads %d, head dim %d)", s->n_layers, s->n_blocks,
+                       s->block_size, s->n_kv_heads, s->head_dim);
+    size_t n = cpu_kv_block_bytes(b, s) / sizeof(float) * (size_t)s->n_blocks;
+    cpu_release(b, c->kv);
+    c->kv = cpu_alloc(b, BK_F32, n);
+    if (!c->kv) return -1;
+    /* Zeroed so that timing runs that only set positions read finite numbers, and so the
+     * pages are touched now rather than inside the first timed step. */
+    memset(c->kv, 0, n * sizeof(float));
+    c->kvs = *s;
+    c->kv_layer = n / (size_t)s->n_layers;
+    return 0;
+}
+
+/* ---- the step's batch -------------------------------------------------------------------- */
+
+/* Grows each array of a group to n elements; the group's capacity moves only when all did. */
+static int grow_group(void **arrs[], int k, size_t elem, size_t *cap, size_t n) {
+    if (n <= *cap) return 0;
+    for (int i = 0; i < k; i++) {
+        void *q = realloc(*arrs[i], n * elem);
+        if (!q) return -1;
+        *arrs[i] = q;
+    }
+    *cap = n;
+    return 0;
+}
+
+static int cpu_prepare(backend_t *b, const bk_batch_t *bt) {
+    cpu_t *c = CPU(b);
+    size_t nt = (size_t)bt->n_tokens, ns = (size_t)bt->n_seqs;
+    size_t nb = (size_t)bt->bt_start[bt->n_seqs], nsm = (size_t)bt->n_sample;
+    void **tok[] = {(void **)&c->tokens, (void **)&c->pos, (void **)&c->tok_seq};
+    void **seq[] = {(void **)&c->seq_start, (void **)&c->bt_start};
+    void **tab[] = {(void **)&c->block_table};
+    void **smp[] = {(void **)&c->sample_rows};
+    size_t smp_cap = c->cap_sample;
+    if (grow_group(tok, 3, sizeof(int32_t), &c->cap_tok, nt) ||
+        grow_group(seq, 2, sizeof(int32_t), &c->cap_seq, ns + 1) ||
+        grow_group(tab, 1, sizeof(int32_t), &c->cap_bt, nb) ||
+        grow_group(smp, 1, sizeof(int32_t), &smp_cap, nsm))
+        return bk_fail(b, "cpu: out of memory preparing a batch of %zu tokens", nt);
+    if (nsm > c->cap_sample) {
+        bk_sample_t *sp = realloc(c->sample, nsm * sizeof *sp);
+        if (!sp) return bk_fail(b, "cpu: out of memory preparing a batch of %zu tokens", nt);
+        c->sample = sp;
+        c->cap_sample = nsm;
+    }
+    memcpy(c->tokens, bt->tokens, nt * sizeof(int32_t));
+    memcpy(c->pos, bt->pos, nt * sizeof(int32_t));
+    memcpy(c->seq_start, bt->seq_start, (ns + 1) * sizeof(int32_t));
+    memcpy(c->bt_start, bt->bt_start, (ns + 1) * sizeof(int32_t));
+    if (nb) memcpy(c->block_table, bt->block_table, nb * sizeof(int32_t));
+    if (nsm) {
+        memcpy(c->sample_rows, bt->sample_rows, nsm * sizeof(int32_t));
+        memcpy(c->sample, bt->sample, nsm * sizeof(bk_sample_t));
+    }
+    c->max_ctx = 1;
+    for (size_t s = 0; s < ns; s++)
+        for (int32_t i = bt->seq_start[s]; i < bt->seq_start[s + 1]; i++) {
+            c->tok_seq[i] = (int32_t)s;
+            if (bt->pos[i] + 1 > c->max_ctx) c->max_ctx = bt->pos[i] + 1;
+        }
+    c->n_tokens = bt->n_tokens;
+    c->n_seqs = bt->n_seqs;
+    c->n_sample = bt->n_sample;
+    return 0;
+}
+
+/* Per-thread scratch of at least `floats` floats. */
+static float *scratch(backend_t *b, size_t floats) {
+    cpu_t *c = CPU(b);
+    if (floats > c->scratch_per_thread) {
+        free(c->scratch);
+        c->scratch = aligned_alloc(64, ((floats * sizeof(float) + 63) & ~(size_t)63) *
+                                           (size_t)c->n_threads);
+        c->scratch_per_thread = c->scratch ? (floats + 15) & ~(size_t)15 : 0;
+        if (!c->scratch) bk_fail(b, "cpu: out of memory for %zu floats of scratch", floats);
+    }
+    return c->scratch;
+}
+
+/* ---- ops ----------------------------------------------------------------------------------- */
+
+static int cpu_embed(backend_t *b, void *x, const void *table, int32_t dim) {
+    cpu_t *c = CPU(b);
+    for (int32_t i = 0; i < c->n_tokens; i++)
+        memcpy((float *)x + (size_t)i * dim, (const float *)table + (size_t)c->tokens[i] * dim,
+               (size_t)dim * sizeof(float));
+    return 0;
+}
+
+static int cpu_gather_rows(backend_t *b, void *out, const void *x, int32_t dim) {
+    cpu_t *c = CPU(b);
+    for (int32_t j = 0; j < c->n_sample; j++)
+        memmove((float *)out + (size_t)j * dim,
+                (const float *)x + (size_t)c->sample_rows[j] * dim, (size_t)dim * sizeof(float));
+    return 0;
+}
+
+static int cpu_matmul(backend_t *b, void *y, const void *x, const void *w, int32_t m,
+                      int32_t n, int32_t k) {
+    if (m <= 0 || n <= 0 || k <= 0)
+        return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
+    if (m == 1) /* one row is a matrix-vector product; OpenBLAS's sgemm does not see that */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 0.0f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f,
+                    y, n);
+    return 0;
+}
+
+typedef struct {
+    float *out, *x;
+    const float *res, *w;
+    int32_t dim;
+    float eps;
+} norm_job_t;
+
+static void norm_rows(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    norm_job_t *j = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float *x = j->x + r * j->dim, *out = j->out + r * j->dim;
+        if (j->res) {
+            const float *res = j->res + r * j->dim;
+            for (int32_t i = 0; i < j->dim; i++) x[i] += res[i];
+        }
+        double ss = 0;
+        for (int32_t i = 0; i < j->dim; i++) ss += (double)x[i] * x[i];
+        float scale = (float)(1.0 / sqrt(ss / j->dim + j->eps));
+        for (int32_t i = 0; i < j->dim; i++) out[i] = x[i] * scale * j->w[i];
+    }
+}
+
+static int cpu_rmsnorm(backend_t *b, void *out, void *x, const void *residual, const void *w,
+                       int32_t m, int32_t dim, float eps) {
+    norm_job_t j = {out, x, residual, w, dim, eps};
+    cpool_run(CPU(b)->pool, m, GRAIN_ELEMS / (dim > 0 ? dim : 1) + 1, norm_rows, &j);
+    return 0;
+}
+
+static float *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t slot) {
+    size_t kvd = (size_t)c->kvs.n_kv_heads * c->kvs.head_dim;
+    return c->kv + (size_t)layer * c->kv_layer +
+           (((size_t)block * 2 + which) * c->kvs.block_size + slot) * kvd;
+}
+
+static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
+                    int32_t n_kv_heads, int32_t head_dim) {
+    cpu_t *c = CPU(b);
+    if (!c->kv) return bk_fail(b, "cpu: %s before kv_init", op);
+    if (layer < 0 || layer >= c->kvs.n_layers || n_kv_heads != c->kvs.n_kv_heads ||
+        head_dim != c->kvs.head_dim || n_heads <= 0 || n_heads % n_kv_heads)
+        return bk_fail(b, "cpu: %s: layer %d, %d heads / %d kv heads of %d do not match the "
+                       "KV pool (%d layers, %d kv heads of %d)", op, layer, n_heads, n_kv_heads,
+                       head_dim, c->kvs.n_layers, c->kvs.n_kv_heads, c->kvs.head_dim);
+    return 0;
+}
+
+static void rotate(float *v, const float *inv_freq, int32_t hd, int32_t pos) {
+    for (int32_t i = 0; i < hd / 2; i++) {
+        double a = (double)pos * inv_freq[i];
+        float cs = (float)cos(a), sn = (float)sin(a);
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cs - x1 * sn;
+        v[2 * i + 1] = x0 * sn + x1 * cs;
+    }
+}
+
+static int cpu_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer,
+                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float theta) {
+    cpu_t *c = CPU(b);
+    if (check_kv(b, "rope_kv", layer, n_heads, n_kv_heads, head_dim)) return -1;
+    if (c->rope_hd != head_dim || c->rope_theta != theta) {
+        float *f = realloc(c->inv_freq, (size_t)head_dim / 2 * sizeof *f);
+        if (!f) return bk_fail(b, "cpu: out of memory");
+        for (int32_t i = 0; i < head_dim / 2; i++)
+            f[i] = (float)pow(theta, -2.0 * i / head_dim);
+        c->inv_freq = f;
+        c->rope_hd = head_dim;
+        c->rope_theta = theta;
+    }
+    size_t qd = (size_t)n_heads * head_dim, kvd = (size_t)n_kv_heads * head_dim;
+    for (int32_t i = 0; i < c->n_tokens; i++) {
+        int32_t p = c->pos[i], s = c->tok_seq[i];
+        for (int32_t h = 0; h < n_heads; h++)
+            rotate((float *)q + i * qd + (size_t)h * head_dim, c->inv_freq, head_dim, p);
+        float *ki = (float *)k + i * kvd;
+        for (int32_t h = 0; h < n_kv_heads; h++)
+            rotate(ki + (size_t)h * head_dim, c->inv_freq, head_dim, p);
+        int32_t blk = c->block_table[c->bt_start[s] + p / c->kvs.block_size];
+        int32_t slot = p % c->kvs.block_size;
+        memcpy(kv_at(c, layer, blk, 0, slot), ki, kvd * sizeof(float));
+        memcpy(kv_at(c, layer, blk, 1, slot), (const float *)v + i * kvd, kvd * sizeof(float));
+    }
+    return 0;
+}
+
+typedef struct {
+    cpu_t *c;
+    float *out;
+    const float *q;
+    int32_t layer, n_heads, n_kv, hd, group;
+    size_t ctx_stride;   /* scratch floats per query head */
+} attn_job_t;
+
+static float dot(const float *a, const float *b, int32_t n) {
+    int32_t i = 0;
+    float s = 0;
+    if (n >= 8) {
+        v8f acc = {0};
+        for (; i + 8 <= n; i += 8) {
+            v8f x, y;
+            memcpy(&x, a + i, sizeof x);
+            memcpy(&y, b + i, sizeof y);
+            acc += x * y;
+        }
+        for (int l = 0; l < 8; l++) s += acc[l];
+    }
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy(float *y, float a, const float *x, int32_t n) {
+    int32_t i = 0;
+    v8f va = {a, a, a, a, a, a, a, a};
+    for (; i + 8 <= n; i += 8) {
+        v8f vx, vy;
+        memcpy(&vx, x + i, sizeof vx);
+        memcpy(&vy, y + i, sizeof vy);
+        vy += va * vx;
+        memcpy(y + i, &vy, sizeof vy);
+    }
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* Items are (token, kv head): the group's query heads share each read of K and V. */
+static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
+    attn_job_t *j = ctx;
+    cpu_t *c = j->c;
+    int32_t hd = j->hd, g = j->group, bs = c->kvs.block_size;
+    float *sc = c->scratch + (size_t)tid * c->scratch_per_thread;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t qd = (size_t)j->n_heads * hd;
+    for (int64_t it = lo; it < hi; it++) {
+        int32_t i = (int32_t)(it / j->n_kv), h = (int32_t)(it % j->n_kv);
+        int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
+        const int32_t *table = c->block_table + c->bt_start[s];
+        const float *q = j->q + i * qd + (size_t)h * g * hd;
+        for (int32_t t = 0; t < n; t++) {
+            const float *kt = kv_at(c, j->layer, table[t / bs], 0, t % bs) + (size_t)h * hd;
+            for (int32_t r = 0; r < g; r++) sc[r * j->ctx_stride + t] = dot(q + r * hd, kt, hd) * scale;
+        }
+        for (int32_t r = 0; r < g; r++) {
+            float *row = sc + r * j->ctx_stride, mx = row[0], sum = 0;
+            for (int32_t t = 1; t < n; t++) mx = row[t] > mx ? row[t] : mx;
+            for (int32_t t = 0; t < n; t++) {
+                row[t] = expf(row[t] - mx);
+                sum += row[t];
+            }
+            float inv = 1.0f / sum;
+            for (int32_t t = 0; t < n; t++) row[t] *= inv;
+            memset(j->out + i * qd + ((size_t)h * g + r) * hd, 0, (size_t)hd * sizeof(float));
+        }
+        for (int32_t t = 0; t < n; t++) {
+            const float *vt = kv_at(c, j->layer, table[t / bs], 1, t % bs) + (size_t)h * hd;
+            for (int32_t r = 0; r < g; r++)
+                axpy(j->out + i * qd + ((size_t)h * g + r) * hd, sc[r * j->ctx_stride + t], vt, hd);
+        }
+    }
+}
+
+static int cpu_attention(backend_t *b, void *out, const void *q, int32_t layer,
+                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim) {
+    cpu_t *c = CPU(b);
+    if (check_kv(b, "attention", layer, n_heads, n_kv_heads, head_dim)) return -1;
+    int32_t g = n_heads / n_kv_heads;
+    size_t stride = ((size_t)c->max_ctx + 15) & ~(size_t)15;
+    if (!scratch(b, stride * (size_t)g)) return -1;
+    attn_job_t j = {c, out, q, layer, n_heads, n_kv_heads, head_dim, g, stride};
+    /* grain: about GRAIN_ELEMS multiply-adds of K per thread before waking another */
+    int64_t per_item = (int64_t)c->max_ctx * head_dim * g;
+    cpool_run(c->pool, (int64_t)c->n_tokens * n_kv_heads, GRAIN_ELEMS / per_item + 1,
+              attn_items, &j);
+    return 0;
+}
+
+typedef struct {
+    float *out;
+    const float *a, *b;
+} ew_job_t;
+
+static void silu_range(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    ew_job_t *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        float g = j->a[i];
+        j->out[i] = g / (1.0f + expf(-g)) * j->b[i];
+    }
+}
+
+static void add_range(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    ew_job_t *j = ctx;
+    for (int64_t i = lo; i < hi; i++) j->out[i] += j->a[i];
+}
+
+static int cpu_silu_mul(backend_t *b, void *out, const void *gate, const void *up, size_t n) {
+    ew_job_t j = {out, gate, up};
+    cpool_run(CPU(b)->pool, (int64_t)n, GRAIN_ELEMS / 4, silu_range, &j);
+    return 0;
+}
+
+static int cpu_add(backend_t *b, void *x, const void *y, size_t n) {
+    ew_job_t j = {x, y, NULL};
+    cpool_run(CPU(b)->pool, (int64_t)n, GRAIN_ELEMS, add_range, &j);
+    return 0;
+}
+
+typedef struct {
+    cpu_t *c;
+    int32_t *ids;
+    const float *logits;
+    int32_t vocab;
+} sample_job_t;
+
+static void sample_rows(void *ctx, int64_t lo, int64_t hi, int tid) {
+    sample_job_t *j = ctx;
+    float *probs = j->c->scratch + (size_t)tid * j->c->scratch_per_thread;
+    int32_t *idx = (int32_t *)(probs + j->vocab);
+    for (int64_t r = lo; r < hi; r++)
+        j->ids[r] = sampler_pick(j->logits + r * j->vocab, j->vocab, &j->c->sample[r], probs,
+                                 idx);
+}
+
+static int cpu_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
+                      int32_t vocab) {
+    cpu_t *c = CPU(b);
+    (void)kind;
+    if (!scratch(b, 2 * (size_t)vocab)) return -1;
+    sample_job_t j = {c, ids_host, logits, vocab};
+    int any_random = 0;
+    for (int32_t r = 0; r < c->n_sample; r++) any_random |= c->sample[r].temperature > 0;
+    /* a random draw sorts the vocabulary: worth a thread per row; argmax is not */
+    cpool_run(c->pool, c->n_sample, any_random ? 1 : c->n_sample, sample_rows, &j);
+    return 0;
+}
+
+static int cpu_sync(backend_t *b) {
+    (void)b;
+    return 0;
+}
+
+static void cpu_destroy(backend_t *b) {
+    if (!b) return;
+    cpu_t *c = CPU(b);
+    if (c) {
+        cpool_free(c->pool);
+        for (size_t i = 0; i < c->n_allocs; i++) free(c->allocs[i]);
+        free(c->allocs);
+        free(c->tokens);
+        free(c->pos);
+        free(c->tok_seq);
+        free(c->seq_start);
+        free(c->bt_start);
+        free(c->block_table);
+        free(c->sample_rows);
+        free(c->sample);
+        free(c->scratch);
+        free(c->inv_freq);
+        free(c);
+    }
+    free(b);
+}
+
+backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
+    backend_t *b = calloc(1, sizeof *b);
+    cpu_t *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        goto fail;
+    }
+    b->impl = c;
+    int n = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    c->n_threads = n > 0 ? n : 1;
+    c->pool = cpool_new(c->n_threads);
+    if (!c->pool) {
+        snprintf(err, errlen, "cpu backend: cannot start %d threads", c->n_threads);
+        goto fail;
+    }
+    openblas_set_num_threads(c->n_threads);
+    b->name = "cpu";
+    b->weight_type = "f32";
+    b->mem_info = cpu_mem_info;
+    b->elem_size = cpu_elem_size;
+    b->alloc = cpu_alloc;
+    b->release = cpu_release;
+    b->upload_weight = cpu_upload_weight;
+    b->upload = cpu_upload;
+    b->download_f32 = cpu_download_f32;
+    b->kv_init = cpu_kv_init;
+    b->kv_block_bytes = cpu_kv_block_bytes;
+    b->prepare = cpu_prepare;
+    b->embed = cpu_embed;
+    b->matmul = cpu_matmul;
+    b->rmsnorm = cpu_rmsnorm;
+    b->rope_kv = cpu_rope_kv;
+    b->attention = cpu_attention;
+    b->silu_mul = cpu_silu_mul;
+    b->add = cpu_add;
+    b->gather_rows = cpu_gather_rows;
+    b->sample = cpu_sample;
+    b->sync = cpu_sync;
+    b->destroy = cpu_destroy;
+    return b;
+fail:
+    if (b && c) cpu_destroy(b);
+    else {
+        free(c);
+        free(b);
+    }
+    return NULL;
+}

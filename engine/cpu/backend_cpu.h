@@ -1,0 +1,18 @@
+/* backend_cpu: the fp32 CPU backend (backend.h). Matrix products go to OpenBLAS (sgemv for
+ * a single row, where OpenBLAS's sgemm is slower), everything else to a small pthread pool
+ * (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is one allocation
+ * laid out [layer][block][K|V][slot][kv_head][head_dim].
+ *
+ * Ownership: the returned backend is the caller's (b->destroy); it frees every buffer still
+ * allocated through it. */
+#ifndef TWIN_BACKEND_CPU_H
+#define TWIN_BACKEND_CPU_H
+
+#include <stddef.h>
+
+#include "engine/backend.h"
+
+/* opts->n_threads 0 = every online core. NULL + message in err on failure. */
+backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,315 @@
+/* forward: see forward.h.
+ *
+ * Weight layout on the backend: per layer, Q, K and V are one [(q_dim + 2 kv_dim)][dim]
+ * matrix and the gate and up projections one [2 hidden][dim] matrix. A single-token step
+ * multiplies by the fused matrix once (one matrix-vector product instead of three, whose
+ * output rows q|k|v are then contiguous); a larger step multiplies by each row slice
+ * separately, writing [m][q_dim], [m][kv_dim], [m][kv_dim] one after the other, so the same
+ * activation buffer serves both cases. */
+#include "engine/forward.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    void *attn_norm, *wqkv, *wo, *ffn_norm, *w13, *w2;
+} fwd_layer_t;
+
+struct fwd {
+    backend_t *b;
+    model_config_t cfg;
+    fwd_opts_t o;
+    int32_t q_dim, kv_dim;
+    fwd_layer_t *layers;
+    void *tok_emb, *lm_head, *final_norm;   /* lm_head == tok_emb when tied */
+    /* activations: x, xb [max_tokens][dim]; qkv [max_tokens][q_dim + 2 kv_dim];
+     * att [max_tokens][q_dim]; hb [max_tokens][2 hidden]; xs, xsn [max_sample][dim];
+     * logits [max_sample][vocab] */
+    void *x, *xb, *qkv, *att, *hb, *xs, *xsn, *logits;
+    int32_t last_sample;                    /* rows in logits from the last step */
+    char errmsg[256];
+};
+
+static int fail(fwd_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(fwd_t *f, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->errmsg, sizeof f->errmsg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A buffer n elements past p: device pointers are opaque but offsets within one are valid. */
+static void *at(const fwd_t *f, bk_kind_t kind, const void *p, size_t n) {
+    return (char *)p + n * f->b->elem_size(f->b, kind);
+}
+
+static void *alloc(fwd_t *f, bk_kind_t kind, size_t n) {
+    void *p = f->b->alloc(f->b, kind, n);
+    if (!p) fail(f, "backend %s: %s", f->b->name, f->b->errmsg);
+    return p;
+}
+
+/* Uploads `parts` host arrays of the given lengths into one new weight buffer. */
+static void *upload_cat(fwd_t *f, int parts, const float *const *src, const size_t *n) {
+    size_t total = 0;
+    for (int i = 0; i < parts; i++) total += n[i];
+    void *dst = alloc(f, BK_WEIGHT, total);
+    if (!dst) return NULL;
+    size_t off = 0;
+    for (int i = 0; i < parts; i++) {
+        if (f->b->upload_weight(f->b, at(f, BK_WEIGHT, dst, off), src[i], n[i])) {
+            fail(f, "backend %s: uploading weights: %s", f->b->name, f->b->errmsg);
+            return NULL;
+        }
+        off += n[i];
+    }
+    return dst;
+}
+
+static void *upload1(fwd_t *f, const float *src, size_t n) {
+    return upload_cat(f, 1, &src, &n);
+}
+
+static int upload_model(fwd_t *f, const model_t *m) {
+    const model_config_t *c = &f->cfg;
+    size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim;
+    f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
+    if (!f->layers) return fail(f, "out of memory");
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const model_layer_t *w = &m->layers[l];
+        fwd_layer_t *d = &f->layers[l];
+        const float *qkv[] = {w->wq, w->wk, w->wv};
+        size_t nqkv[] = {f->q_dim * dim, f->kv_dim * dim, f->kv_dim * dim};
+        const float *gu[] = {w->w1, w->w3};
+        size_t ngu[] = {hid * dim, hid * dim};
+        if (!(d->attn_norm = upload1(f, w->attn_norm, dim)) ||
+            !(d->wqkv = upload_cat(f, 3, qkv, nqkv)) ||
+            !(d->wo = upload1(f, w->wo, dim * f->q_dim)) ||
+            !(d->ffn_norm = upload1(f, w->ffn_norm, dim)) ||
+            !(d->w13 = upload_cat(f, 2, gu, ngu)) || !(d->w2 = upload1(f, w->w2, dim * hid)))
+            return -1;
+    }
+    if (!(f->tok_emb = upload1(f, m->tok_emb, (size_t)c->vocab * dim)) ||
+        !(f->final_norm = upload1(f, m->final_norm, dim)))
+        return -1;
+    if (m->lm_head == m->tok_emb || c->tied) f->lm_head = f->tok_emb;
+    else if (!(f->lm_head = upload1(f, m->lm_head, (size_t)c->vocab * dim)))
+        return -1;
+    return 0;
+}
+
+int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, char *err,
+            size_t errlen) {
+    *out = NULL;
+    const model_config_t *c = &m->cfg;
+    if (c->dim <= 0 || c->n_layers <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 ||
+        c->head_dim <= 0 || c->head_dim % 2 || c->hidden_dim <= 0 || c->vocab <= 0 ||
+        c->max_seq <= 0 || c->n_heads % c->n_kv_heads) {
+        snprintf(err, errlen, "%s: bad model shape (dim %d, layers %d, heads %d/%d, head dim "
+                 "%d, hidden %d, vocab %d, max_seq %d)", m->source, c->dim, c->n_layers,
+                 c->n_heads, c->n_kv_heads, c->head_dim, c->hidden_dim, c->vocab, c->max_seq);
+        return -1;
+    }
+    if (o->max_tokens <= 0 || o->max_sample <= 0 || o->max_sample > o->max_tokens ||
+        o->n_blocks <= 0 || o->block_size <= 0) {
+        snprintf(err, errlen, "forward: bad options (max_tokens %d, max_sample %d, n_blocks "
+                 "%d, block_size %d): each must be positive, max_sample <= max_tokens",
+                 o->max_tokens, o->max_sample, o->n_blocks, o->block_size);
+        return -1;
+    }
+    fwd_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "forward: out of memory");
+        return -1;
+    }
+    f->b = b;
+    f->cfg = *c;
+    f->o = *o;
+    f->q_dim = c->n_heads * c->head_dim;
+    f->kv_dim = c->n_kv_heads * c->head_dim;
+    size_t T = (size_t)o->max_tokens, S = (size_t)o->max_sample, dim = (size_t)c->dim;
+    bk_kv_shape_t kvs = {c->n_layers, o->n_blocks, o->block_size, c->n_kv_heads, c->head_dim};
+    if (upload_model(f, m) || !(f->x = alloc(f, BK_ACT, T * dim)) ||
+        !(f->xb = alloc(f, BK_ACT, T * dim)) ||
+        !(f->qkv = alloc(f, BK_ACT, T * (size_t)(f->q_dim + 2 * f->kv_dim))) ||
+        !(f->att = alloc(f, BK_ACT, T * (size_t)f->q_dim)) ||
+        !(f->hb = alloc(f, BK_ACT, T * 2 * (size_t)c->hidden_dim)) ||
+        !(f->xs = alloc(f, BK_ACT, S * dim)) || !(f->xsn = alloc(f, BK_ACT, S * dim)) ||
+        !(f->logits = alloc(f, BK_ACT, S * (size_t)c->vocab)))
+        goto fail;
+    if (b->kv_init(b, &kvs)) {
+        fail(f, "backend %s: KV pool of %d blocks: %s", b->name, o->n_blocks, b->errmsg);
+        goto fail;
+    }
+    *out = f;
+    return 0;
+fail:
+    snprintf(err, errlen, "%s: %s", m->source, f->errmsg);
+    fwd_free(f);
+    return -1;
+}
+
+void fwd_free(fwd_t *f) {
+    if (!f) return;
+    backend_t *b = f->b;
+    if (f->layers)
+        for (int32_t l = 0; l < f->cfg.n_layers; l++) {
+            fwd_layer_t *d = &f->layers[l];
+            b->release(b, d->attn_norm);
+            b->release(b, d->wqkv);
+            b->release(b, d->wo);
+            b->release(b, d->ffn_norm);
+            b->release(b, d->w13);
+            b->release(b, d->w2);
+        }
+    if (f->lm_head != f->tok_emb) b->release(b, f->lm_head);
+    void *bufs[] = {f->tok_emb, f->final_norm, f->x, f->xb, f->qkv, f->att,
+                    f->hb, f->xs, f->xsn, f->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) b->release(b, bufs[i]);
+    free(f->layers);
+    free(f);
+}
+
+const char *fwd_errmsg(const fwd_t *f) { return f->errmsg; }
+
+const model_config_t *fwd_config(const fwd_t *f) { return &f->cfg; }
+
+/* Everything the backend will index with, checked on the host before the one upload. */
+static int check_batch(fwd_t *f, const bk_batch_t *bt) {
+    const fwd_opts_t *o = &f->o;
+    int32_t nt = bt->n_tokens, ns = bt->n_seqs;
+    if (nt <= 0 || nt > o->max_tokens)
+        return fail(f, "batch: %d tokens (this forward pass takes 1..%d)", nt, o->max_tokens);
+    if (ns <= 0 || ns > nt)
+        return fail(f, "batch: %d sequences for %d tokens", ns, nt);
+    if (bt->n_sample < 0 || bt->n_sample > o->max_sample)
+        return fail(f, "batch: %d sampled rows (at most %d)", bt->n_sample, o->max_sample);
+    if (!bt->tokens || !bt->pos || !bt->seq_start || !bt->seq_len || !bt->bt_start ||
+        (bt->n_sample && (!bt->sample_rows || !bt->sample)))
+        return fail(f, "batch: a required array is missing");
+    if (bt->seq_start[0] != 0 || bt->seq_start[ns] != nt)
+        return fail(f, "batch: seq_start must run from 0 to n_tokens %d (got %d .. %d)", nt,
+                    bt->seq_start[0], bt->seq_start[ns]);
+    if (bt->bt_start[0] != 0) return fail(f, "batch: bt_start[0] is %d, not 0", bt->bt_start[0]);
+    for (int32_t s = 0; s < ns; s++) {
+        int32_t a = bt->seq_start[s], e = bt->seq_start[s + 1];
+        if (e <= a)
+            return fail(f, "batch: sequence %d: seq_start not increasing (%d then %d)", s, a, e);
+        if (bt->pos[e - 1] + 1 != bt->seq_len[s])
+            return fail(f, "batch: sequence %d: seq_len %d but its last position is %d", s,
+                        bt->seq_len[s], bt->pos[e - 1]);
+        if (bt->seq_len[s] > f->cfg.max_seq)
+            return fail(f, "batch: sequence %d: position %d is past the model's context of %d",
+                        s, bt->seq_len[s] - 1, f->cfg.max_seq);
+        for (int32_t i = a; i < e; i++) {
+            if (bt->pos[i] < 0 || (i > a && bt->pos[i] != bt->pos[i - 1] + 1))
+                return fail(f, "batch: sequence %d, token %d: position %d (positions must be "
+                            "consecutive and >= 0)", s, i, bt->pos[i]);
+            if (bt->tokens[i] < 0 || bt->tokens[i] >= f->cfg.vocab)
+                return fail(f, "batch: token %d: id %d outside the vocabulary of %d", i,
+                            bt->tokens[i], f->cfg.vocab);
+        }
+        int32_t nb = bt->bt_start[s + 1] - bt->bt_start[s];
+        int32_t need = (bt->seq_len[s] + o->block_size - 1) / o->block_size;
+        if (nb < need)
+            return fail(f, "batch: sequence %d: %d KV blocks for a context of %d (needs %d of "
+                        "%d tokens)", s, nb, bt->seq_len[s], need, o->block_size);
+        for (int32_t j = bt->bt_start[s]; j < bt->bt_start[s + 1]; j++)
+            if (!bt->block_table || bt->block_table[j] < 0 || bt->block_table[j] >= o->n_blocks)
+                return fail(f, "batch: sequence %d: block id %d outside the pool of %d blocks",
+                            s, bt->block_table ? bt->block_table[j] : -1, o->n_blocks);
+    }
+    for (int32_t j = 0; j < bt->n_sample; j++) {
+        const bk_sample_t *p = &bt->sample[j];
+        if (bt->sample_rows[j] < 0 || bt->sample_rows[j] >= nt)
+            return fail(f, "batch: sampled row %d is token %d, outside 0..%d", j,
+                        bt->sample_rows[j], nt - 1);
+        if (!isfinite(p->temperature) || p->temperature < 0 || p->top_k < 0 ||
+            !(p->top_p > 0))
+            return fail(f, "batch: sampled row %d: temperature %g, top_k %d, top_p %g (need "
+                        "temperature >= 0, top_k >= 0, top_p > 0)", j, p->temperature,
+                        p->top_k, p->top_p);
+    }
+    return 0;
+}
+
+#define BK(call)                                                                        \
+    do {                                                                                \
+        if (call) {                                                                     \
+            fail(f, "backend %s: %s", b->name, b->errmsg);                              \
+            goto done;                                                                  \
+        }                                                                               \
+    } while (0)
+
+int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
+    backend_t *b = f->b;
+    const model_config_t *c = &f->cfg;
+    int rc = -1;
+    f->last_sample = 0;
+    if (check_batch(f, bt)) return -1;
+    int32_t m = bt->n_tokens, dim = c->dim, hid = c->hidden_dim;
+    size_t qd = (size_t)f->q_dim, kvd = (size_t)f->kv_dim, dm = (size_t)dim;
+    void *q = f->qkv, *k = at(f, BK_ACT, q, m * qd), *v = at(f, BK_ACT, k, m * kvd);
+    void *gate = f->hb, *up = at(f, BK_ACT, gate, (size_t)m * hid);
+    BK(b->prepare(b, bt));
+    BK(b->embed(b, f->x, f->tok_emb, dim));
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        fwd_layer_t *w = &f->layers[l];
+        /* layer 0 normalises the embeddings; later layers first add the previous MLP output */
+        BK(b->rmsnorm(b, f->xb, f->x, l ? f->xb : NULL, w->attn_norm, m, dim, c->norm_eps));
+        if (m == 1) {
+            BK(b->matmul(b, f->qkv, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
+        } else {
+            BK(b->matmul(b, q, f->xb, w->wqkv, m, (int32_t)qd, dim));
+            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, qd * dm), m, (int32_t)kvd, dim));
+            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, (qd + kvd) * dm), m,
+                         (int32_t)kvd, dim));
+        }
+        BK(b->rope_kv(b, q, k, v, l, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_theta));
+        BK(b->attention(b, f->att, q, l, c->n_heads, c->n_kv_heads, c->head_dim));
+        BK(b->matmul(b, f->xb, f->att, w->wo, m, dim, (int32_t)qd));
+        BK(b->rmsnorm(b, f->xb, f->x, f->xb, w->ffn_norm, m, dim, c->norm_eps));
+        if (m == 1) {
+            BK(b->matmul(b, f->hb, f->xb, w->w13, 1, 2 * hid, dim));
+        } else {
+            BK(b->matmul(b, gate, f->xb, w->w13, m, hid, dim));
+            BK(b->matmul(b, up, f->xb, at(f, BK_WEIGHT, w->w13, (size_t)hid * dm), m, hid, dim));
+        }
+        BK(b->silu_mul(b, gate, gate, up, (size_t)m * hid));
+        BK(b->matmul(b, f->xb, gate, w->w2, m, dim, hid));
+    }
+    if (bt->n_sample > 0) {
+        /* the last MLP output joins the residual stream only in the sampled rows */
+        BK(b->gather_rows(b, f->xs, f->x, dim));
+        BK(b->gather_rows(b, f->xsn, f->xb, dim));
+        BK(b->rmsnorm(b, f->xsn, f->xs, f->xsn, f->final_norm, bt->n_sample, dim, c->norm_eps));
+        BK(b->matmul(b, f->logits, f->xsn, f->lm_head, bt->n_sample, c->vocab, dim));
+        BK(b->sample(b, ids, f->logits, BK_ACT, c->vocab));
+    }
+    BK(b->sync(b));
+    f->last_sample = bt->n_sample;
+    rc = 0;
+done:
+    return rc;
+}
+
+int fwd_logits(fwd_t *f, float *dst) {
+    backend_t *b = f->b;
+    if (f->last_sample == 0) return 0;
+    if (b->download_f32(b, dst, f->logits, BK_ACT, (size_t)f->last_sample * f->cfg.vocab))
+        return fail(f, "backend %s: %s", b->name, b->errmsg);
+    return 0;
+}
+
+int32_t fwd_kv_blocks_for(backend_t *b, const model_config_t *c, int32_t block_size,
+                          double bytes) {
+    bk_kv_shape_t s = {c->n_layers, 1, block_size, c->n_kv_heads, c->head_dim};
+    size_t per = b->kv_block_bytes(b, &s);
+    if (per == 0 || bytes <= 0) return 0;
+    double n = floor(bytes / (double)per);
+    return n > 2147483647.0 ? 2147483647 : (int32_t)n;
+}
