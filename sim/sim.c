@@ -56,6 +56,7 @@ typedef struct {
     char err[8192];
     int failed;
     int sink_failed;
+    int stopped;          /* a hook asked to stop */
     double wall0;
     int64_t requests, steps, hashed_requests;
     double last_progress;
@@ -116,6 +117,11 @@ __attribute__((format(printf, 2, 3))) static int fail(sim_t *m, const char *fmt,
     return -1;
 }
 
+static void stop(sim_t *m) {
+    m->stopped = 1;
+    fail(m, "stopped by the caller after %lld steps", (long long)m->steps);
+}
+
 void sim_opts_defaults(sim_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->trace_opts.rate_scale = 1.0;
@@ -172,6 +178,8 @@ static void sink(void *ud, const sched_req_t *r, const char *reason) {
         m->sink_failed = 1;
         fail(m, "recording request %d: %s", r->id, rec_errmsg(m->rec));
     }
+    if (m->o->on_final && !m->stopped && m->o->on_final(m->o->hook_ud, r, reason) != 0)
+        stop(m);
 }
 
 /* Called by the policy watchdog from its own thread while the main thread is stuck in
@@ -258,6 +266,27 @@ static void draw_acceptances(sim_t *m, const sched_plan_t *p) {
         }
         m->accepted[i] = a;
     }
+}
+
+/* One tokens row per token the step emits, at the step's end. The count mirrors
+ * sched_commit: 1 + accepted drafts, capped at the output length; entries whose request was
+ * aborted meanwhile emit nothing. Called before the commit, while generated is the count
+ * before the step. */
+static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        if (!e->sample || e->req->state != SCHED_RUNNING) continue;
+        int32_t gen = e->req->generated;
+        int32_t emit = 1 + (m->draft_cost ? m->accepted[i] : 0);
+        if (emit > e->req->output_tokens - gen) emit = e->req->output_tokens - gen;
+        for (int32_t k = 0; k < emit; k++) {
+            rec_token_t t = { .req_id = e->req_id, .idx = gen + k, .token_id = -1, .t_s = now };
+            if (rec_token(m->rec, m->run_id, &t) != 0)
+                return fail(m, "recording a token of request %d: %s", e->req_id,
+                            rec_errmsg(m->rec));
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -386,6 +415,19 @@ static int run_loop(sim_t *m) {
             } else if (ev.type == SIM_EV_STEP_DONE) {
                 double w0 = wall_now();
                 if (m->draft_cost) draw_acceptances(m, plan);
+                if (m->o->on_step) {
+                    sim_step_info_t si = {
+                        .plan = plan, .accepted = m->draft_cost ? m->accepted : NULL,
+                        .start_s = step_start, .dur_s = now - step_start,
+                        .view = sched_view(m->sched), .kv_used = sched_kv_used(m->sched),
+                        .kv_total = sched_kv_total(m->sched),
+                    };
+                    if (m->o->on_step(m->o->hook_ud, &si) != 0) {
+                        stop(m);
+                        return -1;
+                    }
+                }
+                if (m->o->save_tokens && save_tokens(m, plan, now)) return -1;
                 if (sched_commit(m->sched, plan, m->draft_cost ? m->accepted : NULL, now) != 0)
                     return fail(m, "%s", sched_errmsg(m->sched));
                 rec_step_t st = {
@@ -484,7 +526,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fail(&m, "%s", m.rec ? rec_errmsg(m.rec) : "out of memory opening the database");
         goto done;
     }
-    char trace_desc[1024], hw_desc[128], config[1024];
+    char trace_desc[1024], hw_desc[128], config[2048];
     describe_trace(o, trace_desc, sizeof trace_desc);
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
     rec_run_info_t early = {
@@ -502,12 +544,13 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
              "\"max_model_len\":%d,\"watermark\":%g,\"gpu_util\":%g,\"tp\":%d,"
              "\"prefix_caching\":%s,"
              "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%g,\"bw_eff\":%g,\"attn_eff\":%g,"
-             "\"overhead_s\":%g}}",
+             "\"overhead_s\":%g}%s%s}",
              num_blocks, o->block_size, o->max_tokens, o->max_seqs,
              o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
              o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
              o->cost.flops_eff, o->cost.bw_eff,
-             o->cost.attn_eff, o->cost.overhead_s);
+             o->cost.attn_eff, o->cost.overhead_s, o->config_extra ? "," : "",
+             o->config_extra ? o->config_extra : "");
     rec_run_info_t info = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path,
         .params = m.host && !lhost_errmsg(m.host) ? lhost_params_json(m.host) : "{}",
@@ -531,6 +574,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->steps = m.steps;
     res->num_blocks = num_blocks;
     res->wall_s = wall;
+    res->stopped = m.stopped;
     if (!m.failed) {
         char e[256];
         res->have_summary = summary_load(rec_db(m.rec), m.run_id, &res->summary, e, sizeof e) == 0;

@@ -15,7 +15,17 @@
  *  - A run that fails (bad trace row, policy error, stall) is marked failed in the database
  *    with its message, and requests left unfinished are recorded as aborted.
  *
- * Ownership: sim_run borrows the options for the duration of the call. */
+ *  - Hooks (optional, for teaching views and tests): on_step is called once per executed
+ *    step when it completes, BEFORE the scheduler commits it, so every plan entry's request
+ *    view still holds its pre-step state (generated, computed) and is valid; on_final is
+ *    called once per request reaching a final state (finished, rejected, aborted). A hook
+ *    that returns non-zero stops the run: it ends as failed with "stopped by the caller"
+ *    and sim_result_t.stopped set.
+ *  - save_tokens: one tokens row per emitted output token (token_id -1, t_s = the end of
+ *    the step that emitted it), so inter-token latency works on simulated runs.
+ *
+ * Ownership: sim_run borrows the options for the duration of the call; everything a hook
+ * receives is borrowed for the duration of that hook call. */
 #ifndef TWIN_SIM_H
 #define TWIN_SIM_H
 
@@ -24,8 +34,22 @@
 
 #include "analysis/summary.h"
 #include "policies/lua_host.h"
+#include "policies/sched.h"
 #include "sim/cost.h"
 #include "traces/trace.h"
+
+/* What a step hook sees. The plan and the view are the core's (sched.h), borrowed. */
+typedef struct {
+    const sched_plan_t *plan;
+    const int32_t *accepted;  /* drafts accepted per plan entry; NULL without speculation */
+    double start_s, dur_s;
+    const sched_view_t *view; /* queue and running list before the commit */
+    int32_t kv_used, kv_total;
+} sim_step_info_t;
+
+typedef int (*sim_step_fn)(void *ud, const sim_step_info_t *info);
+/* reason: NULL when finished. */
+typedef int (*sim_final_fn)(void *ud, const sched_req_t *r, const char *reason);
 
 typedef struct {
     const char *trace_path;
@@ -50,6 +74,12 @@ typedef struct {
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
     const char *version;
+    int save_tokens;          /* write per-token rows (see above) */
+    const char *config_extra; /* NULL or JSON members appended to the run's config object,
+                               * e.g. "\"sweep\":{...}" (sweeps record their rate here) */
+    sim_step_fn on_step;      /* optional hooks, see above */
+    sim_final_fn on_final;
+    void *hook_ud;
 } sim_opts_t;
 
 typedef struct {
@@ -61,6 +91,7 @@ typedef struct {
     double wall_s;
     summary_t summary;        /* loaded back from the database at the end */
     int have_summary;
+    int stopped;              /* a hook stopped the run */
 } sim_result_t;
 
 void sim_opts_defaults(sim_opts_t *o);

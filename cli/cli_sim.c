@@ -1,0 +1,69 @@
+/* cli_sim: see cli_sim.h. */
+#include "cli/cli_sim.h"
+
+#include "cli/cli_util.h"
+
+static const struct option shared[] = { CLI_SIM_OPTIONS, { 0, 0, 0, 0 } };
+
+int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
+    int ok = 1;
+    switch (code) {
+    case CLI_SIM_FORMAT: ok = trace_format_parse(arg, &o->trace_opts.format) == 0; break;
+    case CLI_SIM_SET: ((const char **)o->sets)[o->n_sets++] = arg; break;
+    case CLI_SIM_MODEL: o->model = arg; break;
+    case CLI_SIM_HW: o->hw = arg; break;
+    case CLI_SIM_TP: ok = cli_int(arg, 1, 1024, &o->tp); break;
+    case CLI_SIM_SEED: ok = cli_u64(arg, &o->seed); break;
+    case CLI_SIM_START: ok = cli_double(arg, 0, 1e12, &o->trace_opts.start_s); break;
+    case CLI_SIM_DURATION: ok = cli_double(arg, 0, 1e12, &o->trace_opts.duration_s); break;
+    case CLI_SIM_LIMIT: ok = cli_i64(arg, 0, INT32_MAX, &o->trace_opts.limit); break;
+    case CLI_SIM_UTIL: ok = cli_double(arg, 0.01, 1.0, &o->gpu_util); break;
+    case CLI_SIM_BLOCK: ok = cli_int(arg, 1, 1 << 20, &o->block_size); break;
+    case CLI_SIM_WATERMARK: ok = cli_double(arg, 0, 0.99, &o->watermark); break;
+    case CLI_SIM_MAXTOK: ok = cli_int(arg, 1, 1 << 24, &o->max_tokens); break;
+    case CLI_SIM_MAXSEQ: ok = cli_int(arg, 1, 1 << 20, &o->max_seqs); break;
+    case CLI_SIM_MAXLEN: ok = cli_int(arg, 1, 1 << 30, &o->max_model_len); break;
+    case CLI_SIM_FEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.flops_eff); break;
+    case CLI_SIM_BEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.bw_eff); break;
+    case CLI_SIM_AEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.attn_eff); break;
+    case CLI_SIM_OVERHEAD: ok = cli_double(arg, 0, 10, &o->cost.overhead_s); break;
+    case CLI_SIM_PTIME: ok = cli_double(arg, 1e-3, 3600, &o->limits.time_limit_s); break;
+    case CLI_SIM_PMEM: ok = cli_double(arg, 1, 1e6, &o->limits.mem_limit_mb); break;
+    case CLI_SIM_PREFIX: o->prefix_caching = 1; break;
+    case CLI_SIM_SAVETOK: o->save_tokens = 1; break;
+    default: ok = 0; break;
+    }
+    if (!ok) {
+        const char *name = code >= CLI_SIM_FIRST && code < CLI_SIM_END
+                               ? shared[code - CLI_SIM_FIRST].name : "?";
+        fprintf(stderr, "twinserve %s: bad value '%s' for --%s\n", cmd, arg ? arg : "", name);
+    }
+    return ok;
+}
+
+void cli_sim_usage(FILE *f) {
+    fprintf(f,
+        "  --format F            force the trace format: azure|burstgpt|mooncake|plain\n"
+        "  --set KEY=VALUE       override a policy param (repeatable)\n"
+        "  --model NAME|FILE     model preset (default llama-2-7b; `twinserve presets`)\n"
+        "  --hw NAME|FILE        hardware preset (default a100-80g)\n"
+        "  --tp N                tensor-parallel degree (default 1)\n"
+        "  --seed N              seed for the policy's random numbers and speculative draws (0)\n"
+        "  --start S             skip the first S seconds of the trace\n"
+        "  --duration S          replay only S seconds of the trace\n"
+        "  --limit N             replay at most N requests\n"
+        "  --gpu-util F          fraction of device memory for weights + KV (0.9)\n"
+        "  --block-size N        KV block size in tokens (16)\n"
+        "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
+        "  --max-tokens N        hard per-step token budget of the executor (8192)\n"
+        "  --max-seqs N          hard per-step sequence limit (256)\n"
+        "  --max-model-len N     context length (default: the model's)\n"
+        "  --prefix-caching      reuse the KV of equal prompt prefixes (automatic prefix\n"
+        "                        caching, as vLLM's); needs prefix hash ids (Mooncake traces)\n"
+        "  --save-tokens         also record one tokens row per output token (token_id -1,\n"
+        "                        emitted at the end of its step), for inter-token latency\n"
+        "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
+        "                        roofline efficiency factors and fixed per-step overhead\n"
+        "  --policy-time-limit S limit per policy call (2 s)\n"
+        "  --policy-mem-mb M     policy memory cap (256 MB)\n");
+}
