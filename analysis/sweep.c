@@ -1,0 +1,485 @@
+/* sweep: see sweep.h. */
+#include "analysis/sweep.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "traces/recorder.h"
+#include "traces/trace.h"
+
+enum { MAX_CAPACITY_POINTS = 40 };
+
+int sweep_trace_rate(const char *path, const trace_opts_t *topts, double *rate, int64_t *n,
+                     char *err, size_t errlen) {
+    trace_opts_t o = *topts;
+    o.rate_scale = 1.0;
+    trace_t *t = trace_open(path, &o);
+    int rc = -1;
+    if (!t) {
+        snprintf(err, errlen, "out of memory opening %s", path);
+        return -1;
+    }
+    if (trace_errmsg(t)) {
+        snprintf(err, errlen, "%s", trace_errmsg(t));
+        goto done;
+    }
+    trace_req_t r;
+    double first = 0, last = 0;
+    int64_t count = 0;
+    int k;
+    while ((k = trace_next(t, &r)) == 1) {
+        if (count++ == 0) first = r.arrival_s;
+        last = r.arrival_s;
+    }
+    if (k < 0) {
+        snprintf(err, errlen, "%s", trace_errmsg(t));
+        goto done;
+    }
+    if (count < 2 || !(last > first)) {
+        snprintf(err, errlen, "%s: a sweep needs at least two requests at different times "
+                 "to know the trace's rate (it has %lld)", path, (long long)count);
+        goto done;
+    }
+    *rate = (double)(count - 1) / (last - first);
+    *n = count;
+    rc = 0;
+done:
+    trace_close(t);
+    return rc;
+}
+
+int sweep_parse_rates(const char *spec, double *rates, int max, char *err, size_t errlen) {
+    int n = 0;
+    const char *p = spec;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[64];
+        char *end;
+        if (len == 0 || len >= sizeof item) {
+            snprintf(err, errlen, "--rates '%s': item %d is %s (want req/s like 1,2.5,4)", spec,
+                     n + 1, len ? "too long" : "empty");
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        errno = 0;
+        double v = strtod(item, &end);
+        if (*end || errno || !isfinite(v) || v <= 0) {
+            snprintf(err, errlen, "--rates '%s': '%s' is not a positive number of requests "
+                     "per second", spec, item);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "--rates '%s': more than %d rates", spec, max);
+            return -1;
+        }
+        rates[n++] = v;
+        if (!comma) return n;
+        p = comma + 1;
+    }
+}
+
+/* ------------------------------------------------------------------ the target database */
+
+/* Creates the target (schema) if needed and checks it is ours, through the recorder. */
+static int target_prepare(const char *path, char *err, size_t errlen) {
+    rec_t *r = rec_open(path);
+    int rc = 0;
+    if (!r || rec_errmsg(r)) {
+        snprintf(err, errlen, "%s", r ? rec_errmsg(r) : "out of memory");
+        rc = -1;
+    }
+    rec_close(r);
+    return rc;
+}
+
+static int open_rw(const char *path, sqlite3 **db, char *err, size_t errlen) {
+    if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return -1;
+    }
+    sqlite3_busy_timeout(*db, 30000); /* another writer (a user's sim) may hold the lock */
+    return 0;
+}
+
+static int prefix_used(sqlite3 *db, const char *prefix, int *used) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE substr(name, 1, "
+                                "length(?1) + 1) = ?1 || '@'", -1, &st, NULL);
+    if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) *used = sqlite3_column_int(st, 0) > 0;
+    else rc = SQLITE_ERROR;
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    int rc = -1, used = 0;
+    if (target_prepare(sw->sim.db_path, err, errlen) || open_rw(sw->sim.db_path, &db, err, errlen))
+        return -1;
+    if (sw->prefix) {
+        if (strchr(sw->prefix, '@') || !*sw->prefix) {
+            snprintf(err, errlen, "--name '%s': a sweep name must be non-empty without '@'",
+                     sw->prefix);
+            goto done;
+        }
+        if (prefix_used(db, sw->prefix, &used)) goto dberr;
+        if (used) {
+            snprintf(err, errlen, "%s already holds a sweep named '%s' (runs %s@...); choose "
+                     "another --name", sw->sim.db_path, sw->prefix, sw->prefix);
+            goto done;
+        }
+        snprintf(out, outlen, "%s", sw->prefix);
+        rc = 0;
+        goto done;
+    }
+    char stem[128];
+    rec_policy_stem(sw->sim.policy_path, stem, sizeof stem);
+    for (int k = 1; k < 100000; k++) {
+        if (k == 1) snprintf(out, outlen, "sweep-%s", stem);
+        else snprintf(out, outlen, "sweep-%s-%d", stem, k);
+        if (prefix_used(db, out, &used)) goto dberr;
+        if (!used) {
+            rc = 0;
+            goto done;
+        }
+    }
+    snprintf(err, errlen, "%s: no free sweep name", sw->sim.db_path);
+    goto done;
+dberr:
+    snprintf(err, errlen, "%s: %s", sw->sim.db_path, sqlite3_errmsg(db));
+done:
+    sqlite3_close(db);
+    return rc;
+}
+
+/* "INSERT INTO main.T(cols) SELECT ...": the column list comes from the table itself, so
+ * the merge follows schema.sql without repeating it. skip names the column not copied
+ * (runs.id, renumbered) or replaced by ?1 (run_id). */
+static int merge_sql(sqlite3 *db, const char *table, const char *skip, int bind_run,
+                     char *sql, size_t len) {
+    char q[128], cols[2048] = "", sel[2048] = "";
+    sqlite3_stmt *st = NULL;
+    snprintf(q, sizeof q, "SELECT name FROM main.pragma_table_info('%s') ORDER BY cid", table);
+    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return -1;
+    size_t lc = 0, ls = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *c = (const char *)sqlite3_column_text(st, 0);
+        if (!strcmp(c, skip) && !bind_run) continue;
+        lc += (size_t)snprintf(cols + lc, sizeof cols - lc, "%s%s", lc ? "," : "", c);
+        ls += (size_t)snprintf(sel + ls, sizeof sel - ls, "%s%s", ls ? "," : "",
+                               !strcmp(c, skip) ? "?1" : c);
+        if (lc >= sizeof cols || ls >= sizeof sel) break;
+    }
+    sqlite3_finalize(st);
+    if (lc >= sizeof cols || ls >= sizeof sel) return -1;
+    snprintf(sql, len, "INSERT INTO main.%s(%s) SELECT %s FROM c.%s%s", table, cols, sel,
+             table, bind_run ? " WHERE run_id = ?2" : "");
+    return 0;
+}
+
+static int exec_bind(sqlite3 *db, const char *sql, int64_t a, int64_t b) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        if (sqlite3_bind_parameter_count(st) >= 1) sqlite3_bind_int64(st, 1, a);
+        if (sqlite3_bind_parameter_count(st) >= 2) sqlite3_bind_int64(st, 2, b);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Copies the one run of child database path into db; *run_id gets its new id (-1 when the
+ * child recorded no run). */
+static int merge_child(sqlite3 *db, const char *path, int64_t *run_id, char *err,
+                       size_t errlen) {
+    static const char *const tables[] = { "requests", "steps", "tokens" };
+    char sql[4600];
+    int64_t old = -1;
+    *run_id = -1;
+    if (access(path, F_OK) != 0) return 0; /* the child died before creating it */
+    sqlite3_stmt *st = NULL;
+    snprintf(sql, sizeof sql, "ATTACH DATABASE ? AS c");
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) goto dberr;
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) goto dberr;
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) goto detach;
+    if (sqlite3_prepare_v2(db, "SELECT id FROM c.runs", -1, &st, NULL) != SQLITE_OK) goto rollback;
+    if (sqlite3_step(st) == SQLITE_ROW) old = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (old >= 0) {
+        if (merge_sql(db, "runs", "id", 0, sql, sizeof sql) != 0) goto rollback;
+        strncat(sql, " WHERE id = ?1", sizeof sql - strlen(sql) - 1);
+        if (exec_bind(db, sql, old, 0) != SQLITE_OK) goto rollback;
+        *run_id = sqlite3_last_insert_rowid(db);
+        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+            if (merge_sql(db, tables[i], "run_id", 1, sql, sizeof sql) != 0 ||
+                exec_bind(db, sql, *run_id, old) != SQLITE_OK)
+                goto rollback;
+    }
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
+    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
+    return 0;
+rollback:
+    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
+    *run_id = -1;
+    return -1;
+detach:
+    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
+    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
+    return -1;
+dberr:
+    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
+    return -1;
+}
+
+static void unlink_db(const char *path) {
+    char side[1200];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+/* ------------------------------------------------------------------ the children */
+
+/* In the child: one simulation into its own database; never returns. */
+static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
+                      const char *prefix) {
+    sim_opts_t o = sw->sim;
+    char extra[512];
+    snprintf(extra, sizeof extra, "\"sweep\":{\"name\":\"%s\",\"rate_rps\":%.17g,\"scale\":%.17g}",
+             prefix, p->rate, p->scale);
+    o.db_path = db;
+    o.run_name = p->name;
+    o.trace_opts.rate_scale = p->scale;
+    o.config_extra = extra;
+    o.progress = 0;
+    sim_result_t res;
+    static char err[8192];
+    int rc = sim_run(&o, &res, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "twinserve sweep: %s (rate %g req/s): %s\n", p->name, p->rate, err);
+    fflush(stderr);
+    _exit(rc == 0 ? 0 : 1);
+}
+
+int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
+              sweep_point_t *pts, char *err, size_t errlen) {
+    char dir[] = "/tmp/twinsweep-XXXXXX", path[1100];
+    const char *tmp = getenv("TMPDIR");
+    char dirbuf[1024];
+    pid_t *pids = calloc((size_t)n + 1, sizeof *pids);
+    sqlite3 *db = NULL;
+    int rc = -1, next = 0, running = 0;
+    if (!pids) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(dirbuf, sizeof dirbuf, "%s/twinsweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    char *d = mkdtemp(dirbuf);
+    if (!d) d = mkdtemp(dir);
+    if (!d) {
+        snprintf(err, errlen, "cannot create a temporary folder: %s", strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        pts[i] = (sweep_point_t){ .rate = rates[i], .scale = rates[i] / sw->base_rate,
+                                  .run_id = -1 };
+        snprintf(pts[i].name, sizeof pts[i].name, "%s@%.6grps", prefix, rates[i]);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    /* Children run at most jobs at a time; the parent only forks and waits. */
+    while (next < n || running > 0) {
+        if (next < n && running < (sw->jobs > 0 ? sw->jobs : 1)) {
+            snprintf(path, sizeof path, "%s/p%d.db", d, next);
+            pid_t pid = fork();
+            if (pid == 0) child_run(sw, path, &pts[next], prefix);
+            if (pid < 0) {
+                snprintf(err, errlen, "fork: %s", strerror(errno));
+                break;
+            }
+            pids[next++] = pid;
+            running++;
+            continue;
+        }
+        int status;
+        pid_t pid = wait(&status);
+        if (pid < 0) break;
+        for (int i = 0; i < next; i++)
+            if (pids[i] == pid) {
+                pids[i] = 0;
+                running--;
+                pts[i].ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+                if (WIFSIGNALED(status))
+                    fprintf(stderr, "twinserve sweep: %s: the simulation died (signal %d)\n",
+                            pts[i].name, WTERMSIG(status));
+                else if (!sw->quiet)
+                    fprintf(stderr, "twinserve sweep: %s %s\n", pts[i].name,
+                            pts[i].ok ? "done" : "failed");
+            }
+    }
+    if (next < n) { /* a fork failed: wait for the ones started */
+        while (running > 0 && wait(NULL) > 0) running--;
+        goto cleanup;
+    }
+    if (open_rw(sw->sim.db_path, &db, err, errlen)) goto cleanup;
+    rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        snprintf(path, sizeof path, "%s/p%d.db", d, i);
+        if (merge_child(db, path, &pts[i].run_id, err, errlen) != 0) rc = -1;
+        else if (pts[i].run_id < 0) pts[i].ok = 0;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!pts[i].ok) continue;
+        char e[512];
+        if (report_load(db, pts[i].run_id, sw->has_slo ? &sw->slo : NULL, &pts[i].rep, e,
+                        sizeof e) != 0) {
+            fprintf(stderr, "twinserve sweep: %s: %s\n", pts[i].name, e);
+            pts[i].ok = 0;
+        }
+    }
+cleanup:
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/p%d.db", d, i);
+        unlink_db(path);
+    }
+    rmdir(d);
+done:
+    sqlite3_close(db);
+    free(pids);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ capacity */
+
+static int point_cmp(const void *a, const void *b) {
+    double x = ((const sweep_point_t *)a)->rate, y = ((const sweep_point_t *)b)->rate;
+    return x < y ? -1 : x > y;
+}
+
+static int passes(const sweep_point_t *p, double target) {
+    return p->ok && p->rep.attainment >= target;
+}
+
+/* Recomputes the bracket from every point so far (sorted by rate). */
+static void bracket(sweep_capacity_t *c, double target) {
+    qsort(c->points, c->n_points, sizeof *c->points, point_cmp);
+    c->found_hi = c->found_lo = 0;
+    c->hi = INFINITY;
+    c->lo = 0;
+    for (size_t i = 0; i < c->n_points; i++)
+        if (!passes(&c->points[i], target)) {
+            c->hi = c->points[i].rate;
+            c->hi_att = c->points[i].ok ? c->points[i].rep.attainment : NAN;
+            c->found_hi = 1;
+            break;
+        }
+    for (size_t i = 0; i < c->n_points; i++)
+        if (passes(&c->points[i], target) && c->points[i].rate < c->hi) {
+            c->lo = c->points[i].rate;
+            c->lo_att = c->points[i].rep.attainment;
+            c->found_lo = 1;
+        }
+}
+
+static int evaluate(const sweep_t *sw, const char *prefix, const double *rates, int n,
+                    sweep_capacity_t *c, char *err, size_t errlen) {
+    if (c->n_points + (size_t)n > MAX_CAPACITY_POINTS) n = MAX_CAPACITY_POINTS - (int)c->n_points;
+    if (n <= 0) return 0;
+    if (sweep_run(sw, prefix, rates, n, c->points + c->n_points, err, errlen) != 0) return -1;
+    c->n_points += (size_t)n;
+    return 0;
+}
+
+int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, double tol,
+                   double target, sweep_capacity_t *c, char *err, size_t errlen) {
+    int j = sw->jobs > 0 ? sw->jobs : 1;
+    double r[64];
+    memset(c, 0, sizeof *c);
+    c->points = calloc(MAX_CAPACITY_POINTS, sizeof *c->points);
+    if (!c->points) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (j > 64) j = 64;
+    int n = 0;
+    if (lo > 0) r[n++] = lo;
+    if (hi > 0) r[n++] = hi;
+    if (n == 0) r[n++] = sw->base_rate;
+    if (evaluate(sw, prefix, r, n, c, err, errlen)) return -1;
+    bracket(c, target);
+    if (lo > 0 && !c->found_lo) {
+        snprintf(err, errlen, "even --lo %g req/s misses the SLO (attainment %.1f%% < %.1f%%): "
+                 "lower --lo", lo, c->points[0].ok ? 100 * c->points[0].rep.attainment : 0.0,
+                 100 * target);
+        return -1;
+    }
+    /* Widen geometrically (j rates a round) until a bracket exists. */
+    while ((!c->found_lo || !c->found_hi) && c->n_points < MAX_CAPACITY_POINTS) {
+        n = 0;
+        for (int k = 1; k <= j; k++)
+            r[n++] = c->found_lo ? c->lo * ldexp(1, k) : c->hi * ldexp(1, -k);
+        if (evaluate(sw, prefix, r, n, c, err, errlen)) return -1;
+        bracket(c, target);
+        if (!c->found_lo && c->hi < sw->base_rate * 1e-6) break;
+        if (!c->found_hi && c->lo > sw->base_rate * 1e6) break;
+    }
+    /* Narrow: j interior points split the bracket into j + 1 equal parts. */
+    while (c->found_lo && c->found_hi && c->hi - c->lo > tol * c->hi &&
+           c->n_points < MAX_CAPACITY_POINTS) {
+        n = 0;
+        for (int k = 1; k <= j; k++) r[n++] = c->lo + (c->hi - c->lo) * k / (j + 1);
+        if (evaluate(sw, prefix, r, n, c, err, errlen)) return -1;
+        bracket(c, target);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+static void ms(FILE *f, double s) {
+    if (isnan(s)) fprintf(f, " %9s", "-");
+    else fprintf(f, " %9.1f", s * 1e3);
+}
+
+void sweep_print_header(FILE *f, int has_slo) {
+    fprintf(f, "%10s %8s %8s", "rate_rps", "scale", "done_rps");
+    if (has_slo) fprintf(f, " %7s %9s", "attain%", "goodput");
+    fprintf(f, " %9s %9s %9s %9s  %s\n", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99",
+            "run (latencies in ms)");
+}
+
+void sweep_print_point(FILE *f, const sweep_point_t *p, int has_slo) {
+    fprintf(f, "%10.4g %8.4g", p->rate, p->scale);
+    if (!p->ok) {
+        fprintf(f, " %8s%s %9s %9s %9s %9s  %s (failed)\n", "-", has_slo ? "       -         -" : "",
+                "-", "-", "-", "-", p->name);
+        return;
+    }
+    const summary_t *s = &p->rep.base;
+    fprintf(f, " %8.3f", s->req_per_s);
+    if (has_slo) fprintf(f, " %7.1f %9.3f", 100 * p->rep.attainment, p->rep.goodput);
+    ms(f, s->ttft.p50);
+    ms(f, s->ttft.p99);
+    ms(f, s->tpot.p50);
+    ms(f, s->tpot.p99);
+    fprintf(f, "  %s\n", p->name);
+}

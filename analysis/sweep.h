@@ -1,0 +1,90 @@
+/* sweep: the simulator over request rates, in parallel processes, into one database; and
+ * the capacity search (the highest rate whose SLO attainment stays at or above a target).
+ *
+ * Invariants:
+ *  - Rates are requests per second: each point replays the trace with rate_scale = rate /
+ *    the trace's own mean rate, (n - 1) / (last arrival - first arrival) over the replayed
+ *    window (as `twinserve trace info` prints it).
+ *  - Each point runs sim_run in a forked child that writes its own temporary database; the
+ *    parent alone writes the target, merging the children's runs in the order the rates were
+ *    given (so -j N gives the same records and run ids as -j 1, only faster). The parent
+ *    holds no database connection while children run.
+ *  - Every run of a sweep is named PREFIX@RATErps and its config carries
+ *    "sweep":{"name":PREFIX,"rate_rps":RATE,"scale":SCALE} so plot can find the curve
+ *    (json_extract(config, '$.sweep.rate_rps')).
+ *  - A point whose simulation failed is still merged (its run marked failed, as sim records
+ *    it) and reported with ok = 0; it counts as missing the SLO in a capacity search.
+ *  - Capacity: a rate passes when attainment >= target. The search keeps lo = the highest
+ *    passing rate below hi = the lowest failing one, and narrows [lo, hi] (bisection, or
+ *    j + 1 equal parts with -j j) until hi - lo <= tol * hi.
+ *
+ * Ownership: sweep_t is a plain value filled by the caller; its strings and the sim options
+ * template are borrowed for the calls. Point arrays belong to the caller. Errors go to the
+ * caller's err buffer. */
+#ifndef TWIN_SWEEP_H
+#define TWIN_SWEEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/report.h"
+#include "sim/sim.h"
+
+typedef struct {
+    sim_opts_t sim;          /* template: db_path is the target; run_name and the rate
+                              * scale are set per point */
+    const char *prefix;      /* NULL: "sweep-<policy stem>", made unique in the database */
+    int jobs;                /* parallel children (>= 1) */
+    report_slo_t slo;        /* used for attainment and goodput */
+    int has_slo;
+    double base_rate;        /* req/s of the trace at scale 1 (sweep_trace_rate) */
+    int quiet;               /* no per-point progress lines on stderr */
+} sweep_t;
+
+typedef struct {
+    double rate;             /* req/s */
+    double scale;            /* rate / base_rate */
+    int64_t run_id;          /* in the target database; -1 if no run was recorded */
+    int ok;                  /* simulation completed and its report loaded */
+    char name[160];
+    report_t rep;            /* valid when ok */
+} sweep_point_t;
+
+typedef struct {
+    double lo, hi;           /* bracket: lo passes (0 when none did), hi fails (INFINITY
+                              * when none did) */
+    double lo_att, hi_att;   /* their attainments */
+    int found_lo, found_hi;
+    sweep_point_t *points;   /* every point evaluated, ascending rate; caller frees */
+    size_t n_points;
+} sweep_capacity_t;
+
+/* The trace's mean rate at scale 1 over the window topts selects; -1 with a message (also
+ * for fewer than two requests or all arriving at once). */
+int sweep_trace_rate(const char *path, const trace_opts_t *topts, double *rate, int64_t *n,
+                     char *err, size_t errlen);
+
+/* "1,2.5,4": ascending or not, each > 0; up to max. Returns the count, or -1 with a message
+ * naming the bad item. */
+int sweep_parse_rates(const char *spec, double *rates, int max, char *err, size_t errlen);
+
+/* Picks the run-name prefix (sw->prefix, or a free "sweep-<stem>[-K]") into out; -1 when an
+ * explicit prefix is already used in the database or it cannot be read. */
+int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t errlen);
+
+/* Runs rates[0..n) (prefix from sweep_prefix) and fills pts[0..n). Returns 0 when every
+ * point was recorded (some may have failed: see ok), -1 with a message otherwise. */
+int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
+              sweep_point_t *pts, char *err, size_t errlen);
+
+/* Capacity search; lo/hi <= 0: found by doubling/halving from base_rate. target in (0, 1].
+ * 0, or -1 with a message. */
+int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, double tol,
+                   double target, sweep_capacity_t *out, char *err, size_t errlen);
+
+/* The curve: one line per point. */
+void sweep_print_header(FILE *f, int has_slo);
+void sweep_print_point(FILE *f, const sweep_point_t *p, int has_slo);
+
+#endif

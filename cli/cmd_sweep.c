@@ -1,0 +1,201 @@
+/* cmd_sweep: `twinserve sweep`, the simulator over request rates (analysis/sweep.h), and
+ * --capacity, the highest rate that keeps SLO attainment at a target. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/sweep.h"
+#include "cli/cli.h"
+#include "cli/cli_sim.h"
+#include "cli/cli_util.h"
+
+enum { MAX_RATES = 256 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve sweep --trace FILE --policy FILE --rates R1,R2,... [options]\n"
+        "       twinserve sweep --trace FILE --policy FILE --capacity --slo ttft=S,tpot=S\n"
+        "                       [--lo R] [--hi R] [--tol T] [--target F] [options]\n"
+        "\n"
+        "Simulates the trace at each request rate, in parallel processes, into one database,\n"
+        "and prints the curve: rate, completed req/s, SLO attainment and goodput (with --slo),\n"
+        "p50/p99 TTFT and TPOT. Rates are requests per second: each point replays the trace\n"
+        "with --rate-scale = rate / the trace's mean rate (printed first).\n"
+        "Runs are named NAME@RATErps; their config holds $.sweep.rate_rps for `twinserve plot`.\n"
+        "\n"
+        "  --trace FILE, --policy FILE   as for `twinserve sim`\n"
+        "  --rates LIST          request rates in req/s, comma-separated\n"
+        "  -j, --jobs N          simulations in parallel (default 1); the records do not\n"
+        "                        depend on N\n"
+        "  --db FILE             SQLite database (default twinserve.db)\n"
+        "  --name NAME           sweep name, the run-name prefix (default sweep-<policy>,\n"
+        "                        with -2, -3... when the database already holds one)\n"
+        "  --slo ttft=S,tpot=S,e2e=S   SLOs in seconds (suffix ms accepted): attainment =\n"
+        "                        requests meeting every SLO / all requests; goodput = those\n"
+        "                        requests / makespan\n"
+        "  --capacity            find the highest rate whose attainment >= --target by\n"
+        "                        bisection (-j N: N points per round), and print the bracket\n"
+        "  --target F            attainment to keep, a fraction (default 0.9)\n"
+        "  --lo R, --hi R        initial bracket in req/s (default: found by doubling or\n"
+        "                        halving from the trace's own rate)\n"
+        "  --tol T               stop when hi - lo <= T * hi (default 0.05)\n"
+        "  -q, --quiet           no per-run progress lines\n");
+    cli_sim_usage(f);
+    fprintf(f, "\nExit status: 0 done, 1 a run or the search failed, 2 usage error.\n");
+}
+
+enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATES, O_SLO, O_CAP, O_TARGET, O_LO, O_HI,
+       O_TOL, O_HELP };
+
+static void print_capacity(const sweep_capacity_t *c, double target, double tol) {
+    printf("\n");
+    if (!c->found_lo) {
+        printf("capacity: below %.4g req/s: no rate tried met %.0f%% attainment (lowest "
+               "tried %.4g req/s)\n", c->hi, 100 * target, c->points[0].rate);
+        return;
+    }
+    if (!c->found_hi) {
+        printf("capacity: at least %.4g req/s: every rate tried met %.0f%% attainment\n",
+               c->lo, 100 * target);
+        return;
+    }
+    printf("capacity: %.4g req/s  (bracket [%.4g, %.4g] req/s: attainment %.1f%% at %.4g, "
+           "%.1f%% at %.4g; target %.0f%%, tol %g)\n", c->lo, c->lo, c->hi,
+           100 * c->lo_att, c->lo, isnan(c->hi_att) ? 0.0 : 100 * c->hi_att, c->hi,
+           100 * target, tol);
+}
+
+int cmd_sweep(int argc, char **argv) {
+    static const struct option opts[] = {
+        { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
+        { "name", 1, 0, O_NAME }, { "rates", 1, 0, O_RATES }, { "slo", 1, 0, O_SLO },
+        { "capacity", 0, 0, O_CAP }, { "target", 1, 0, O_TARGET }, { "lo", 1, 0, O_LO },
+        { "hi", 1, 0, O_HI }, { "tol", 1, 0, O_TOL }, { "jobs", 1, 0, 'j' },
+        { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS, { 0, 0, 0, 0 },
+    };
+    sweep_t sw;
+    memset(&sw, 0, sizeof sw);
+    sim_opts_defaults(&sw.sim);
+    sw.sim.version = TWIN_VERSION;
+    sw.jobs = 1;
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    double *rates = calloc(MAX_RATES, sizeof *rates);
+    sweep_point_t *pts = NULL;
+    sweep_capacity_t cap = { 0 };
+    const char *rates_spec = NULL, *slo_spec = NULL;
+    double target = 0.9, lo = 0, hi = 0, tol = 0.05;
+    int capacity = 0, rc = 2, c, n = 0;
+    char err[8192], prefix[160];
+    if (!sets || !rates) {
+        fprintf(stderr, "twinserve sweep: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    sw.sim.sets = sets;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "j:q", opts, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case O_TRACE: sw.sim.trace_path = optarg; break;
+        case O_POLICY: sw.sim.policy_path = optarg; break;
+        case O_DB: sw.sim.db_path = optarg; break;
+        case O_NAME: sw.prefix = optarg; break;
+        case O_RATES: rates_spec = optarg; break;
+        case O_SLO: slo_spec = optarg; break;
+        case O_CAP: capacity = 1; break;
+        case O_TARGET: ok = cli_double(optarg, 1e-6, 1, &target); break;
+        case O_LO: ok = cli_double(optarg, 1e-9, 1e12, &lo); break;
+        case O_HI: ok = cli_double(optarg, 1e-9, 1e12, &hi); break;
+        case O_TOL: ok = cli_double(optarg, 1e-6, 1, &tol); break;
+        case 'j': ok = cli_int(optarg, 1, 64, &sw.jobs); break;
+        case 'q': sw.quiet = 1; break;
+        case O_HELP: usage(stdout); rc = 0; goto done;
+        default:
+            if (c < CLI_SIM_FIRST) {
+                usage(stderr);
+                goto done;
+            }
+            if (!cli_sim_apply("sweep", c, optarg, &sw.sim)) goto done;
+        }
+        if (!ok) {
+            fprintf(stderr, "twinserve sweep: bad value '%s' for %s\n", optarg,
+                    c == 'j' ? "-j (1..64)" : opts[c - O_TRACE].name);
+            goto done;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "twinserve sweep: unexpected argument '%s'\n", argv[optind]);
+        goto done;
+    }
+    if (!sw.sim.trace_path || !sw.sim.policy_path) {
+        fprintf(stderr, "twinserve sweep: --trace and --policy are required\n");
+        goto done;
+    }
+    if (capacity == !!rates_spec) {
+        fprintf(stderr, "twinserve sweep: give either --rates LIST or --capacity\n");
+        goto done;
+    }
+    if (capacity && !slo_spec) {
+        fprintf(stderr, "twinserve sweep: --capacity needs --slo (e.g. --slo ttft=2,tpot=0.1)\n");
+        goto done;
+    }
+    if (lo > 0 && hi > 0 && lo >= hi) {
+        fprintf(stderr, "twinserve sweep: --lo %g must be below --hi %g\n", lo, hi);
+        goto done;
+    }
+    if (slo_spec) {
+        if (report_parse_slo(slo_spec, &sw.slo, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve sweep: --slo: %s\n", err);
+            goto done;
+        }
+        sw.has_slo = 1;
+    }
+    if (rates_spec && (n = sweep_parse_rates(rates_spec, rates, MAX_RATES, err, sizeof err)) < 0) {
+        fprintf(stderr, "twinserve sweep: %s\n", err);
+        goto done;
+    }
+
+    rc = 1;
+    int64_t nreq;
+    if (sweep_trace_rate(sw.sim.trace_path, &sw.sim.trace_opts, &sw.base_rate, &nreq, err,
+                         sizeof err) != 0 ||
+        sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve sweep: %s\n", err);
+        goto done;
+    }
+    printf("sweep %s: %s, %lld requests at %.4g req/s (scale 1); database %s\n", prefix,
+           sw.sim.trace_path, (long long)nreq, sw.base_rate, sw.sim.db_path);
+    fflush(stdout);
+    const sweep_point_t *show;
+    size_t nshow;
+    if (capacity) {
+        if (sweep_capacity(&sw, prefix, lo, hi, tol, target, &cap, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve sweep: %s\n", err);
+            show = cap.points, nshow = cap.n_points;
+        } else {
+            rc = 0;
+            show = cap.points, nshow = cap.n_points;
+        }
+    } else {
+        pts = calloc((size_t)n, sizeof *pts);
+        if (!pts || sweep_run(&sw, prefix, rates, n, pts, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve sweep: %s\n", pts ? err : "out of memory");
+            goto done;
+        }
+        show = pts, nshow = (size_t)n;
+        rc = 0;
+    }
+    sweep_print_header(stdout, sw.has_slo);
+    for (size_t i = 0; i < nshow; i++) {
+        sweep_print_point(stdout, &show[i], sw.has_slo);
+        if (!show[i].ok && !capacity) rc = 1;
+    }
+    if (capacity && rc == 0) print_capacity(&cap, target, tol);
+done:
+    free(sets);
+    free(rates);
+    free(pts);
+    free(cap.points);
+    return rc;
+}
