@@ -1,0 +1,181 @@
+/* cmd_engine: `twinserve engine`, a trace replay on the real engine. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_util.h"
+#include "engine/engine.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve engine --trace FILE --policy FILE --model FILE|dummy:PRESET [options]\n"
+        "\n"
+        "Replays a request trace on the real engine: requests arrive at their trace times on\n"
+        "the wall clock, the Lua policy plans every step through the same scheduler core as\n"
+        "the simulator, and a forward pass runs each step. Measured times go to the same\n"
+        "SQLite records as `twinserve sim` (runs.kind = 'engine'); `twinserve report` reads\n"
+        "both. Prompts are synthetic token ids of the trace's lengths (from the seed and the\n"
+        "request id); generation runs to the trace's output length, ignoring EOS.\n"
+        "\n"
+        "  --trace FILE          Azure/BurstGPT CSV, Mooncake JSONL or plain CSV\n"
+        "  --format F            force the trace format: azure|burstgpt|mooncake|plain\n"
+        "  --policy FILE         policies/{static,continuous,chunked_prefill,speculative}.lua\n"
+        "  --set KEY=VALUE       override a policy param (repeatable)\n"
+        "  --model FILE|dummy:P  llama2.c .bin, GGUF, or seeded random weights of preset P\n"
+        "  --backend NAME        cpu (default) or cuda\n"
+        "  --threads N           CPU threads (default: all cores)\n"
+        "  --dtype T             GPU weight type: bf16|f16|f32\n"
+        "  --db FILE             SQLite database (default twinserve.db)\n"
+        "  --name RUN            run name (default engine-<policy>-<id>)\n"
+        "  --seed N              prompts, sampling, dummy weights, policy randomness (0)\n"
+        "  --temperature T       0 = greedy (default)\n"
+        "  --top-k K, --top-p P  sampling filters (off by default)\n"
+        "  --save-tokens         record every output token id and time (tokens table)\n"
+        "  --max-prompt N        clip prompts to N tokens (to fit small models)\n"
+        "  --max-output N        clip outputs to N tokens\n"
+        "  --rate-scale X        multiply the request rate by X\n"
+        "  --start S, --duration S, --limit N   replay a slice of the trace\n"
+        "  --block-size N        KV block size in tokens (16)\n"
+        "  --max-tokens N        per-step token budget (2048)\n"
+        "  --max-seqs N          per-step sequence limit (64)\n"
+        "  --max-model-len N     context length (default: the model's)\n"
+        "  --kv-blocks N         KV pool size in blocks (default: from --kv-mem)\n"
+        "  --kv-mem GB           KV pool size in GB (default: max-seqs full contexts, at\n"
+        "                        most a quarter of the free memory)\n"
+        "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
+        "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
+        "  -q, --quiet           no progress line or summary\n"
+        "\n"
+        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error, 3 the\n"
+        "policy watchdog stopped a runaway policy call.\n");
+}
+
+enum {
+    O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
+    O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
+    O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
+    O_HELP
+};
+
+static const struct option opts[] = {
+    { "trace", 1, 0, O_TRACE }, { "format", 1, 0, O_FORMAT }, { "policy", 1, 0, O_POLICY },
+    { "set", 1, 0, O_SET }, { "model", 1, 0, O_MODEL }, { "backend", 1, 0, O_BACKEND },
+    { "threads", 1, 0, O_THREADS }, { "dtype", 1, 0, O_DTYPE }, { "db", 1, 0, O_DB },
+    { "name", 1, 0, O_NAME }, { "seed", 1, 0, O_SEED }, { "temperature", 1, 0, O_TEMP },
+    { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP }, { "save-tokens", 0, 0, O_SAVE },
+    { "max-prompt", 1, 0, O_MAXP }, { "max-output", 1, 0, O_MAXO },
+    { "rate-scale", 1, 0, O_RATE }, { "start", 1, 0, O_START }, { "duration", 1, 0, O_DUR },
+    { "limit", 1, 0, O_LIMIT }, { "block-size", 1, 0, O_BLOCK },
+    { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
+    { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
+    { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
+    { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
+    { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+};
+
+/* One option; 1 applied, 0 a bad value. */
+static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *topp) {
+    switch (c) {
+    case O_TRACE: o->trace_path = a; return 1;
+    case O_FORMAT: return trace_format_parse(a, &o->trace_opts.format) == 0;
+    case O_POLICY: o->policy_path = a; return 1;
+    case O_SET: ((const char **)o->sets)[o->n_sets++] = a; return 1;
+    case O_MODEL: o->model = a; return 1;
+    case O_BACKEND: o->backend = a; return 1;
+    case O_THREADS: { int32_t n; if (!cli_int(a, 0, 4096, &n)) return 0; o->n_threads = n; return 1; }
+    case O_DTYPE: o->dtype = a; return 1;
+    case O_DB: o->db_path = a; return 1;
+    case O_NAME: o->run_name = a; return 1;
+    case O_SEED: return cli_u64(a, &o->seed);
+    case O_TEMP: return cli_double(a, 0, 100, temp);
+    case O_TOPK: return cli_int(a, 0, 1 << 24, &o->top_k);
+    case O_TOPP: return cli_double(a, 1e-6, 1, topp);
+    case O_SAVE: o->save_tokens = 1; return 1;
+    case O_MAXP: return cli_int(a, 1, 1 << 30, &o->max_prompt);
+    case O_MAXO: return cli_int(a, 1, 1 << 30, &o->max_output);
+    case O_RATE: return cli_double(a, 1e-9, 1e9, &o->trace_opts.rate_scale);
+    case O_START: return cli_double(a, 0, 1e12, &o->trace_opts.start_s);
+    case O_DUR: return cli_double(a, 0, 1e12, &o->trace_opts.duration_s);
+    case O_LIMIT: return cli_i64(a, 0, INT32_MAX, &o->trace_opts.limit);
+    case O_BLOCK: return cli_int(a, 1, 1 << 16, &o->block_size);
+    case O_MAXTOK: return cli_int(a, 1, 1 << 20, &o->max_tokens);
+    case O_MAXSEQ: return cli_int(a, 1, 1 << 16, &o->max_seqs);
+    case O_MAXLEN: return cli_int(a, 1, 1 << 30, &o->max_model_len);
+    case O_KVB: return cli_int(a, 1, INT32_MAX, &o->kv_blocks);
+    case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
+    case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
+    case O_PTIME: return cli_double(a, 1e-3, 3600, &o->limits.time_limit_s);
+    case O_PMEM: return cli_double(a, 1, 1e6, &o->limits.mem_limit_mb);
+    }
+    return 0;
+}
+
+int cmd_engine(int argc, char **argv) {
+    engine_opts_t o;
+    engine_opts_defaults(&o);
+    o.version = TWIN_VERSION;
+    int quiet = 0, rc = 2, c;
+    double temp = 0, topp = 1;
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    if (!sets) return 1;
+    o.sets = sets;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
+        if (c == 'q') {
+            quiet = 1;
+        } else if (c == O_HELP) {
+            usage(stdout);
+            rc = 0;
+            goto done;
+        } else if (c == '?' || c == ':') {
+            usage(stderr);
+            goto done;
+        } else if (!apply(c, optarg, &o, &temp, &topp)) {
+            fprintf(stderr, "twinserve engine: bad value '%s' for --%s\n", optarg,
+                    opts[c - O_TRACE].name);
+            goto done;
+        }
+    }
+    o.temperature = (float)temp;
+    o.top_p = (float)topp;
+    if (optind < argc) {
+        fprintf(stderr, "twinserve engine: unexpected argument '%s'\n", argv[optind]);
+        goto done;
+    }
+    if (!o.trace_path || !o.policy_path || !o.model) {
+        fprintf(stderr, "twinserve engine: --trace, --policy and --model are required\n");
+        usage(stderr);
+        goto done;
+    }
+    o.progress = !quiet && isatty(2);
+
+    engine_result_t res;
+    char err[8192];
+    if (engine_run(&o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve engine: %s\n", err);
+        if (res.run_id >= 0)
+            fprintf(stderr, "twinserve engine: run %lld marked failed in %s\n",
+                    (long long)res.run_id, o.db_path);
+        rc = 1;
+        goto done;
+    }
+    if (!quiet) {
+        printf("run %lld in %s: %lld requests (%lld trace rows skipped), %lld steps, %d KV "
+               "blocks; %.3f s wall, scheduler %.2f%% of step time\n",
+               (long long)res.run_id, o.db_path, (long long)res.requests,
+               (long long)res.skipped, (long long)res.steps, res.num_blocks, res.wall_s,
+               res.step_s > 0 ? 100.0 * res.sched_s / res.step_s : 0.0);
+        if (res.spec_proposed > 0)
+            printf("speculative: %lld drafts proposed, %lld accepted (%.1f%%)\n",
+                   (long long)res.spec_proposed, (long long)res.spec_accepted,
+                   100.0 * (double)res.spec_accepted / (double)res.spec_proposed);
+        if (res.have_summary) summary_print(stdout, &res.summary);
+    }
+    rc = 0;
+done:
+    free(sets);
+    return rc;
+}

@@ -1,0 +1,531 @@
+/* engine: see engine.h. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/spec.h"
+#include "policies/replay.h"
+#include "policies/rng.h"
+#include "traces/recorder.h"
+
+/* Logits of the sampled rows are fp32 [n_sample][vocab]: their buffer is capped at this. */
+#define ENGINE_LOGITS_BYTES (256.0 * 1024 * 1024)
+
+/* Per request: every known token (prompt, then output), then room for drafts. */
+typedef struct {
+    int32_t *toks;
+    int32_t cap;
+    int32_t n_prompt;
+} ereq_t;
+
+typedef struct {
+    const engine_opts_t *o;
+    replay_t rp;
+    model_t *model;
+    backend_t *bk;
+    fwd_t *fwd;
+    int32_t vocab, max_model_len;
+    int32_t num_blocks;              /* the core's blocks */
+    int32_t scratch_base, scratch_n; /* padding's throwaway blocks, after the core's */
+    int32_t max_sample;
+    ereq_t **reqs;                   /* by request id (trace ids are 0-based, consecutive) */
+    int64_t reqs_cap;
+    /* the step's batch, host side: tokens [max_tokens], sequences [seq_cap] */
+    int32_t *tokens, *pos, *seq_start, *seq_len, *bt_start, *block_table, *sample_rows, *ids;
+    bk_sample_t *sample;
+    int64_t bt_cap;
+    int32_t seq_cap;
+    int32_t *scratch_table;
+    int32_t *accepted, *drafts_at;   /* per plan entry: accepted drafts; row of its drafts */
+    int32_t entry_cap;
+    double t0;
+    int64_t steps;
+    double step_s, sched_s, last_progress;
+    int64_t spec_proposed, spec_accepted;
+} engine_t;
+
+#define FAIL(e, ...) replay_fail(&(e)->rp, __VA_ARGS__)
+
+void engine_opts_defaults(engine_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->trace_opts.rate_scale = 1.0;
+    o->backend = "cpu";
+    o->db_path = "twinserve.db";
+    o->top_p = 1.0f;
+    o->block_size = 16;
+    o->max_tokens = 2048;
+    o->max_seqs = 64;
+    o->watermark = 0.01;
+    o->version = "dev";
+}
+
+void engine_prompt_tokens(uint64_t seed, int32_t id, int32_t vocab, int32_t *out, int32_t n) {
+    rng_t r;
+    rng_seed3(&r, seed, (uint64_t)(uint32_t)id, 0x70726f6d7074ULL /* "prompt" */);
+    uint64_t span = vocab > 3 ? (uint64_t)(vocab - 3) : 1;
+    for (int32_t i = 0; i < n; i++) out[i] = 3 + (int32_t)(rng_u64(&r) % span);
+}
+
+static double now_s(const engine_t *e) { return replay_wall() - e->t0; }
+
+/* ------------------------------------------------------------------ requests */
+
+static ereq_t *req_get(engine_t *e, int32_t id) {
+    return id >= 0 && id < e->reqs_cap ? e->reqs[id] : NULL;
+}
+
+static int req_reserve(engine_t *e, ereq_t *x, int64_t n, int32_t id) {
+    if (n <= x->cap) return 0;
+    int64_t cap = n + n / 2 + 8;
+    int32_t *t = realloc(x->toks, sizeof *t * (size_t)cap);
+    if (!t) return FAIL(e, "out of memory (tokens of request %d)", id);
+    x->toks = t;
+    x->cap = (int32_t)cap;
+    return 0;
+}
+
+/* Before the core sees the request: a request it will reject at arrival (an empty or too
+ * long one) gets no tokens. */
+static int req_new(engine_t *e, const trace_req_t *q) {
+    if (q->id < 0) return FAIL(e, "trace request id %d is negative", q->id);
+    if (q->id >= e->reqs_cap) {
+        int64_t cap = e->reqs_cap ? e->reqs_cap : 1024;
+        while (cap <= q->id) cap *= 2;
+        ereq_t **v = realloc(e->reqs, sizeof *v * (size_t)cap);
+        if (!v) return FAIL(e, "out of memory (request table)");
+        memset(v + e->reqs_cap, 0, sizeof *v * (size_t)(cap - e->reqs_cap));
+        e->reqs = v;
+        e->reqs_cap = cap;
+    }
+    ereq_t *x = calloc(1, sizeof *x);
+    if (!x) return FAIL(e, "out of memory (request %d)", q->id);
+    e->reqs[q->id] = x;
+    int64_t total = (int64_t)q->prompt_tokens + q->output_tokens;
+    if (q->prompt_tokens > 0 && total <= e->max_model_len) {
+        if (req_reserve(e, x, total + 1, q->id)) return -1;
+        engine_prompt_tokens(e->o->seed, q->id, e->vocab, x->toks, q->prompt_tokens);
+        x->n_prompt = q->prompt_tokens;
+    }
+    return 0;
+}
+
+static void req_final(void *ud, const sched_req_t *r) {
+    engine_t *e = ud;
+    ereq_t *x = req_get(e, r->id);
+    if (!x) return;
+    free(x->toks);
+    free(x);
+    e->reqs[r->id] = NULL;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static int grow_i32(engine_t *e, int32_t **p, int64_t n) {
+    int32_t *v = realloc(*p, sizeof **p * (size_t)(n > 0 ? n : 1));
+    if (!v) return FAIL(e, "out of memory (step batch)");
+    *p = v;
+    return 0;
+}
+
+static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
+    const engine_opts_t *o = e->o;
+    char err[1024];
+    if (o->block_size < 1 || o->max_tokens < 1 || o->max_seqs < 1)
+        return FAIL(e, "--block-size, --max-tokens and --max-seqs must be >= 1");
+    if (model_load(o->model, o->seed, &e->model, err, sizeof err) != 0)
+        return FAIL(e, "--model: %s", err);
+    const model_config_t *c = &e->model->cfg;
+    e->vocab = c->vocab;
+    e->max_model_len = o->max_model_len > 0 ? o->max_model_len : c->max_seq;
+    if (e->max_model_len > c->max_seq)
+        return FAIL(e, "--max-model-len %d exceeds the model's context length %d (%s)",
+                    e->max_model_len, c->max_seq, o->model);
+
+    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
+    e->bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, sizeof err);
+    if (!e->bk) return FAIL(e, "--backend: %s", err);
+    snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, e->bk->weight_type);
+
+    /* KV: every block the core hands out, plus padding's scratch (one full context). */
+    int32_t bs = o->block_size;
+    e->scratch_n = (e->max_model_len + bs - 1) / bs;
+    int32_t blocks = o->kv_blocks;
+    if (blocks <= 0) {
+        size_t free_b = 0, total_b = 0;
+        double bytes = o->kv_mem_gb * 1e9;
+        if (bytes <= 0) {
+            /* Enough for max_seqs full contexts, within a quarter of the free memory. */
+            int64_t full = (int64_t)e->scratch_n * o->max_seqs;
+            if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
+                return FAIL(e, "backend memory: %s", e->bk->errmsg);
+            int32_t cap = fwd_kv_blocks_for(e->bk, c, bs, 0.25 * (double)free_b);
+            blocks = full < cap ? (int32_t)full : cap;
+        } else {
+            blocks = fwd_kv_blocks_for(e->bk, c, bs, bytes);
+        }
+    }
+    if (blocks < 1) return FAIL(e, "no room for a KV cache (check --kv-mem / --kv-blocks)");
+    e->num_blocks = blocks;
+    e->scratch_base = blocks;
+
+    double logits_rows = ENGINE_LOGITS_BYTES / (4.0 * c->vocab);
+    e->max_sample = logits_rows < o->max_tokens ? (int32_t)logits_rows : o->max_tokens;
+    if (e->max_sample < 1) e->max_sample = 1;
+    fwd_opts_t fo = { .max_tokens = o->max_tokens, .max_sample = e->max_sample,
+                      .n_blocks = blocks + e->scratch_n, .block_size = bs };
+    if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
+        return FAIL(e, "%s", err);
+
+    e->seq_cap = o->max_seqs + 1;
+    if (grow_i32(e, &e->tokens, o->max_tokens) || grow_i32(e, &e->pos, o->max_tokens) ||
+        grow_i32(e, &e->sample_rows, o->max_tokens) || grow_i32(e, &e->ids, o->max_tokens) ||
+        grow_i32(e, &e->scratch_table, e->scratch_n))
+        return -1;
+    e->sample = malloc(sizeof *e->sample * (size_t)o->max_tokens);
+    if (!e->sample) return FAIL(e, "out of memory (step batch)");
+    for (int32_t i = 0; i < e->scratch_n; i++) e->scratch_table[i] = e->scratch_base + i;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ one step */
+
+static int reserve_seqs(engine_t *e, int32_t n_seqs, int64_t n_bt, int32_t n_entries) {
+    if (n_seqs + 1 > e->seq_cap || !e->seq_start) {
+        int32_t cap = n_seqs + 1 > e->seq_cap ? (n_seqs + 1) * 2 : e->seq_cap;
+        if (grow_i32(e, &e->seq_start, cap + 1) || grow_i32(e, &e->seq_len, cap) ||
+            grow_i32(e, &e->bt_start, cap + 1))
+            return -1;
+        e->seq_cap = cap;
+    }
+    if (n_bt > e->bt_cap || !e->block_table) {
+        int64_t cap = n_bt > e->bt_cap ? n_bt * 2 : e->bt_cap;
+        if (grow_i32(e, &e->block_table, cap)) return -1;
+        e->bt_cap = cap;
+    }
+    if (n_entries > e->entry_cap || !e->accepted) {
+        int32_t cap = n_entries > e->entry_cap ? n_entries * 2 : e->entry_cap;
+        if (grow_i32(e, &e->accepted, cap) || grow_i32(e, &e->drafts_at, cap)) return -1;
+        e->entry_cap = cap;
+    }
+    return 0;
+}
+
+static bk_sample_t sample_params(const engine_t *e, int32_t id, int32_t idx) {
+    /* The request's stream: (seed, id) mixed once; the sampler adds the output index. */
+    rng_t r;
+    rng_seed3(&r, e->o->seed, (uint64_t)(uint32_t)id, 0x73616d706c65ULL /* "sample" */);
+    return (bk_sample_t){ .temperature = e->o->temperature, .top_k = e->o->top_k,
+                          .top_p = e->o->top_p, .seed = rng_u64(&r), .idx = idx };
+}
+
+/* Lays out the plan as a ragged batch: each entry's known tokens, then its drafts; then
+ * static batching's padding as throwaway sequences over the scratch blocks. */
+static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
+    int64_t n_bt = 0;
+    for (int32_t i = 0; i < p->n; i++) n_bt += p->entries[i].num_blocks;
+    n_bt += (int64_t)p->n_pads * e->scratch_n;
+    if (reserve_seqs(e, p->n + p->n_pads, n_bt, p->n)) return -1;
+    if (p->num_tokens > e->o->max_tokens)
+        return FAIL(e, "step %lld has %d tokens, more than --max-tokens %d",
+                    (long long)p->step, p->num_tokens, e->o->max_tokens);
+    int32_t t = 0, s = 0, ns = 0;
+    int64_t bt = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *en = &p->entries[i];
+        ereq_t *x = req_get(e, en->req_id);
+        int32_t known = en->req->prompt_tokens + en->req->generated;
+        int32_t k = en->sample ? en->num_spec : 0;
+        if (!x || !x->toks || en->start + en->num_tokens > known)
+            return FAIL(e, "internal: request %d scheduled with no tokens to compute",
+                        en->req_id);
+        if (req_reserve(e, x, (int64_t)known + k + 1, en->req_id)) return -1;
+        if (k > 0) spec_propose_ngram(x->toks, known, k, x->toks + known);
+        e->seq_start[s] = t;
+        e->bt_start[s] = (int32_t)bt;
+        for (int32_t j = 0; j < en->num_tokens + k; j++, t++) {
+            e->tokens[t] = x->toks[en->start + j];
+            e->pos[t] = en->start + j;
+        }
+        e->seq_len[s] = en->start + en->num_tokens + k;
+        memcpy(e->block_table + bt, en->blocks, sizeof(int32_t) * (size_t)en->num_blocks);
+        bt += en->num_blocks;
+        e->drafts_at[i] = -1;
+        if (en->sample) {
+            e->drafts_at[i] = ns;
+            for (int32_t j = 0; j <= k; j++) {
+                if (ns >= e->max_sample)
+                    return FAIL(e, "step %lld samples more than %d rows (the logits buffer "
+                                "for this vocabulary); lower --max-seqs or the policy's k",
+                                (long long)p->step, e->max_sample);
+                e->sample_rows[ns] = t - 1 - k + j;
+                e->sample[ns++] = sample_params(e, en->req_id, en->req->generated + j);
+            }
+        }
+        s++;
+    }
+    for (int32_t i = 0; i < p->n_pads; i++) {
+        const sched_pad_t *pd = &p->pads[i];
+        if (pd->ctx + pd->num_tokens > e->scratch_n * e->o->block_size)
+            return FAIL(e, "padding of %d tokens at context %d exceeds the context length",
+                        pd->num_tokens, pd->ctx);
+        e->seq_start[s] = t;
+        e->bt_start[s] = (int32_t)bt;
+        for (int32_t j = 0; j < pd->num_tokens; j++, t++) {
+            e->tokens[t] = 0;
+            e->pos[t] = pd->ctx + j;
+            /* Padded decode slots still produce logits (discarded), as in a static batch. */
+            if (pd->ctx > 0 && ns < e->max_sample) {
+                e->sample_rows[ns] = t;
+                e->sample[ns++] = (bk_sample_t){ .temperature = 0, .top_p = 1 };
+            }
+        }
+        e->seq_len[s] = pd->ctx + pd->num_tokens;
+        memcpy(e->block_table + bt, e->scratch_table, sizeof(int32_t) * (size_t)e->scratch_n);
+        bt += e->scratch_n;
+        s++;
+    }
+    e->seq_start[s] = t;
+    e->bt_start[s] = (int32_t)bt;
+    *b = (bk_batch_t){
+        .n_tokens = t, .n_seqs = s, .tokens = e->tokens, .pos = e->pos,
+        .seq_start = e->seq_start, .seq_len = e->seq_len, .bt_start = e->bt_start,
+        .block_table = e->block_table, .n_sample = ns, .sample_rows = e->sample_rows,
+        .sample = e->sample,
+    };
+    return 0;
+}
+
+/* Appends each sampled entry's emitted tokens (the sampled token, after accepted drafts)
+ * and records them; fills e->accepted for sched_commit. */
+static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *en = &p->entries[i];
+        e->accepted[i] = 0;
+        if (!en->sample) continue;
+        ereq_t *x = req_get(e, en->req_id);
+        int32_t known = en->req->prompt_tokens + en->req->generated;
+        int32_t k = en->num_spec;
+        const int32_t *sampled = e->ids + e->drafts_at[i];
+        int32_t a = spec_accept(x->toks + known, sampled, k);
+        int32_t emit = 1 + a, left = en->req->output_tokens - en->req->generated;
+        if (emit > left) emit = left;
+        e->accepted[i] = a;
+        e->spec_proposed += k;
+        e->spec_accepted += emit - 1;
+        for (int32_t j = 0; j < emit; j++) {
+            x->toks[known + j] = sampled[j];
+            if (!e->o->save_tokens) continue;
+            rec_token_t tk = { .req_id = en->req_id, .idx = en->req->generated + j,
+                               .token_id = sampled[j], .t_s = t_end };
+            if (rec_token(e->rp.rec, e->rp.run_id, &tk) != 0)
+                return FAIL(e, "recording tokens of request %d: %s", en->req_id,
+                            rec_errmsg(e->rp.rec));
+        }
+    }
+    return 0;
+}
+
+static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
+    bk_batch_t b;
+    if (build_batch(e, p, &b)) return -1;
+    double start = now_s(e);
+    if (fwd_step(e->fwd, &b, e->ids) != 0)
+        return FAIL(e, "step %lld: %s", (long long)p->step, fwd_errmsg(e->fwd));
+    double end = now_s(e);
+    double w0 = replay_wall();
+    if (take_tokens(e, p, end)) return -1;
+    if (sched_commit(e->rp.sched, p, e->accepted, end) != 0)
+        return FAIL(e, "%s", sched_errmsg(e->rp.sched));
+    double commit_s = replay_wall() - w0;
+    rec_step_t st = {
+        .step = p->step, .start_s = start, .dur_s = end - start,
+        .prefill_tokens = p->prefill_tokens, .decode_tokens = p->decode_tokens,
+        .pad_tokens = p->pad_tokens, .num_seqs = p->n, .num_preempted = p->num_preempted,
+        .sched_s = sched_s + commit_s,
+    };
+    e->steps++;
+    e->step_s += end - start;
+    e->sched_s += sched_s + commit_s;
+    return replay_record_step(&e->rp, &st);
+}
+
+/* ------------------------------------------------------------------ the loop */
+
+static void sleep_until(const engine_t *e, double t) {
+    double d = t - now_s(e);
+    if (d <= 0) return;
+    struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - floor(d)) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void progress(engine_t *e, int final) {
+    if (!e->o->progress) return;
+    double w = replay_wall();
+    if (!final && w - e->last_progress < 0.2) return;
+    e->last_progress = w;
+    const sched_view_t *v = sched_view(e->rp.sched);
+    fprintf(stderr, "\r[engine] t=%.1fs  requests %lld  waiting %d  running %d  steps %lld   %s",
+            now_s(e), (long long)e->rp.requests, v->n_waiting, v->n_running,
+            (long long)e->steps, final ? "\n" : "");
+}
+
+static int clip_and_add(engine_t *e, trace_req_t *q, double now) {
+    if (e->o->max_prompt > 0 && q->prompt_tokens > e->o->max_prompt)
+        q->prompt_tokens = e->o->max_prompt;
+    if (e->o->max_output > 0 && q->output_tokens > e->o->max_output)
+        q->output_tokens = e->o->max_output;
+    if (req_new(e, q)) return -1;
+    /* Prompts are synthetic ids, not the trace's texts: prefix hashes would not hold. */
+    q->n_hash = 0;
+    return replay_add(&e->rp, q, 0, now);
+}
+
+static int run_loop(engine_t *e) {
+    trace_req_t next;
+    int have = trace_next(e->rp.trace, &next);
+    if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
+    int64_t idle = 0, no_token = 0;
+    e->t0 = replay_wall();
+    for (;;) {
+        double now = now_s(e);
+        while (have > 0 && next.arrival_s <= now) {
+            if (clip_and_add(e, &next, now)) return -1;
+            idle = 0;
+            have = trace_next(e->rp.trace, &next);
+            if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
+        }
+        if (have == 0 && sched_num_unfinished(e->rp.sched) == 0) break;
+        const sched_plan_t *p;
+        double w0 = replay_wall();
+        if (sched_step(e->rp.sched, now, &p) != 0) return FAIL(e, "%s", sched_errmsg(e->rp.sched));
+        double sched_s = replay_wall() - w0;
+        if (p->n > 0 || p->n_pads > 0) {
+            if (run_step(e, p, sched_s)) return -1;
+            idle = 0;
+            int sampled = 0;
+            for (int32_t i = 0; i < p->n && !sampled; i++) sampled = p->entries[i].sample;
+            no_token = sampled ? 0 : no_token + 1;
+            if (no_token > REPLAY_MAX_STEPS_WITHOUT_TOKEN)
+                return FAIL(e, "policy %s ran %d steps in a row in which no request got a token "
+                            "(a livelock)", e->o->policy_path, REPLAY_MAX_STEPS_WITHOUT_TOKEN);
+            progress(e, 0);
+            continue;
+        }
+        if (++idle > REPLAY_MAX_IDLE_WAKES)
+            return FAIL(e, "policy %s was called %d times in a row without scheduling anything "
+                        "(a policy bug)", e->o->policy_path, REPLAY_MAX_IDLE_WAKES);
+        if (p->num_rejected > 0 || p->num_preempted > 0) continue;
+        double wake = sched_wakeup(e->rp.sched);
+        double until = have > 0 ? next.arrival_s : INFINITY;
+        if (wake < until) until = wake;
+        if (!isfinite(until)) {
+            int32_t left = sched_num_unfinished(e->rp.sched);
+            if (left == 0) break;
+            const sched_view_t *v = sched_view(e->rp.sched);
+            return FAIL(e, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, "
+                        "%d running) with nothing scheduled, no wake-up requested and no arrival "
+                        "left (a policy bug: schedule() must make progress or call s:wake_at)",
+                        e->o->policy_path, now, left, v->n_waiting, v->n_running);
+        }
+        sleep_until(e, until);
+    }
+    progress(e, 1);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ entry point */
+
+int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t errlen) {
+    engine_t e = { .o = o };
+    memset(res, 0, sizeof *res);
+    res->run_id = -1;
+    char trace_desc[1200], hw_desc[128] = "", config[1024];
+    int rc = replay_init(&e.rp, o->db_path);
+    e.rp.on_final = req_final;
+    e.rp.final_ud = &e;
+    if (rc != 0) goto done;
+
+    char base[1024];
+    replay_describe_trace(o->trace_path, &o->trace_opts, base, sizeof base);
+    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts, max_prompt %d, "
+             "max_output %d", base, o->max_prompt, o->max_output);
+    snprintf(hw_desc, sizeof hw_desc, "%s", o->backend ? o->backend : "cpu");
+    rec_run_info_t early = {
+        .name = o->run_name, .kind = "engine", .policy = o->policy_path, .params = "{}",
+        .trace = trace_desc, .model = o->model, .hardware = hw_desc, .seed = o->seed,
+        .version = o->version,
+    };
+    e.rp.early_info = &early;
+    int setup_rc = replay_load_policy(&e.rp, o->policy_path, o->sets, o->n_sets, &o->limits);
+    char draft[256];
+    if (setup_rc == 0 && replay_param_str(&e.rp, "draft", draft, sizeof draft) == 1)
+        fprintf(stderr, "twinserve engine: note: the policy's draft model '%s' is simulated; the "
+                        "engine proposes drafts with its n-gram proposer\n", draft);
+    if (setup_rc == 0) setup_rc = setup(&e, hw_desc, sizeof hw_desc);
+    if (setup_rc == 0) {
+        sched_config_t cfg = {
+            .num_blocks = e.num_blocks, .block_size = o->block_size, .watermark = o->watermark,
+            .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
+            .max_model_len = e.max_model_len, .seed = o->seed,
+        };
+        setup_rc = replay_start_sched(&e.rp, &cfg);
+    }
+    if (setup_rc == 0) setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
+
+    snprintf(config, sizeof config,
+             "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
+             "\"max_model_len\":%d,\"watermark\":%g,\"backend\":\"%s\",\"threads\":%d,"
+             "\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,\"max_prompt\":%d,"
+             "\"max_output\":%d,\"proposer\":\"ngram\"}",
+             e.num_blocks, o->block_size, o->max_tokens, o->max_seqs, e.max_model_len,
+             o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads,
+             o->temperature, o->top_k, o->top_p, o->max_prompt, o->max_output);
+    rec_run_info_t info = early;
+    info.params = e.rp.host && !lhost_errmsg(e.rp.host) ? lhost_params_json(e.rp.host) : "{}";
+    info.model = e.model ? e.model->source : o->model;
+    info.config = config;
+    if (replay_begin(&e.rp, &info) != 0) goto done;
+    res->run_id = e.rp.run_id;
+    if (setup_rc == 0) run_loop(&e);
+    replay_finish(&e.rp);
+    res->requests = e.rp.requests;
+    res->skipped = e.rp.trace ? trace_skipped(e.rp.trace) : 0;
+    res->steps = e.steps;
+    res->num_blocks = e.num_blocks;
+    res->wall_s = replay_wall() - e.rp.wall0;
+    res->step_s = e.step_s;
+    res->sched_s = e.sched_s;
+    res->spec_proposed = e.spec_proposed;
+    res->spec_accepted = e.spec_accepted;
+    if (!e.rp.failed) {
+        char m[256];
+        res->have_summary = summary_load(rec_db(e.rp.rec), e.rp.run_id, &res->summary, m,
+                                         sizeof m) == 0;
+    }
+done:
+    if (e.rp.failed) snprintf(err, errlen, "%s", e.rp.err);
+    rc = e.rp.failed ? -1 : 0;
+    replay_close(&e.rp); /* aborted requests' tokens are freed through req_final first */
+    for (int64_t i = 0; i < e.reqs_cap; i++)
+        if (e.reqs[i]) {
+            free(e.reqs[i]->toks);
+            free(e.reqs[i]);
+        }
+    free(e.reqs);
+    fwd_free(e.fwd);
+    if (e.bk) e.bk->destroy(e.bk);
+    model_free(e.model);
+    free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);
+    free(e.block_table), free(e.sample_rows), free(e.ids), free(e.sample);
+    free(e.scratch_table), free(e.accepted), free(e.drafts_at);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* engine: trace replay on the real engine. Requests arrive at their trace times on the wall
+ * clock, the shared scheduler core and a Lua policy plan every step (policies/replay.h, the
+ * same path as the simulator), the forward pass runs the plan on a backend, and the measured
+ * times go to the same SQLite records (runs.kind = 'engine').
+ *
+ * Invariants:
+ *  - The KV pool holds exactly the blocks the scheduler core manages (plus a few scratch
+ *    blocks for static batching's padding tokens, which are computed and thrown away): the
+ *    engine never allocates KV on its own, so memory pressure and preemption are the core's.
+ *  - A request's prompt is synthetic token ids of its trace length that depend only on (seed,
+ *    request id); generation runs to the trace's output length, ignoring EOS (as vLLM's
+ *    benchmark). Lengths may be clipped to fit small models (max_prompt, max_output); the
+ *    records hold the clipped lengths and the run's trace column says so.
+ *  - Sampling is seeded per request (seed, request id) and per output index, so outputs do
+ *    not depend on batching; greedy outputs are identical under every policy.
+ *  - Speculative steps verify drafts from an n-gram (prompt-lookup) proposer over the
+ *    request's own tokens; a draft is accepted while it equals the token the model samples
+ *    at its position, which keeps the output distribution exact.
+ *  - A failed run is marked failed with its message; unfinished requests become aborted.
+ *
+ * Ownership: engine_run borrows the options for the duration of the call. */
+#ifndef TWIN_ENGINE_H
+#define TWIN_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis/summary.h"
+#include "policies/lua_host.h"
+#include "traces/trace.h"
+
+typedef struct {
+    const char *trace_path;
+    trace_opts_t trace_opts;
+    const char *policy_path;
+    const char *const *sets;  /* "key=value" policy param overrides */
+    int n_sets;
+    const char *model;        /* .bin / .gguf path or dummy:PRESET */
+    const char *backend;      /* "cpu" (default) or "cuda" */
+    int n_threads;            /* CPU threads, 0 = all cores */
+    const char *dtype;        /* GPU weight type (NULL = backend default) */
+    const char *db_path;      /* default twinserve.db */
+    const char *run_name;
+    uint64_t seed;            /* prompts, sampling, dummy weights, policy randomness */
+    float temperature;        /* 0 = greedy */
+    int32_t top_k;
+    float top_p;
+    int save_tokens;          /* one tokens row per output token, with its id */
+    int32_t max_prompt;       /* clip prompts to this many tokens (0: no clipping) */
+    int32_t max_output;       /* clip outputs (0: no clipping) */
+    int32_t block_size;       /* 16 */
+    int32_t max_tokens;       /* per-step token budget (2048) */
+    int32_t max_seqs;         /* per-step sequences (64) */
+    int32_t max_model_len;    /* 0: the model's context */
+    int32_t kv_blocks;        /* KV pool in blocks; 0: from kv_mem_gb */
+    double kv_mem_gb;         /* 0: enough for max_seqs full contexts, at most 1/4 of free memory */
+    double watermark;         /* 0.01 */
+    lhost_limits_t limits;
+    int progress;
+    const char *version;
+} engine_opts_t;
+
+typedef struct {
+    int64_t run_id;
+    int64_t requests, skipped, steps;
+    int32_t num_blocks;
+    double wall_s;
+    double step_s;            /* summed measured step time (forward passes) */
+    double sched_s;           /* summed scheduler time (policy + core) */
+    int64_t spec_proposed, spec_accepted;
+    summary_t summary;
+    int have_summary;
+} engine_result_t;
+
+void engine_opts_defaults(engine_opts_t *o);
+
+/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed). */
+int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t errlen);
+
+/* The synthetic prompt of request `id`: n ids in [3, vocab), from (seed, id) only. */
+void engine_prompt_tokens(uint64_t seed, int32_t id, int32_t vocab, int32_t *out, int32_t n);
+
+#endif

@@ -1,0 +1,167 @@
+/* generate: see generate.h. */
+#include "engine/generate.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "policies/rng.h"
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void gen_opts_defaults(gen_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->n = 256;
+    o->top_p = 1.0f;
+    o->backend = "cpu";
+}
+
+/* Next to a llama2.c checkpoint: tok<VOCAB>.bin, then tokenizer.bin. */
+static int find_tokenizer(const char *model, int32_t vocab, char *out, size_t len) {
+    const char *slash = strrchr(model, '/');
+    int dir = slash ? (int)(slash - model + 1) : 0;
+    char cand[2][64];
+    snprintf(cand[0], sizeof cand[0], "tok%d.bin", vocab);
+    snprintf(cand[1], sizeof cand[1], "tokenizer.bin");
+    for (int i = 0; i < 2; i++) {
+        snprintf(out, len, "%.*s%s", dir, model, cand[i]);
+        FILE *f = fopen(out, "rb");
+        if (f) {
+            fclose(f);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int load_tokenizer(const gen_opts_t *o, const model_t *m, tok_t **t, char *err,
+                          size_t errlen) {
+    char path[1024];
+    *t = NULL;
+    if (o->tokenizer) return tok_load_llama2c(o->tokenizer, m->cfg.vocab, t, err, errlen);
+    if (!strcmp(m->format, "gguf")) return tok_load_gguf(o->model, t, err, errlen);
+    if (!strcmp(m->format, "llama2c")) {
+        if (!find_tokenizer(o->model, m->cfg.vocab, path, sizeof path)) {
+            snprintf(err, errlen, "%s: no tokenizer: give --tokenizer FILE (tok%d.bin or "
+                     "tokenizer.bin next to the model is used when present)", o->model,
+                     m->cfg.vocab);
+            return -1;
+        }
+        return tok_load_llama2c(path, m->cfg.vocab, t, err, errlen);
+    }
+    return 0; /* dummy weights: no text */
+}
+
+/* A piece, skipping lone non-printable bytes (as llama2.c's safe print does). */
+static void put_piece(FILE *out, tok_t *t, int32_t prev, int32_t id) {
+    if (!t) {
+        fprintf(out, "%d ", id);
+        return;
+    }
+    const char *p = tok_decode(t, prev, id);
+    if (!p || !*p) return;
+    if (p[1] == '\0' && !isprint((unsigned char)p[0]) && !isspace((unsigned char)p[0])) return;
+    fputs(p, out);
+}
+
+int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t errlen) {
+    model_t *m = NULL;
+    tok_t *tok = NULL;
+    backend_t *bk = NULL;
+    fwd_t *fwd = NULL;
+    int32_t *ids = NULL, *table = NULL, *pos = NULL, *gen = NULL;
+    int rc = -1;
+    memset(st, 0, sizeof *st);
+    double t0 = wall();
+
+    if (model_load(o->model, o->seed, &m, err, errlen) != 0) goto done;
+    if (load_tokenizer(o, m, &tok, err, errlen) != 0) goto done;
+    const model_config_t *c = &m->cfg;
+    if (tok && tok_vocab(tok) != c->vocab) {
+        snprintf(err, errlen, "tokenizer has %d pieces but %s has a vocabulary of %d",
+                 tok_vocab(tok), o->model, c->vocab);
+        goto done;
+    }
+    int32_t ctx = c->max_seq, bs = 16, nb = (ctx + bs - 1) / bs;
+    ids = malloc(sizeof *ids * (size_t)ctx);
+    pos = malloc(sizeof *pos * (size_t)ctx);
+    table = malloc(sizeof *table * (size_t)nb);
+    gen = malloc(sizeof *gen * (size_t)(o->n > 0 ? o->n : 1));
+    if (!ids || !pos || !table || !gen) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    int32_t n_prompt = 0;
+    if (o->prompt && *o->prompt) {
+        if (!tok) {
+            snprintf(err, errlen, "%s has no tokenizer: a --prompt needs text pieces", o->model);
+            goto done;
+        }
+        if (tok_encode(tok, o->prompt, 1, 0, ids, ctx, &n_prompt, err, errlen) != 0) goto done;
+    } else {
+        ids[n_prompt++] = TOK_BOS;
+    }
+    if (n_prompt >= ctx) {
+        snprintf(err, errlen, "the prompt is %d tokens; %s's context is %d (room for at least "
+                 "one new token is needed)", n_prompt, o->model, ctx);
+        goto done;
+    }
+    for (int32_t i = 0; i < nb; i++) table[i] = i;
+    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
+    if (!(bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, errlen))) goto done;
+    fwd_opts_t fo = { .max_tokens = ctx, .max_sample = 1, .n_blocks = nb, .block_size = bs };
+    if (fwd_new(bk, m, &fo, &fwd, err, errlen) != 0) goto done;
+    st->load_s = wall() - t0;
+    st->prompt_tokens = n_prompt;
+
+    rng_t r;
+    rng_seed3(&r, o->seed, 0, 0x73616d706c65ULL);
+    bk_sample_t sp = { .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p,
+                       .seed = rng_u64(&r) };
+    for (int32_t i = 1; i < n_prompt; i++) put_piece(out, tok, ids[i - 1], ids[i]);
+    fflush(out);
+    int32_t n = n_prompt, start = 0;
+    while (st->generated < o->n && n < ctx) {
+        int32_t len = n - start, seq_start[2] = { 0, len }, seq_len = n, bt[2] = { 0, nb };
+        int32_t row = len - 1, next;
+        for (int32_t i = 0; i < len; i++) pos[i] = start + i;
+        sp.idx = st->generated;
+        bk_batch_t b = { .n_tokens = len, .n_seqs = 1, .tokens = ids + start, .pos = pos,
+                         .seq_start = seq_start, .seq_len = &seq_len, .bt_start = bt,
+                         .block_table = table, .n_sample = 1, .sample_rows = &row,
+                         .sample = &sp };
+        double w = wall();
+        if (fwd_step(fwd, &b, &next) != 0) {
+            snprintf(err, errlen, "%s", fwd_errmsg(fwd));
+            goto done;
+        }
+        if (start == 0) st->prefill_s = wall() - w;
+        else st->decode_s += wall() - w;
+        if (next == TOK_BOS || next == TOK_EOS) break;
+        put_piece(out, tok, ids[n - 1], next);
+        fflush(out);
+        gen[st->generated++] = next;
+        ids[n++] = next;
+        start = n - 1;
+    }
+    fputc('\n', out);
+    st->ids = gen;
+    gen = NULL;
+    rc = 0;
+done:
+    fwd_free(fwd);
+    if (bk) bk->destroy(bk);
+    tok_free(tok);
+    model_free(m);
+    free(ids), free(pos), free(table), free(gen);
+    return rc;
+}

@@ -1,0 +1,217 @@
+/* replay: see replay.h. */
+#include "policies/replay.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double replay_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int replay_fail(replay_t *r, const char *fmt, ...) {
+    if (r->failed) return -1; /* keep the first, root-cause message */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    r->failed = 1;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ ledger */
+
+static void ledger_add(replay_ledger_t *l, const trace_req_t *q) {
+    pthread_mutex_lock(&l->mu);
+    if (l->n == 0) l->base = q->id;
+    if (q->id == l->base + l->n) { /* always, for trace ids; otherwise simply untracked */
+        if (l->n == l->cap) {
+            int64_t cap = l->cap ? l->cap * 2 : 1024;
+            replay_live_t *v = malloc(sizeof *v * (size_t)cap);
+            if (v) {
+                for (int64_t i = 0; i < l->n; i++) v[i] = l->v[(l->head + i) % l->cap];
+                free(l->v);
+                l->v = v;
+                l->cap = cap;
+                l->head = 0;
+            }
+        }
+        if (l->n < l->cap)
+            l->v[(l->head + l->n++) % l->cap] = (replay_live_t){ q->arrival_s, q->prompt_tokens,
+                                                                 q->output_tokens, 0 };
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void ledger_done(replay_ledger_t *l, int32_t id) {
+    pthread_mutex_lock(&l->mu);
+    if (id >= l->base && id < l->base + l->n) {
+        l->v[(l->head + (id - l->base)) % l->cap].done = 1;
+        while (l->n > 0 && l->v[l->head].done) {
+            l->head = (l->head + 1) % l->cap;
+            l->base++;
+            l->n--;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ------------------------------------------------------------------ rows */
+
+static void sink(void *ud, const sched_req_t *q, const char *reason) {
+    replay_t *r = ud;
+    const char *status = q->state == SCHED_FINISHED ? "finished"
+                       : q->state == SCHED_REJECTED ? "rejected" : "aborted";
+    rec_request_t row = {
+        .req_id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
+        .output_tokens = q->output_tokens, .generated_tokens = q->generated,
+        .first_scheduled_s = q->first_scheduled_s, .first_token_s = q->first_token_s,
+        .finish_s = q->finish_s, .preemptions = q->preemptions,
+        .spec_proposed = q->spec_proposed, .spec_accepted = q->spec_accepted,
+        .cached_tokens = q->cached_tokens, .status = status, .reason = reason,
+    };
+    ledger_done(&r->live, q->id); /* locks out the watchdog while the row is handed over */
+    if (rec_request(r->rec, r->run_id, &row) != 0 && !r->sink_failed) {
+        r->sink_failed = 1;
+        replay_fail(r, "recording request %d: %s", q->id, rec_errmsg(r->rec));
+    }
+    if (r->on_final) r->on_final(r->final_ud, q);
+}
+
+/* Called by the policy watchdog from its own thread while the main thread is stuck in
+ * JIT-compiled policy code (so nothing else touches the recorder). */
+static void on_abort(void *ud, const char *msg) {
+    replay_t *r = ud;
+    /* Held until the process ends: the main thread can no longer hand rows over. */
+    pthread_mutex_lock(&r->live.mu);
+    /* A policy can loop at load time, before the run row exists: write it now. */
+    if (r->run_id < 0 && r->early_info) rec_run_begin(r->rec, r->early_info, &r->run_id);
+    if (r->run_id < 0) return;
+    replay_ledger_t *l = &r->live;
+    for (int64_t i = 0; i < l->n; i++) {
+        const replay_live_t *x = &l->v[(l->head + i) % l->cap];
+        if (x->done) continue;
+        rec_request_t q = {
+            .req_id = (int32_t)(l->base + i), .arrival_s = x->arrival_s,
+            .prompt_tokens = x->prompt, .output_tokens = x->output, .first_scheduled_s = -1,
+            .first_token_s = -1, .finish_s = -1, .status = "aborted", .reason = msg,
+        };
+        rec_request(r->rec, r->run_id, &q);
+    }
+    rec_run_end(r->rec, r->run_id, 0, msg, replay_wall() - r->wall0);
+}
+
+/* ------------------------------------------------------------------ setup */
+
+int replay_init(replay_t *r, const char *db_path) {
+    memset(r, 0, sizeof *r);
+    r->run_id = -1;
+    pthread_mutex_init(&r->live.mu, NULL);
+    r->wall0 = replay_wall();
+    r->rec = rec_open(db_path);
+    /* Rows are written by a background thread: the replay does not wait for SQLite. */
+    if (!r->rec || rec_errmsg(r->rec) || rec_set_async(r->rec, 1) != 0)
+        return replay_fail(r, "%s", r->rec ? rec_errmsg(r->rec) : "out of memory opening the database");
+    return 0;
+}
+
+int replay_load_policy(replay_t *r, const char *path, const char *const *sets, int n_sets,
+                       const lhost_limits_t *limits) {
+    lhost_limits_t lim = *limits;
+    lim.abort_fn = on_abort;
+    lim.abort_ud = r;
+    r->policy_path = path;
+    r->host = lhost_open(path, &lim);
+    if (!r->host) return replay_fail(r, "out of memory loading the policy");
+    if (lhost_errmsg(r->host)) return replay_fail(r, "%s", lhost_errmsg(r->host));
+    for (int i = 0; i < n_sets; i++)
+        if (lhost_set(r->host, sets[i]) != 0) return replay_fail(r, "%s", lhost_errmsg(r->host));
+    return 0;
+}
+
+int replay_param_str(replay_t *r, const char *key, char *out, size_t len) {
+    return r->host ? lhost_param_str(r->host, key, out, len) : 0;
+}
+
+int replay_start_sched(replay_t *r, const sched_config_t *cfg) {
+    sched_policy_t pol;
+    lhost_policy(r->host, &pol);
+    const char *why = NULL;
+    r->sched = sched_new(cfg, &pol, &why);
+    if (!r->sched) return replay_fail(r, "scheduler: %s", why);
+    sched_set_sink(r->sched, sink, r);
+    if (lhost_attach(r->host, r->sched) != 0) return replay_fail(r, "%s", lhost_errmsg(r->host));
+    return 0;
+}
+
+int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts) {
+    r->trace = trace_open(path, opts);
+    if (!r->trace) return replay_fail(r, "out of memory opening the trace");
+    if (trace_errmsg(r->trace)) return replay_fail(r, "%s", trace_errmsg(r->trace));
+    return 0;
+}
+
+void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len) {
+    snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld)", path,
+             t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
+             (long long)t->limit);
+}
+
+int replay_begin(replay_t *r, const rec_run_info_t *info) {
+    if (rec_run_begin(r->rec, info, &r->run_id) != 0) {
+        r->failed = 0; /* the database problem is the one to report */
+        return replay_fail(r, "%s", rec_errmsg(r->rec));
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now) {
+    sched_new_req_t n = {
+        .id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
+        .output_tokens = q->output_tokens, .hash_ids = q->hash_ids, .n_hash = q->n_hash,
+        .hash_block = hash_block,
+    };
+    r->requests++;
+    ledger_add(&r->live, q);
+    if (sched_add(r->sched, &n, now) != 0) return replay_fail(r, "%s", sched_errmsg(r->sched));
+    return r->failed ? -1 : 0;
+}
+
+int replay_record_step(replay_t *r, rec_step_t *st) {
+    st->kv_used = sched_kv_used(r->sched);
+    st->kv_total = sched_kv_total(r->sched);
+    st->num_waiting = sched_view(r->sched)->n_waiting;
+    if (rec_step(r->rec, r->run_id, st) != 0)
+        return replay_fail(r, "recording step %lld: %s", (long long)st->step, rec_errmsg(r->rec));
+    return 0;
+}
+
+int replay_finish(replay_t *r) {
+    if (r->run_id < 0) return -1;
+    if (r->failed && r->sched) sched_abort_all(r->sched, r->err);
+    double wall = replay_wall() - r->wall0;
+    if (rec_run_end(r->rec, r->run_id, !r->failed, r->failed ? r->err : NULL, wall) != 0 &&
+        !r->failed)
+        replay_fail(r, "%s", rec_errmsg(r->rec));
+    return r->failed ? -1 : 0;
+}
+
+void replay_close(replay_t *r) {
+    trace_close(r->trace);
+    sched_free(r->sched);
+    lhost_close(r->host);
+    free(r->live.v);
+    rec_close(r->rec);
+    r->trace = NULL;
+    r->sched = NULL;
+    r->host = NULL;
+    r->live.v = NULL;
+    r->rec = NULL;
+}

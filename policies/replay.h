@@ -1,0 +1,103 @@
+/* replay: the executor-independent half of a trace replay, shared by the simulator and the
+ * engine: the database and its run row, the Lua policy and its --set overrides, the
+ * scheduler core, the trace, per-request rows, the first-error-wins failure state, and the
+ * watchdog's abort path. The executor (sim/sim.c: a cost model; engine/engine.c: a forward
+ * pass) owns the loop and the notion of time.
+ *
+ * Invariants:
+ *  - The first failure's message is kept (the root cause); later ones are dropped.
+ *  - Every request handed to replay_add reaches exactly one row in `requests`: through the
+ *    scheduler's sink (finished, rejected, aborted by replay_finish), or, when the policy
+ *    watchdog stops the process from its own thread, through the ledger of requests in flight
+ *    (status aborted, arrival data only).
+ *  - replay_finish marks the run done, or failed with the message, and flushes every row.
+ *
+ * Ownership: replay_t is embedded by the executor; replay_close frees what it holds. Option
+ * strings are borrowed for the replay's lifetime. */
+#ifndef TWIN_REPLAY_H
+#define TWIN_REPLAY_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policies/lua_host.h"
+#include "policies/sched.h"
+#include "traces/recorder.h"
+#include "traces/trace.h"
+
+/* A policy that keeps asking to be called again (wake-ups, rejections) without scheduling
+ * anything and without new arrivals, or that runs steps in which no request ever gets a
+ * token (a preempt/re-admit livelock), would spin forever: executors bound both. */
+enum { REPLAY_MAX_IDLE_WAKES = 1000000, REPLAY_MAX_STEPS_WITHOUT_TOKEN = 1000000 };
+
+typedef struct {
+    double arrival_s;
+    int32_t prompt, output;
+    int done;
+} replay_live_t;
+
+/* Requests in flight, for the watchdog: trace ids are consecutive, so a ring indexed by
+ * id - base suffices; its size is the number of requests in flight. */
+typedef struct {
+    pthread_mutex_t mu;
+    replay_live_t *v;
+    int64_t cap, head, n, base; /* v[(head + i) % cap] is request base + i */
+} replay_ledger_t;
+
+typedef struct replay {
+    rec_t *rec;
+    int64_t run_id;              /* -1 until the run row exists */
+    lhost_t *host;
+    sched_t *sched;
+    trace_t *trace;
+    const char *policy_path;
+    char err[8192];
+    int failed;
+    int sink_failed;
+    double wall0;                /* replay_wall() at replay_init */
+    const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
+    replay_ledger_t live;
+    int64_t requests;            /* handed to replay_add */
+    /* Called after a request's row is written (finished, rejected or aborted), e.g. for
+     * the engine to free the request's tokens. May be NULL. */
+    void (*on_final)(void *ud, const sched_req_t *r);
+    void *final_ud;
+} replay_t;
+
+double replay_wall(void);       /* monotonic seconds */
+
+/* Zeroes r, starts the wall clock and opens the database (rows written by a background
+ * thread). 0, or -1 with the failure recorded (r->err). */
+int replay_init(replay_t *r, const char *db_path);
+
+/* Records the first failure; returns -1. */
+int replay_fail(replay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Loads the policy, applies the --set overrides, with the watchdog wired to the ledger. */
+int replay_load_policy(replay_t *r, const char *path, const char *const *sets, int n_sets,
+                       const lhost_limits_t *limits);
+/* The policy's string param `key`: 1 found (copied), 0 absent, -1 wrong type. */
+int replay_param_str(replay_t *r, const char *key, char *out, size_t len);
+
+/* Builds the scheduler with the loaded policy, its sink writing request rows. */
+int replay_start_sched(replay_t *r, const sched_config_t *cfg);
+int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts);
+/* "PATH (rate_scale X, start S s, duration D s, limit N)" for the runs row. */
+void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len);
+
+/* Writes the run row (status running). On failure the recorder's message is the one kept. */
+int replay_begin(replay_t *r, const rec_run_info_t *info);
+
+/* An arrival: ledger, then sched_add. hash_block: tokens per hash id (0 when none). */
+int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now);
+
+/* A step row; fills kv_used/kv_total/num_waiting from the scheduler. */
+int replay_record_step(replay_t *r, rec_step_t *st);
+
+/* Ends the run: on failure aborts what is unfinished; marks the run done or failed and
+ * commits. Returns 0 when the run succeeded. */
+int replay_finish(replay_t *r);
+void replay_close(replay_t *r);
+
+#endif

@@ -1,0 +1,333 @@
+/* test_engine: the engine loop (engine/engine.c), its draft proposer (engine/spec.c) and
+ * text generation (engine/generate.c), on the real stories260K model where present. */
+#include <math.h>
+#include <sqlite3.h>
+
+#include "engine/backend.h"
+#include "engine/engine.h"
+#include "engine/forward.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/spec.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------------ proposer */
+
+START_TEST(test_ngram_proposer) {
+    int32_t toks[] = { 5, 6, 7, 8, 5, 6 }, d[4];
+    spec_propose_ngram(toks, 6, 3, d); /* "5 6" was followed by 7 8 5 */
+    ck_assert_int_eq(d[0], 7);
+    ck_assert_int_eq(d[1], 8);
+    ck_assert_int_eq(d[2], 5);
+    int32_t none[] = { 1, 2, 3 };
+    spec_propose_ngram(none, 3, 2, d); /* no match: repeat the last token */
+    ck_assert_int_eq(d[0], 3);
+    ck_assert_int_eq(d[1], 3);
+    int32_t run[] = { 9, 4, 9, 4, 9 };
+    spec_propose_ngram(run, 5, 4, d); /* latest match of "9 4 9" at 0: then 4 9, then end */
+    ck_assert_int_eq(d[0], 4);
+    ck_assert_int_eq(d[1], 9);
+    int32_t drafts[] = { 1, 2, 3 }, sampled[] = { 1, 2, 7, 4 };
+    ck_assert_int_eq(spec_accept(drafts, sampled, 3), 2);
+    ck_assert_int_eq(spec_accept(drafts, sampled, 0), 0);
+    int32_t all[] = { 1, 2, 3, 9 };
+    ck_assert_int_eq(spec_accept(drafts, all, 3), 3);
+}
+END_TEST
+
+START_TEST(test_prompt_tokens) {
+    int32_t a[64], b[64], c[64];
+    engine_prompt_tokens(7, 3, 512, a, 64);
+    engine_prompt_tokens(7, 3, 512, b, 64);
+    engine_prompt_tokens(7, 4, 512, c, 64);
+    ck_assert_mem_eq(a, b, sizeof a);
+    int same = 0;
+    for (int i = 0; i < 64; i++) {
+        ck_assert(a[i] >= 3 && a[i] < 512);
+        same += a[i] == c[i];
+    }
+    ck_assert_int_lt(same, 8);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ engine runs */
+
+/* 10 requests, arrivals over 30 ms, mixed lengths; request 10's prompt exceeds the
+ * 512-token context and must be rejected. */
+static const char *TRACE =
+    "arrival_s,prompt_tokens,output_tokens\n"
+    "0.000,40,24\n0.002,7,30\n0.004,65,12\n0.006,18,20\n0.010,33,17\n"
+    "0.012,90,9\n0.015,12,28\n0.020,50,16\n0.025,25,22\n0.030,70,14\n"
+    "0.031,600,5\n";
+enum { N_REQ = 11, N_OK = 10 };
+
+typedef struct {
+    int32_t n[N_REQ];
+    int32_t tok[N_REQ][64];
+} outputs_t;
+
+static int run_engine(const char *model, const char *trace, const char *db, const char *policy,
+                      const char *set, const char *name, float temp, char *err, size_t errlen) {
+    engine_opts_t o;
+    engine_opts_defaults(&o);
+    const char *sets[1] = { set };
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.sets = sets;
+    o.n_sets = set ? 1 : 0;
+    o.model = model;
+    o.db_path = db;
+    o.run_name = name;
+    o.save_tokens = 1;
+    o.temperature = temp;
+    o.top_p = temp > 0 ? 0.9f : 1.0f;
+    o.n_threads = 2;
+    o.seed = 11;
+    o.max_seqs = 8;
+    o.kv_blocks = 160;
+    engine_result_t res;
+    return engine_run(&o, &res, err, errlen);
+}
+
+static void load_outputs(sqlite3 *db, const char *name, outputs_t *out) {
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+        "SELECT t.req_id, t.idx, t.token_id FROM tokens t JOIN runs r ON r.id = t.run_id "
+        "WHERE r.name = ?1 ORDER BY t.req_id, t.idx", -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int r = sqlite3_column_int(st, 0), i = sqlite3_column_int(st, 1);
+        ck_assert(r >= 0 && r < N_REQ && i >= 0 && i < 64);
+        ck_assert_int_eq(i, out->n[r]);
+        out->tok[r][i] = sqlite3_column_int(st, 2);
+        out->n[r]++;
+    }
+    sqlite3_finalize(st);
+}
+
+/* Greedy decode of one request alone, one token per step: the reference for batching. */
+static void reference_outputs(const char *model_path, outputs_t *ref) {
+    static const int32_t P[N_REQ] = { 40, 7, 65, 18, 33, 90, 12, 50, 25, 70, 600 };
+    static const int32_t O[N_REQ] = { 24, 30, 12, 20, 17, 9, 28, 16, 22, 14, 5 };
+    model_t *m;
+    char err[512];
+    ck_assert_msg(model_load(model_path, 0, &m, err, sizeof err) == 0, "%s", err);
+    backend_t *b = backend_new("cpu", &(bk_opts_t){ .n_threads = 2 }, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    fwd_t *f;
+    fwd_opts_t fo = { .max_tokens = 128, .max_sample = 1, .n_blocks = 32, .block_size = 16 };
+    ck_assert_msg(fwd_new(b, m, &fo, &f, err, sizeof err) == 0, "%s", err);
+    memset(ref, 0, sizeof *ref);
+    int32_t table[32];
+    for (int i = 0; i < 32; i++) table[i] = 31 - i; /* any block order must do */
+    for (int r = 0; r < N_OK; r++) {
+        int32_t toks[256], pos[256], n = P[r];
+        engine_prompt_tokens(11, r, m->cfg.vocab, toks, n);
+        for (int32_t start = 0; ref->n[r] < O[r];) {
+            int32_t len = n - start, ss[2] = { 0, len }, sl = n, bt[2] = { 0, 32 }, row = len - 1;
+            for (int32_t i = 0; i < len; i++) pos[i] = start + i;
+            bk_sample_t sp = { .temperature = 0, .top_p = 1 };
+            bk_batch_t bb = { .n_tokens = len, .n_seqs = 1, .tokens = toks + start, .pos = pos,
+                              .seq_start = ss, .seq_len = &sl, .bt_start = bt,
+                              .block_table = table, .n_sample = 1, .sample_rows = &row,
+                              .sample = &sp };
+            int32_t next;
+            ck_assert_msg(fwd_step(f, &bb, &next) == 0, "%s", fwd_errmsg(f));
+            ref->tok[r][ref->n[r]++] = next;
+            toks[n++] = next;
+            start = n - 1;
+        }
+    }
+    fwd_free(f);
+    b->destroy(b);
+    model_free(m);
+}
+
+static const char *stories(char *buf, size_t len) {
+    return testutil_data_path("models/stories260K.bin", buf, len);
+}
+
+/* Greedy tokens are the same under every policy, chunk size and speculation, and equal to
+ * each request decoded alone. */
+START_TEST(test_policies_identical_greedy) {
+    char model[512], trace[256], db[256], err[4096];
+    if (!stories(model, sizeof model)) return;
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    struct { const char *policy, *set, *name; } runs[] = {
+        { "policies/continuous.lua", NULL, "cont" },
+        { "policies/static.lua", "batch=4", "static" },
+        { "policies/chunked_prefill.lua", "chunk=16", "chunk16" },
+        { "policies/speculative.lua", "k=3", "spec" },
+    };
+    outputs_t ref, got;
+    reference_outputs(model, &ref);
+    sqlite3 *h;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        ck_assert_msg(run_engine(model, trace, db, runs[i].policy, runs[i].set, runs[i].name,
+                                 0, err, sizeof err) == 0, "%s: %s", runs[i].name, err);
+    }
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        load_outputs(h, runs[i].name, &got);
+        for (int r = 0; r < N_OK; r++) {
+            ck_assert_msg(got.n[r] == ref.n[r], "%s: request %d has %d tokens, want %d",
+                          runs[i].name, r, got.n[r], ref.n[r]);
+            for (int j = 0; j < ref.n[r]; j++)
+                ck_assert_msg(got.tok[r][j] == ref.tok[r][j], "%s: request %d token %d: %d != %d",
+                              runs[i].name, r, j, got.tok[r][j], ref.tok[r][j]);
+        }
+        ck_assert_int_eq(got.n[10], 0);
+    }
+    /* Records: the same shape as the simulator's; the long request rejected with a reason. */
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+        "SELECT r.kind, r.status, (SELECT count(*) FROM requests q WHERE q.run_id = r.id AND "
+        "q.status = 'finished'), (SELECT q.reason FROM requests q WHERE q.run_id = r.id AND "
+        "q.req_id = 10 AND q.status = 'rejected'), (SELECT count(*) FROM steps s WHERE "
+        "s.run_id = r.id AND s.dur_s > 0), (SELECT sum(spec_accepted) FROM requests q WHERE "
+        "q.run_id = r.id) FROM runs r ORDER BY r.id", -1, &st, NULL), SQLITE_OK);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "engine");
+        ck_assert_str_eq((const char *)sqlite3_column_text(st, 1), "done");
+        ck_assert_int_eq(sqlite3_column_int(st, 2), N_OK);
+        ck_assert_ptr_nonnull(sqlite3_column_text(st, 3));
+        ck_assert_ptr_nonnull(strstr((const char *)sqlite3_column_text(st, 3), "context"));
+        ck_assert_int_gt(sqlite3_column_int(st, 4), 0);
+        if (n == 3) ck_assert_int_gt(sqlite3_column_int(st, 5), 0); /* some drafts accepted */
+        n++;
+    }
+    ck_assert_int_eq(n, 4);
+    sqlite3_finalize(st);
+    /* chunk=16 really mixed prefill chunks and decodes in one step */
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+        "SELECT count(*) FROM steps s JOIN runs r ON r.id = s.run_id WHERE r.name = 'chunk16' "
+        "AND s.prefill_tokens > 0 AND s.decode_tokens > 0", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_gt(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    summary_t s;
+    sqlite3 *ro;
+    ck_assert_int_eq(summary_open(db, &ro, err, sizeof err), 0);
+    ck_assert_int_eq(summary_load(ro, 1, &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.finished, N_OK);
+    ck_assert_int_eq(s.rejected, 1);
+    ck_assert(s.ttft.n == N_OK && s.ttft.p50 > 0);
+    sqlite3_close(ro);
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
+/* With sampling, outputs depend on the request's seed only: not on the batching. */
+START_TEST(test_sampling_independent_of_batching) {
+    char model[512], trace[256], db[256], err[4096];
+    if (!stories(model, sizeof model)) return;
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    ck_assert_msg(run_engine(model, trace, db, "policies/continuous.lua", NULL, "a", 0.8f, err,
+                             sizeof err) == 0, "%s", err);
+    ck_assert_msg(run_engine(model, trace, db, "policies/chunked_prefill.lua", "chunk=8", "b",
+                             0.8f, err, sizeof err) == 0, "%s", err);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    outputs_t a, b, greedy;
+    load_outputs(h, "a", &a);
+    load_outputs(h, "b", &b);
+    sqlite3_close(h);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    reference_outputs(model, &greedy);
+    ck_assert(memcmp(&a, &greedy, sizeof a) != 0); /* the temperature did something */
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
+/* A damaged model file: a clear message naming it, the run recorded as failed. */
+START_TEST(test_bad_model_marks_run_failed) {
+    char trace[256], db[256], bad[256], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    testutil_write_tmp(bad, sizeof bad, ".bin", "this is not a model");
+    ck_assert_int_ne(run_engine(bad, trace, db, "policies/continuous.lua", NULL, NULL, 0, err,
+                                sizeof err), 0);
+    ck_assert_msg(strstr(err, bad) != NULL, "message does not name the file: %s", err);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT status, error FROM runs", -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "failed");
+    ck_assert_ptr_nonnull(strstr((const char *)sqlite3_column_text(st, 1), bad));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    unlink(trace);
+    unlink(bad);
+    testutil_unlink_db(db);
+}
+END_TEST
+
+/* dummy:PRESET weights run the same loop (timing studies without a checkpoint). */
+START_TEST(test_dummy_model_runs) {
+    char trace[256], db[256], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    ck_assert_msg(run_engine("dummy:stories260k", trace, db, "policies/continuous.lua", NULL,
+                             NULL, 0, err, sizeof err) == 0, "%s", err);
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ generate */
+
+static char *generate(const char *model, int32_t n, gen_stats_t *st) {
+    gen_opts_t o;
+    gen_opts_defaults(&o);
+    o.model = model;
+    o.n = n;
+    o.n_threads = 2;
+    char *text = NULL, err[1024];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_msg(gen_run(&o, f, st, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    return text;
+}
+
+START_TEST(test_generate_bin_and_gguf_agree) {
+    char bin[512], gguf[512];
+    if (!stories(bin, sizeof bin) ||
+        !testutil_data_path("models/stories260K.gguf", gguf, sizeof gguf))
+        return;
+    gen_stats_t a, b;
+    char *ta = generate(bin, 200, &a), *tb = generate(gguf, 200, &b);
+    ck_assert_msg(strncmp(ta, "Once upon a time", 16) == 0, "story starts: %.60s", ta);
+    ck_assert_int_gt(a.generated, 50);
+    ck_assert_int_eq(a.generated, b.generated);
+    ck_assert_mem_eq(a.ids, b.ids, sizeof(int32_t) * (size_t)a.generated);
+    ck_assert_str_eq(ta, tb);
+    free(ta), free(tb), free(a.ids), free(b.ids);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("engine");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_ngram_proposer);
+    tcase_add_test(t, test_prompt_tokens);
+    tcase_add_test(t, test_policies_identical_greedy);
+    tcase_add_test(t, test_sampling_independent_of_batching);
+    tcase_add_test(t, test_bad_model_marks_run_failed);
+    tcase_add_test(t, test_dummy_model_runs);
+    tcase_add_test(t, test_generate_bin_and_gguf_agree);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return testutil_run(suite()); }
