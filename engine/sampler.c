@@ -27,7 +27,7 @@ int32_t sampler_argmax(const float *logits, int32_t vocab) {
 
 /* Descending by logit, ascending id on ties: a total order, so qsort's instability cannot
  * change which tokens survive top-k or top-p. */
-static const float *sort_logits;
+static _Thread_local const float *sort_logits;
 static int cmp_desc(const void *a, const void *b) {
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
     float x = sort_logits[i], y = sort_logits[j];
