@@ -1,0 +1,124 @@
+/* compare: A/B comparison of two runs (from one database or two) with bootstrap confidence
+ * intervals and a plain verdict per metric.
+ *
+ * Method (docs/analysis.md, "## compare"):
+ *  - For each latency metric, the statistic of A and of B over the runs' requests (mean, or
+ *    a numpy-linear percentile as in stats.h), the difference B - A and 100 (B - A) / A.
+ *    Throughput (summary.h) is one figure per run: shown with its difference, but without a
+ *    CI or verdict, since redrawing requests cannot vary the arrival process or makespan.
+ *  - A percentile-method bootstrap CI of the difference: `resamples` times, requests are drawn
+ *    with replacement and the statistic recomputed; the CI is the (1-level)/2 and
+ *    (1+level)/2 quantiles of the resampled differences. Resampling uses counts per request
+ *    (a multinomial draw), so a percentile costs O(n) per resample instead of a sort.
+ *  - Paired when both runs replayed the same trace: the same runs.trace text and the same
+ *    request ids with the same arrival, prompt and output lengths. Then one draw of request
+ *    ids serves both runs (the request's A and B values stay together); otherwise A and B
+ *    are resampled independently.
+ *  - Missing values (NAN: a TTFT of a rejected request, a one-token TPOT) are excluded from
+ *    a statistic; a resample in which either side has no value is dropped (counted).
+ *  - Deterministic: the same inputs, seed and resample count give the same result. Every
+ *    metric uses the same seed, so all metrics see the same request draws (resampled
+ *    jointly) and adding a metric moves no other.
+ *  - Verdict for B against A: when the CI excludes 0, "better" if the difference goes the
+ *    good way (lower latency, higher throughput), else "worse"; when it includes 0, "no
+ *    significant difference"; "n/a" when there is no CI.
+ *
+ * Ownership: compare_result_t is a plain value (fixed arrays); nothing to free. The
+ * bootstrap core keeps no pointer it is given. Errors go to the caller's err[errlen]. */
+#ifndef TWIN_COMPARE_H
+#define TWIN_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/summary.h"
+
+struct sqlite3;
+
+#define COMPARE_DEFAULT_SEED 20240611u
+#define COMPARE_DEFAULT_RESAMPLES 2000
+#define COMPARE_DEFAULT_LEVEL 0.95
+
+/* ---------------------------------------------------------------- the bootstrap core */
+
+typedef enum { COMPARE_MEAN = 0, COMPARE_PCTL } compare_stat_kind_t;
+
+typedef struct {
+    compare_stat_kind_t kind;
+    double p;                 /* COMPARE_PCTL: percentile in [0, 100] */
+} compare_stat_t;
+
+typedef struct {
+    double a, b;              /* the statistic of A and of B over all their values */
+    double diff;              /* b - a */
+    double rel_pct;           /* 100 * diff / a; NAN when a == 0 */
+    double lo, hi;            /* CI of diff; NAN when no resample had values on both sides */
+    int resamples;            /* requested */
+    int dropped;              /* resamples with no value on a side */
+} compare_est_t;
+
+/* The statistic of x[0..n) (NAN entries excluded); NAN when no value is left. */
+double compare_stat(compare_stat_t stat, const double *x, size_t n);
+
+/* Bootstrap of stat(B) - stat(A). paired: na == nb and a[i], b[i] belong to one request.
+ * level in (0, 1), resamples >= 1. 0, or -1 with a message (bad arguments, no memory). */
+int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, int paired,
+                      compare_stat_t stat, int resamples, uint64_t seed, double level,
+                      compare_est_t *out, char *err, size_t errlen);
+
+typedef enum {
+    COMPARE_NA = 0,           /* no CI */
+    COMPARE_SAME,             /* the CI includes 0 */
+    COMPARE_BETTER,           /* B better than A */
+    COMPARE_WORSE             /* B worse than A */
+} compare_verdict_t;
+
+compare_verdict_t compare_verdict(const compare_est_t *e, int higher_is_better);
+const char *compare_verdict_name(compare_verdict_t v);  /* "better", ..., "n/a" */
+
+/* ---------------------------------------------------------------- two runs */
+
+#define COMPARE_MAX_METRICS 16
+
+typedef struct {
+    char name[32];            /* e.g. "ttft_mean", "e2e_p99", "out_tok_per_s" */
+    char label[32];           /* e.g. "TTFT mean" */
+    char unit[8];             /* "s", "req/s", "tok/s" */
+    int higher_is_better;
+    compare_est_t est;
+    compare_verdict_t verdict;  /* COMPARE_NA for throughput (no CI) */
+} compare_metric_t;
+
+typedef struct {
+    char path_a[512], path_b[512];   /* the databases, as given */
+    summary_t a, b;
+    int paired;
+    char pairing[256];        /* why paired or not, one line */
+    uint64_t seed;
+    int resamples;
+    double level;
+    size_t n_metrics;
+    compare_metric_t m[COMPARE_MAX_METRICS];
+} compare_result_t;
+
+typedef struct {
+    uint64_t seed;            /* COMPARE_DEFAULT_SEED */
+    int resamples;            /* COMPARE_DEFAULT_RESAMPLES */
+    double level;             /* COMPARE_DEFAULT_LEVEL */
+} compare_opts_t;
+
+void compare_opts_default(compare_opts_t *o);
+
+/* Compares run id_b of db_b against run id_a of db_a (db_b may be db_a). Paths are only
+ * copied into the result for printing. A run without requests is an error naming it.
+ * 0, or -1 with a message. */
+int compare_runs(struct sqlite3 *db_a, const char *path_a, int64_t id_a, struct sqlite3 *db_b,
+                 const char *path_b, int64_t id_b, const compare_opts_t *o,
+                 compare_result_t *out, char *err, size_t errlen);
+
+/* A side-by-side table for humans, and one JSON object (NAN as null). */
+void compare_print(FILE *f, const compare_result_t *r);
+void compare_json(FILE *f, const compare_result_t *r);
+
+#endif
