@@ -2,6 +2,7 @@
 #include "engine/generate.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -92,7 +93,14 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
         goto done;
     }
     int32_t ctx = c->max_seq, bs = 16, nb = (ctx + bs - 1) / bs;
-    ids = malloc(sizeof *ids * (size_t)ctx);
+    /* Room for any encoding of the prompt (at most one token per byte, plus BOS and the
+     * dummy prefix), so that a long prompt is measured before it is refused. */
+    size_t cap = (size_t)ctx + (o->prompt ? strlen(o->prompt) + 2 : 0);
+    if (cap > INT32_MAX) {
+        snprintf(err, errlen, "the prompt is too long");
+        goto done;
+    }
+    ids = malloc(sizeof *ids * cap);
     pos = malloc(sizeof *pos * (size_t)ctx);
     table = malloc(sizeof *table * (size_t)nb);
     gen = malloc(sizeof *gen * (size_t)(o->n > 0 ? o->n : 1));
@@ -106,7 +114,8 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
             snprintf(err, errlen, "%s has no tokenizer: a --prompt needs text pieces", o->model);
             goto done;
         }
-        if (tok_encode(tok, o->prompt, 1, 0, ids, ctx, &n_prompt, err, errlen) != 0) goto done;
+        if (tok_encode(tok, o->prompt, 1, 0, ids, (int32_t)cap, &n_prompt, err, errlen) != 0)
+            goto done;
     } else {
         ids[n_prompt++] = TOK_BOS;
     }

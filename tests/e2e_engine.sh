@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# e2e_engine.sh: end-to-end tests of `twinserve generate` and `twinserve engine` on the real
+# stories260K model (llama2.c .bin and GGUF) and on dummy weights.
+#
+# Good runs: the greedy story, identical from both file formats; an engine replay recorded
+# like a simulator run (report reads it). Bad input: missing, damaged and truncated model
+# files, a prompt longer than the context, an unknown backend, bad options: a clear message
+# naming the file or request, a non-zero exit, the run marked failed, never a crash.
+. "$(dirname "$0")/lib_e2e.sh"
+e2e_setup e2e_engine
+
+BINM=$DATA/models/stories260K.bin
+GGUF=$DATA/models/stories260K.gguf
+have_model=1
+[ -f "$BINM" ] && [ -f "$GGUF" ] || { have_model=0; echo "SKIP: $BINM not found: real-model checks skipped"; }
+
+printf 'arrival_s,prompt_tokens,output_tokens\n0,20,16\n0.001,45,8\n0.002,9,20\n0.004,30,12\n0.005,700,4\n' >"$T/small.csv"
+
+if [ $have_model -eq 1 ]; then
+    begin "generate: the greedy story from the llama2.c checkpoint"
+    run gen_bin "$BIN" generate --model "$BINM" -n 100
+    want_rc 0
+    want_out "Once upon a time, there was a little girl named Lily."
+    want_err "prompt tokens" "tok/s"
+    end
+
+    begin "generate: the GGUF file tells the same story"
+    run gen_gguf "$BIN" generate --model "$GGUF" -n 100
+    want_rc 0
+    cmp -s "$T/gen_bin.out" "$T/gen_gguf.out" || bad " the .gguf output differs from the .bin output"
+    end
+
+    begin "generate: a prompt is continued"
+    run gen_prompt "$BIN" generate --model "$BINM" --prompt "Tom had a dog" -n 30 --temperature 0.8 --top-p 0.9 --seed 3
+    want_rc 0
+    want_out_re "^Tom had a dog"
+    end
+
+    begin "generate: a prompt longer than the context is refused"
+    long=$(printf 'the dog ran %.0s' $(seq 1 400))
+    run gen_long "$BIN" generate --model "$BINM" --prompt "$long"
+    want_rc 1
+    want_err "context"
+    end
+
+    begin "generate: truncated and damaged model files name the file"
+    head -c 3000 "$BINM" >"$T/trunc.bin"
+    run gen_trunc "$BIN" generate --model "$T/trunc.bin"
+    want_rc 1
+    want_err "$T/trunc.bin"
+    head -c 50000 "$GGUF" >"$T/trunc.gguf"
+    run gen_trunc_gguf "$BIN" generate --model "$T/trunc.gguf"
+    want_rc 1
+    want_err "$T/trunc.gguf"
+    end
+
+    begin "engine: a replay on stories260K is recorded like a simulator run"
+    run eng "$BIN" engine --trace "$T/small.csv" --policy "$POL/chunked_prefill.lua" --set chunk=16 \
+        --model "$BINM" --db "$T/e.db" --name eng --save-tokens --threads 2
+    want_rc 0
+    want_out "finished" "scheduler"
+    want_sql "$T/e.db" "select kind || '|' || status from runs" "engine|done"
+    want_sql "$T/e.db" "select count(*) from requests where status='finished'" 4
+    want_sql "$T/e.db" "select status || '|' || (reason like '%context%') from requests where req_id=4" "rejected|1"
+    want_sql "$T/e.db" "select count(*) from tokens" 56
+    want_sql "$T/e.db" "select count(*) from tokens where token_id < 0 or token_id >= 512" 0
+    want_sql "$T/e.db" "select count(*) = sum(dur_s > 0) from steps" 1
+    run eng_runs "$BIN" runs "$T/e.db"
+    want_rc 0
+    want_out "eng"
+    end
+
+    begin "engine: report reads an engine run"
+    run eng_report "$BIN" report "$T/e.db" --run eng
+    want_rc 0
+    want_out "TTFT"
+    end
+
+    begin "engine: --max-prompt and --max-output clip the trace to the model"
+    run eng_clip "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
+        --model "$GGUF" --db "$T/c.db" --max-prompt 32 --max-output 4 -q
+    want_rc 0
+    want_sql "$T/c.db" "select count(*) from requests where status='finished'" 5
+    want_sql "$T/c.db" "select max(prompt_tokens) || '|' || max(generated_tokens) from requests" "32|4"
+    end
+fi
+
+begin "engine: dummy weights in a preset's shape"
+run eng_dummy "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
+    --model dummy:stories260k --db "$T/d.db" -q
+want_rc 0
+want_sql "$T/d.db" "select model || '|' || status from runs" "dummy:stories260k|done"
+end
+
+begin "engine: a damaged model file fails the run with the file's name"
+printf 'not a model at all' >"$T/bad.bin"
+run eng_bad "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" --model "$T/bad.bin" --db "$T/b.db"
+want_rc 1
+want_err "$T/bad.bin"
+want_sql "$T/b.db" "select status from runs" failed
+end
+
+begin "engine: an unknown backend and an unknown preset are refused"
+run eng_backend "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
+    --model dummy:stories260k --backend tpu --db "$T/x.db"
+want_rc 1
+want_err "tpu"
+run eng_preset "$BIN" generate --model dummy:no-such-model
+want_rc 1
+want_err "no-such-model"
+end
+
+begin "engine/generate: usage errors"
+run eng_nomodel "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua"
+want_rc 2
+want_err "--model"
+run gen_badn "$BIN" generate --model dummy:stories260k -n lots
+want_rc 2
+want_err "lots"
+run gen_missing "$BIN" generate --model "$T/none.bin"
+want_rc 1
+want_err "$T/none.bin"
+end
+
+e2e_finish e2e_engine
