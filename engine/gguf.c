@@ -28,8 +28,8 @@ typedef struct {
 
 static int fail(cur_t *c, const char *what) {
     if (!c->failed)
-        snprintf(c->err, c->errlen, "%s: truncated or damaged GGUF: %s at byte %llu (file has %llu)",
-                 c->path, what, (unsigned long long)c->off, (unsigned long long)c->size);
+        snprintf(c->err, c->errlen,
+                 "%s: truncated or damaged GGUF: %s at byte %llu (file has %llu)", c->path, what, (unsigned long long)c->off, (unsigned long long)c->size);
     c->failed = 1;
     return -1;
 }

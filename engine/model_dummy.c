@@ -94,7 +94,8 @@ int model_load_dummy(const char *preset, uint64_t seed, model_t **out, char *err
     size_t n = model_body_floats(&c) + (c.tied ? 0 : (size_t)c.vocab * (size_t)c.dim);
     fill_all(m->tok_emb, n, seed);
     for (int32_t l = 0; l < c.n_layers; l++)
-        for (int32_t i = 0; i < c.dim; i++) m->layers[l].attn_norm[i] = m->layers[l].ffn_norm[i] = 1.0f;
+        for (int32_t i = 0; i < c.dim; i++)
+            m->layers[l].attn_norm[i] = m->layers[l].ffn_norm[i] = 1.0f;
     for (int32_t i = 0; i < c.dim; i++) m->final_norm[i] = 1.0f;
     *out = m;
     return 0;

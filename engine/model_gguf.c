@@ -38,8 +38,8 @@ static int meta_float(const gguf_t *g, const char *key, float *out, char *err, s
     return r < 0 ? -1 : 0;
 }
 
-/* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, dequantises it
- * into dst. Counts the dominant type by bytes for model_t.weight_type. */
+/* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, and (dst not
+ * NULL) dequantises it into dst, counting bytes per type for model_t.weight_type. */
 static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
                        float *dst, uint64_t type_bytes[32], char *err, size_t errlen) {
     const gguf_tensor_t *t = gguf_tensor(g, name);
@@ -56,11 +56,13 @@ static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t
                  (unsigned long long)ne0, (unsigned long long)want1);
         return -1;
     }
-    if (!t->data || dq_convert(t->type, t->data, dst, t->n_elems) != 0) {
+    if (!t->data || !dq_supported(t->type, NULL, NULL)) {
         snprintf(err, errlen, "%s: tensor %s has type %s (%u), not supported (F32, F16, BF16, "
                  "Q8_0, Q4_0)", g->path, name, dq_type_name(t->type), (unsigned)t->type);
         return -1;
     }
+    if (!dst) return 0;
+    dq_convert(t->type, t->data, dst, t->n_elems);
     if (t->type < 32) type_bytes[t->type] += t->n_bytes;
     return 0;
 }
@@ -112,25 +114,22 @@ static int read_config(const gguf_t *g, model_config_t *c, char *err, size_t err
     return model_config_check(c, g->path, err, errlen);
 }
 
-int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
-    int rc = -1;
-    gguf_t *g = NULL;
-    model_t *m = NULL;
-    *out = NULL;
-    if (gguf_open(path, &g, err, errlen) != 0) return -1;
-    model_config_t c;
-    if (read_config(g, &c, err, errlen) != 0 || model_alloc(&c, path, "gguf", &m, err, errlen) != 0)
-        goto done;
+/* Loads (m != NULL) or only checks (m == NULL) every tensor of the configuration. */
+static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char *err,
+                    size_t errlen) {
+    const model_config_t c = *cp;
     uint64_t tb[32] = {0};
     uint64_t d = (uint64_t)c.dim, q = (uint64_t)c.n_heads * (uint64_t)c.head_dim;
     uint64_t kv = (uint64_t)c.n_kv_heads * (uint64_t)c.head_dim, h = (uint64_t)c.hidden_dim;
-    if (load_tensor(g, "token_embd.weight", d, (uint64_t)c.vocab, m->tok_emb, tb, err, errlen) ||
-        load_tensor(g, "output_norm.weight", d, 0, m->final_norm, tb, err, errlen) ||
-        (!c.tied &&
-         load_tensor(g, "output.weight", d, (uint64_t)c.vocab, m->lm_head, tb, err, errlen)))
-        goto done;
+    model_layer_t none = {0};
+    float *emb = m ? m->tok_emb : NULL, *fin = m ? m->final_norm : NULL;
+    float *head = m ? m->lm_head : NULL;
+    if (load_tensor(g, "token_embd.weight", d, (uint64_t)c.vocab, emb, tb, err, errlen) ||
+        load_tensor(g, "output_norm.weight", d, 0, fin, tb, err, errlen) ||
+        (!c.tied && load_tensor(g, "output.weight", d, (uint64_t)c.vocab, head, tb, err, errlen)))
+        return -1;
     for (int32_t l = 0; l < c.n_layers; l++) {
-        model_layer_t *L = &m->layers[l];
+        model_layer_t *L = m ? &m->layers[l] : &none;
         struct { const char *n; uint64_t ne0, ne1; float *dst; } ts[9] = {
             {"attn_norm", d, 0, L->attn_norm}, {"attn_q", d, q, L->wq},
             {"attn_k", d, kv, L->wk},          {"attn_v", d, kv, L->wv},
@@ -141,13 +140,30 @@ int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
         for (int k = 0; k < 9; k++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, ts[k].n);
-            if (load_tensor(g, name, ts[k].ne0, ts[k].ne1, ts[k].dst, tb, err, errlen)) goto done;
+            if (load_tensor(g, name, ts[k].ne0, ts[k].ne1, ts[k].dst, tb, err, errlen)) return -1;
         }
     }
+    if (!m) return 0;
     int best = 0;
     for (int t = 1; t < 32; t++)
         if (tb[t] > tb[best]) best = t;
     snprintf(m->weight_type, sizeof m->weight_type, "%s", dq_type_name((uint32_t)best));
+    return 0;
+}
+
+int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
+    int rc = -1;
+    gguf_t *g = NULL;
+    model_t *m = NULL;
+    *out = NULL;
+    if (gguf_open(path, &g, err, errlen) != 0) return -1;
+    model_config_t c;
+    if (read_config(g, &c, err, errlen) != 0) goto done;
+    /* Two passes: every tensor checked (dry run) before the arena exists, then loaded. */
+    for (int pass = 0; pass < 2; pass++)
+        if (load_all(g, &c, pass ? m : NULL, err, errlen) != 0 ||
+            (!pass && model_alloc(&c, path, "gguf", &m, err, errlen) != 0))
+            goto done;
     *out = m;
     m = NULL;
     rc = 0;

@@ -111,7 +111,8 @@ int model_load_llama2c(const char *path, model_t **out, char *err, size_t errlen
         (!c.tied && (fseeko(f, (off_t)(28 + body + rope), SEEK_SET) != 0 ||
                      fread(m->lm_head, 4, (size_t)c.vocab * (size_t)c.dim, f) !=
                          (size_t)c.vocab * (size_t)c.dim))) {
-        snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "short read");
+        snprintf(err, errlen, "%s: read error: %s", path,
+                 ferror(f) ? strerror(errno) : "short read");
         goto done;
     }
     *out = m;
