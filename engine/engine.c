@@ -117,8 +117,9 @@ static int req_new(engine_t *e, const trace_req_t *q) {
     return 0;
 }
 
-static void req_final(void *ud, const sched_req_t *r) {
+static void req_final(void *ud, const sched_req_t *r, const char *reason) {
     engine_t *e = ud;
+    (void)reason;
     ereq_t *x = req_get(e, r->id);
     if (!x) return;
     free(x->toks);

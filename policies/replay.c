@@ -80,7 +80,7 @@ static void sink(void *ud, const sched_req_t *q, const char *reason) {
         r->sink_failed = 1;
         replay_fail(r, "recording request %d: %s", q->id, rec_errmsg(r->rec));
     }
-    if (r->on_final) r->on_final(r->final_ud, q);
+    if (r->on_final) r->on_final(r->final_ud, q, reason);
 }
 
 /* Called by the policy watchdog from its own thread while the main thread is stuck in

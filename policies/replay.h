@@ -59,9 +59,9 @@ typedef struct replay {
     const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
     replay_ledger_t live;
     int64_t requests;            /* handed to replay_add */
-    /* Called after a request's row is written (finished, rejected or aborted), e.g. for
-     * the engine to free the request's tokens. May be NULL. */
-    void (*on_final)(void *ud, const sched_req_t *r);
+    /* Called after a request's row is written (finished, rejected or aborted; reason NULL
+     * when finished), e.g. for the engine to free the request's tokens. May be NULL. */
+    void (*on_final)(void *ud, const sched_req_t *r, const char *reason);
     void *final_ud;
 } replay_t;
 

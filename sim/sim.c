@@ -3,49 +3,23 @@
 #include "sim/sim.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "policies/replay.h"
 #include "policies/rng.h"
 #include "policies/sched.h"
 #include "sim/heap.h"
 #include "sim/presets.h"
 #include "traces/recorder.h"
 
-/* A policy that keeps asking to be called again (wake-ups, rejections) without scheduling
- * anything and without new arrivals, or that runs steps in which no request ever gets a
- * token (a preempt/re-admit livelock), would spin forever: both are bounded. */
-enum { MAX_IDLE_WAKES = 1000000, MAX_STEPS_WITHOUT_TOKEN = 1000000 };
-
-/* The requests that arrived and have no row yet, for the watchdog: when it stops the run
- * from its own thread it cannot touch the scheduler (the main thread is inside it), so the
- * simulator keeps this ledger to write their 'aborted' rows. Trace ids are consecutive, so
- * a ring indexed by id - base suffices; its size is the number of requests in flight. */
-typedef struct {
-    double arrival_s;
-    int32_t prompt, output;
-    int done;
-} live_t;
-
-typedef struct {
-    pthread_mutex_t mu;
-    live_t *v;
-    int64_t cap, head, n, base; /* v[(head + i) % cap] is request base + i */
-} ledger_t;
-
 typedef struct {
     const sim_opts_t *o;
-    rec_t *rec;
-    int64_t run_id;
-    sched_t *sched;
-    lhost_t *host;
-    trace_t *trace;
+    replay_t rp;          /* database, policy, scheduler, trace, failure state */
     cost_model_t *cost, *draft_cost;
     double alpha;
     sim_heap_t heap;
@@ -53,69 +27,13 @@ typedef struct {
     int32_t seqs_cap;
     int32_t *accepted;
     int32_t accepted_cap;
-    char err[8192];
-    int failed;
-    int sink_failed;
     int stopped;          /* a hook asked to stop */
-    double wall0;
-    int64_t requests, steps, hashed_requests;
+    int64_t steps, hashed_requests;
     double last_progress;
-    const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
-    ledger_t live;
 } sim_t;
 
-static void ledger_add(sim_t *m, const trace_req_t *r) {
-    ledger_t *l = &m->live;
-    pthread_mutex_lock(&l->mu);
-    if (l->n == 0) l->base = r->id;
-    if (r->id == l->base + l->n) { /* always, for trace ids; otherwise simply untracked */
-        if (l->n == l->cap) {
-            int64_t cap = l->cap ? l->cap * 2 : 1024;
-            live_t *v = malloc(sizeof *v * (size_t)cap);
-            if (v) {
-                for (int64_t i = 0; i < l->n; i++) v[i] = l->v[(l->head + i) % l->cap];
-                free(l->v);
-                l->v = v;
-                l->cap = cap;
-                l->head = 0;
-            }
-        }
-        if (l->n < l->cap)
-            l->v[(l->head + l->n++) % l->cap] = (live_t){ r->arrival_s, r->prompt_tokens,
-                                                          r->output_tokens, 0 };
-    }
-    pthread_mutex_unlock(&l->mu);
-}
-
-static void ledger_done(sim_t *m, int32_t id) {
-    ledger_t *l = &m->live;
-    pthread_mutex_lock(&l->mu);
-    if (id >= l->base && id < l->base + l->n) {
-        l->v[(l->head + (id - l->base)) % l->cap].done = 1;
-        while (l->n > 0 && l->v[l->head].done) {
-            l->head = (l->head + 1) % l->cap;
-            l->base++;
-            l->n--;
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
-}
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-__attribute__((format(printf, 2, 3))) static int fail(sim_t *m, const char *fmt, ...) {
-    if (m->failed) return -1; /* keep the first, root-cause message */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
-    va_end(ap);
-    m->failed = 1;
-    return -1;
-}
+#define fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
+#define wall_now replay_wall
 
 static void stop(sim_t *m) {
     m->stopped = 1;
@@ -161,48 +79,10 @@ int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
 
 /* ------------------------------------------------------------------ records */
 
-static void sink(void *ud, const sched_req_t *r, const char *reason) {
+static void final_hook(void *ud, const sched_req_t *r, const char *reason) {
     sim_t *m = ud;
-    const char *status = r->state == SCHED_FINISHED ? "finished"
-                       : r->state == SCHED_REJECTED ? "rejected" : "aborted";
-    rec_request_t q = {
-        .req_id = r->id, .arrival_s = r->arrival_s, .prompt_tokens = r->prompt_tokens,
-        .output_tokens = r->output_tokens, .generated_tokens = r->generated,
-        .first_scheduled_s = r->first_scheduled_s, .first_token_s = r->first_token_s,
-        .finish_s = r->finish_s, .preemptions = r->preemptions,
-        .spec_proposed = r->spec_proposed, .spec_accepted = r->spec_accepted,
-        .cached_tokens = r->cached_tokens, .status = status, .reason = reason,
-    };
-    ledger_done(m, r->id); /* locks out the watchdog while the row is handed over */
-    if (rec_request(m->rec, m->run_id, &q) != 0 && !m->sink_failed) {
-        m->sink_failed = 1;
-        fail(m, "recording request %d: %s", r->id, rec_errmsg(m->rec));
-    }
     if (m->o->on_final && !m->stopped && m->o->on_final(m->o->hook_ud, r, reason) != 0)
         stop(m);
-}
-
-/* Called by the policy watchdog from its own thread while the main thread is stuck in
- * JIT-compiled policy code (so nothing else touches the recorder). */
-static void on_abort(void *ud, const char *msg) {
-    sim_t *m = ud;
-    /* Held until the process ends: the main thread can no longer hand rows over. */
-    pthread_mutex_lock(&m->live.mu);
-    /* A policy can loop at load time, before the run row exists: write it now. */
-    if (m->run_id < 0 && m->early_info) rec_run_begin(m->rec, m->early_info, &m->run_id);
-    if (m->run_id < 0) return;
-    ledger_t *l = &m->live;
-    for (int64_t i = 0; i < l->n; i++) {
-        const live_t *x = &l->v[(l->head + i) % l->cap];
-        if (x->done) continue;
-        rec_request_t q = {
-            .req_id = (int32_t)(l->base + i), .arrival_s = x->arrival_s,
-            .prompt_tokens = x->prompt, .output_tokens = x->output, .first_scheduled_s = -1,
-            .first_token_s = -1, .finish_s = -1, .status = "aborted", .reason = msg,
-        };
-        rec_request(m->rec, m->run_id, &q);
-    }
-    rec_run_end(m->rec, m->run_id, 0, msg, wall_now() - m->wall0);
 }
 
 /* ------------------------------------------------------------------ costing */
@@ -281,22 +161,15 @@ static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
         if (emit > e->req->output_tokens - gen) emit = e->req->output_tokens - gen;
         for (int32_t k = 0; k < emit; k++) {
             rec_token_t t = { .req_id = e->req_id, .idx = gen + k, .token_id = -1, .t_s = now };
-            if (rec_token(m->rec, m->run_id, &t) != 0)
+            if (rec_token(m->rp.rec, m->rp.run_id, &t) != 0)
                 return fail(m, "recording a token of request %d: %s", e->req_id,
-                            rec_errmsg(m->rec));
+                            rec_errmsg(m->rp.rec));
         }
     }
     return 0;
 }
 
 /* ------------------------------------------------------------------ setup */
-
-static void describe_trace(const sim_opts_t *o, char *buf, size_t len) {
-    const trace_opts_t *t = &o->trace_opts;
-    snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld)",
-             o->trace_path, t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
-             (long long)t->limit);
-}
 
 /* Loads presets, the policy and the trace; sizes the KV cache; builds the scheduler. */
 static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_blocks) {
@@ -306,24 +179,17 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
     if (o->tp < 1) return fail(m, "--tp must be >= 1 (got %d)", o->tp);
 
-    lhost_limits_t lim = o->limits;
-    lim.abort_fn = on_abort;
-    lim.abort_ud = m;
-    m->host = lhost_open(o->policy_path, &lim);
-    if (!m->host) return fail(m, "out of memory loading the policy");
-    if (lhost_errmsg(m->host)) return fail(m, "%s", lhost_errmsg(m->host));
-    for (int i = 0; i < o->n_sets; i++)
-        if (lhost_set(m->host, o->sets[i]) != 0) return fail(m, "%s", lhost_errmsg(m->host));
+    if (replay_load_policy(&m->rp, o->policy_path, o->sets, o->n_sets, &o->limits)) return -1;
 
     /* Speculative policies name a draft model and an acceptance rate in their params. */
     char draft_name[256];
     preset_model_t draft;
-    int has_draft = lhost_param_str(m->host, "draft", draft_name, sizeof draft_name);
+    int has_draft = lhost_param_str(m->rp.host, "draft", draft_name, sizeof draft_name);
     if (has_draft < 0) return fail(m, "policy param 'draft' must be a model preset name");
     if (has_draft) {
         if (preset_model_get(draft_name, &draft, e, sizeof e) != 0)
             return fail(m, "policy param draft: %s", e);
-        int rc = lhost_param_num(m->host, "alpha", &m->alpha);
+        int rc = lhost_param_num(m->rp.host, "alpha", &m->alpha);
         if (rc != 1 || !(m->alpha >= 0 && m->alpha <= 1))
             return fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
     }
@@ -351,25 +217,17 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
         .seed = o->seed, .prefix_caching = o->prefix_caching,
     };
-    sched_policy_t pol;
-    lhost_policy(m->host, &pol);
-    const char *why = NULL;
-    m->sched = sched_new(&cfg, &pol, &why);
-    if (!m->sched) return fail(m, "scheduler: %s", why);
-    sched_set_sink(m->sched, sink, m);
-    if (lhost_attach(m->host, m->sched) != 0) return fail(m, "%s", lhost_errmsg(m->host));
-
-    m->trace = trace_open(o->trace_path, &o->trace_opts);
-    if (!m->trace) return fail(m, "out of memory opening the trace");
-    if (trace_errmsg(m->trace)) return fail(m, "%s", trace_errmsg(m->trace));
-    return 0;
+    if (replay_start_sched(&m->rp, &cfg)) return -1;
+    m->rp.on_final = final_hook;
+    m->rp.final_ud = m;
+    return replay_open_trace(&m->rp, o->trace_path, &o->trace_opts);
 }
 
 /* ------------------------------------------------------------------ the loop */
 
 static int push_next_arrival(sim_t *m, trace_req_t *next) {
-    int rc = trace_next(m->trace, next);
-    if (rc < 0) return fail(m, "%s", trace_errmsg(m->trace));
+    int rc = trace_next(m->rp.trace, next);
+    if (rc < 0) return fail(m, "%s", trace_errmsg(m->rp.trace));
     if (rc == 0) return 0;
     if (sim_heap_push(&m->heap, (sim_event_t){ .t = next->arrival_s, .type = SIM_EV_ARRIVAL }))
         return fail(m, "out of memory (event heap)");
@@ -381,9 +239,9 @@ static void progress(sim_t *m, double now, int final) {
     double w = wall_now();
     if (!final && w - m->last_progress < 0.2) return;
     m->last_progress = w;
-    const sched_view_t *v = sched_view(m->sched);
+    const sched_view_t *v = sched_view(m->rp.sched);
     fprintf(stderr, "\r[sim] t=%.1fs  requests %lld  waiting %d  running %d  steps %lld   %s",
-            now, (long long)m->requests, v->n_waiting, v->n_running, (long long)m->steps,
+            now, (long long)m->rp.requests, v->n_waiting, v->n_running, (long long)m->steps,
             final ? "\n" : "");
 }
 
@@ -400,17 +258,9 @@ static int run_loop(sim_t *m) {
         now = ev.t;
         for (;;) { /* every event at this instant before the next decision */
             if (ev.type == SIM_EV_ARRIVAL) {
-                sched_new_req_t r = {
-                    .id = next.id, .arrival_s = next.arrival_s,
-                    .prompt_tokens = next.prompt_tokens, .output_tokens = next.output_tokens,
-                    .hash_ids = next.hash_ids, .n_hash = next.n_hash,
-                    .hash_block = TRACE_MOONCAKE_HASH_BLOCK,
-                };
                 m->hashed_requests += next.n_hash > 0;
-                m->requests++;
                 idle_wakes = 0; /* the bound is on calls without any new input */
-                ledger_add(m, &next);
-                if (sched_add(m->sched, &r, now) != 0) return fail(m, "%s", sched_errmsg(m->sched));
+                if (replay_add(&m->rp, &next, TRACE_MOONCAKE_HASH_BLOCK, now)) return -1;
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
                 double w0 = wall_now();
@@ -419,8 +269,8 @@ static int run_loop(sim_t *m) {
                     sim_step_info_t si = {
                         .plan = plan, .accepted = m->draft_cost ? m->accepted : NULL,
                         .start_s = step_start, .dur_s = now - step_start,
-                        .view = sched_view(m->sched), .kv_used = sched_kv_used(m->sched),
-                        .kv_total = sched_kv_total(m->sched),
+                        .view = sched_view(m->rp.sched), .kv_used = sched_kv_used(m->rp.sched),
+                        .kv_total = sched_kv_total(m->rp.sched),
                     };
                     if (m->o->on_step(m->o->hook_ud, &si) != 0) {
                         stop(m);
@@ -428,33 +278,29 @@ static int run_loop(sim_t *m) {
                     }
                 }
                 if (m->o->save_tokens && save_tokens(m, plan, now)) return -1;
-                if (sched_commit(m->sched, plan, m->draft_cost ? m->accepted : NULL, now) != 0)
-                    return fail(m, "%s", sched_errmsg(m->sched));
+                if (sched_commit(m->rp.sched, plan, m->draft_cost ? m->accepted : NULL, now) != 0)
+                    return fail(m, "%s", sched_errmsg(m->rp.sched));
                 rec_step_t st = {
                     .step = plan->step, .start_s = step_start, .dur_s = now - step_start,
                     .prefill_tokens = plan->prefill_tokens, .decode_tokens = plan->decode_tokens,
                     .pad_tokens = plan->pad_tokens, .num_seqs = plan->n,
-                    .kv_used = sched_kv_used(m->sched), .kv_total = sched_kv_total(m->sched),
-                    .num_waiting = sched_view(m->sched)->n_waiting,
                     .num_preempted = plan->num_preempted,
                     .sched_s = step_sched + (wall_now() - w0),
                 };
-                if (rec_step(m->rec, m->run_id, &st) != 0)
-                    return fail(m, "recording step %lld: %s", (long long)plan->step,
-                                rec_errmsg(m->rec));
+                if (replay_record_step(&m->rp, &st)) return -1;
                 m->steps++;
                 busy = 0;
                 int sampled = 0;
                 for (int32_t i = 0; i < plan->n && !sampled; i++) sampled = plan->entries[i].sample;
                 steps_without_token = sampled ? 0 : steps_without_token + 1;
-                if (steps_without_token > MAX_STEPS_WITHOUT_TOKEN)
+                if (steps_without_token > REPLAY_MAX_STEPS_WITHOUT_TOKEN)
                     return fail(m, "policy %s ran %d steps in a row in which no request got a "
                                 "token (a livelock: e.g. preempting and re-admitting the same "
-                                "requests)", m->o->policy_path, MAX_STEPS_WITHOUT_TOKEN);
+                                "requests)", m->o->policy_path, REPLAY_MAX_STEPS_WITHOUT_TOKEN);
             } else if (ev.type == SIM_EV_WAKE) {
                 pushed_wake = INFINITY;
             }
-            if (m->failed) return -1;
+            if (m->rp.failed) return -1;
             const sim_event_t *peek = sim_heap_peek(&m->heap);
             if (!peek || peek->t > now) break;
             sim_heap_pop(&m->heap, &ev);
@@ -466,7 +312,7 @@ static int run_loop(sim_t *m) {
         for (int again = 1; again;) {
             again = 0;
             double w0 = wall_now();
-            if (sched_step(m->sched, now, &plan) != 0) return fail(m, "%s", sched_errmsg(m->sched));
+            if (sched_step(m->rp.sched, now, &plan) != 0) return fail(m, "%s", sched_errmsg(m->rp.sched));
             step_sched = wall_now() - w0;
             if (plan->n > 0 || plan->n_pads > 0) {
                 if (seqs_reserve(m, plan->n + plan->n_pads)) return -1;
@@ -478,14 +324,14 @@ static int run_loop(sim_t *m) {
                     return fail(m, "out of memory (event heap)");
                 break;
             }
-            if (++idle_wakes > MAX_IDLE_WAKES)
+            if (++idle_wakes > REPLAY_MAX_IDLE_WAKES)
                 return fail(m, "policy %s was called %d times in a row without scheduling "
-                            "anything (a policy bug)", m->o->policy_path, MAX_IDLE_WAKES);
+                            "anything (a policy bug)", m->o->policy_path, REPLAY_MAX_IDLE_WAKES);
             if (plan->num_rejected > 0 || plan->num_preempted > 0) {
                 again = 1;
                 continue;
             }
-            double wake = sched_wakeup(m->sched);
+            double wake = sched_wakeup(m->rp.sched);
             if (isfinite(wake) && wake != pushed_wake) {
                 pushed_wake = wake;
                 if (sim_heap_push(&m->heap, (sim_event_t){ .t = wake, .type = SIM_EV_WAKE }))
@@ -498,9 +344,9 @@ static int run_loop(sim_t *m) {
     if (m->o->prefix_caching && m->hashed_requests == 0)
         fprintf(stderr, "twinserve sim: note: --prefix-caching has no effect on this trace: it "
                         "has no prefix hash ids (only Mooncake traces do)\n");
-    int32_t left = sched_num_unfinished(m->sched);
+    int32_t left = sched_num_unfinished(m->rp.sched);
     if (left > 0) {
-        const sched_view_t *v = sched_view(m->sched);
+        const sched_view_t *v = sched_view(m->rp.sched);
         return fail(m, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, %d "
                     "running) with nothing scheduled, no wake-up requested and no arrival left "
                     "(a policy bug: schedule() must make progress or call s:wake_at)",
@@ -512,29 +358,22 @@ static int run_loop(sim_t *m) {
 /* ------------------------------------------------------------------ entry point */
 
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
-    sim_t m = { .o = o, .run_id = -1, .live = { .mu = PTHREAD_MUTEX_INITIALIZER } };
+    sim_t m = { .o = o };
     preset_model_t model;
     preset_hw_t hw;
     int32_t num_blocks = 0;
     memset(res, 0, sizeof *res);
     res->run_id = -1;
-    m.wall0 = wall_now();
-
-    m.rec = rec_open(o->db_path);
-    /* Rows are written by a background thread: the replay does not wait for SQLite. */
-    if (!m.rec || rec_errmsg(m.rec) || rec_set_async(m.rec, 1) != 0) {
-        fail(&m, "%s", m.rec ? rec_errmsg(m.rec) : "out of memory opening the database");
-        goto done;
-    }
+    if (replay_init(&m.rp, o->db_path) != 0) goto done;
     char trace_desc[1024], hw_desc[128], config[2048];
-    describe_trace(o, trace_desc, sizeof trace_desc);
+    replay_describe_trace(o->trace_path, &o->trace_opts, trace_desc, sizeof trace_desc);
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
     rec_run_info_t early = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path, .params = "{}",
         .trace = trace_desc, .model = o->model, .hardware = hw_desc, .seed = o->seed,
         .version = o->version,
     };
-    m.early_info = &early;
+    m.rp.early_info = &early;
     int setup_rc = setup(&m, &model, &hw, &num_blocks);
 
     /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
@@ -551,45 +390,33 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
              o->cost.flops_eff, o->cost.bw_eff,
              o->cost.attn_eff, o->cost.overhead_s, o->config_extra ? "," : "",
              o->config_extra ? o->config_extra : "");
-    rec_run_info_t info = {
-        .name = o->run_name, .kind = "sim", .policy = o->policy_path,
-        .params = m.host && !lhost_errmsg(m.host) ? lhost_params_json(m.host) : "{}",
-        .trace = trace_desc, .model = setup_rc == 0 ? model.name : o->model,
-        .hardware = hw_desc, .seed = o->seed, .version = o->version, .config = config,
-    };
-    if (rec_run_begin(m.rec, &info, &m.run_id) != 0) {
-        m.failed = 0; /* the database problem is the one to report */
-        fail(&m, "%s", rec_errmsg(m.rec));
-        goto done;
-    }
-    res->run_id = m.run_id;
+    rec_run_info_t info = early;
+    info.params = m.rp.host && !lhost_errmsg(m.rp.host) ? lhost_params_json(m.rp.host) : "{}";
+    info.model = setup_rc == 0 ? model.name : o->model;
+    info.hardware = hw_desc;
+    info.config = config;
+    if (replay_begin(&m.rp, &info) != 0) goto done;
+    res->run_id = m.rp.run_id;
     if (setup_rc == 0) run_loop(&m);
-
-    if (m.failed && m.sched) sched_abort_all(m.sched, m.err);
-    double wall = wall_now() - m.wall0;
-    if (rec_run_end(m.rec, m.run_id, !m.failed, m.failed ? m.err : NULL, wall) != 0 && !m.failed)
-        fail(&m, "%s", rec_errmsg(m.rec));
-    res->requests = m.requests;
-    res->skipped = m.trace ? trace_skipped(m.trace) : 0;
+    replay_finish(&m.rp);
+    res->requests = m.rp.requests;
+    res->skipped = m.rp.trace ? trace_skipped(m.rp.trace) : 0;
     res->steps = m.steps;
     res->num_blocks = num_blocks;
-    res->wall_s = wall;
+    res->wall_s = wall_now() - m.rp.wall0;
     res->stopped = m.stopped;
-    if (!m.failed) {
+    if (!m.rp.failed) {
         char e[256];
-        res->have_summary = summary_load(rec_db(m.rec), m.run_id, &res->summary, e, sizeof e) == 0;
+        res->have_summary =
+            summary_load(rec_db(m.rp.rec), m.rp.run_id, &res->summary, e, sizeof e) == 0;
     }
 done:
-    if (m.failed) snprintf(err, errlen, "%s", m.err);
-    trace_close(m.trace);
-    sched_free(m.sched);
-    lhost_close(m.host);
+    if (m.rp.failed) snprintf(err, errlen, "%s", m.rp.err);
+    replay_close(&m.rp);
     cost_free(m.cost);
     cost_free(m.draft_cost);
     sim_heap_free(&m.heap);
     free(m.seqs);
     free(m.accepted);
-    free(m.live.v);
-    rec_close(m.rec);
-    return m.failed ? -1 : 0;
+    return m.rp.failed ? -1 : 0;
 }
