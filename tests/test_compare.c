@@ -1,0 +1,389 @@
+/* test_compare: the bootstrap core (statistics, exact cases, determinism, CI width against
+ * theory, calibration on equal distributions), verdicts, and compare_runs on simulator runs:
+ * a known difference is found, two seeds of one policy on one trace mostly are not, pairing
+ * detection within and across databases, and the empty-run error. */
+#include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/compare.h"
+#include "analysis/stats.h"
+#include "policies/rng.h"
+#include "sim/sim.h"
+#include "tests/testutil.h"
+#include "traces/recorder.h"
+#include "traces/trace_gen.h"
+
+#define EQ(a, b) ck_assert_double_eq_tol((a), (b), 1e-9)
+
+static const compare_stat_t MEAN = {COMPARE_MEAN, 0}, P50 = {COMPARE_PCTL, 50},
+                            P99 = {COMPARE_PCTL, 99};
+
+/* ---------------------------------------------------------------- the core */
+
+START_TEST(stat_excludes_missing_values) {
+    double x[] = {3, NAN, 1, 2, NAN, 4};
+    EQ(compare_stat(MEAN, x, 6), 2.5);
+    EQ(compare_stat(P50, x, 6), 2.5);
+    double sorted[] = {1, 2, 3, 4};
+    EQ(compare_stat(P99, x, 6), stats_percentile_sorted(sorted, 4, 99));
+    double none[] = {NAN, NAN};
+    ck_assert(isnan(compare_stat(MEAN, none, 2)));
+    ck_assert(isnan(compare_stat(P50, none, 0)));
+}
+END_TEST
+
+static void fill_lognormal(rng_t *r, double *x, size_t n, double mu, double sigma) {
+    for (size_t i = 0; i < n; i++) x[i] = exp(mu + sigma * rng_normal(r));
+}
+
+START_TEST(paired_exact_cases) {
+    enum { N = 200 };
+    double a[N], b[N];
+    rng_t r;
+    rng_seed(&r, 1);
+    fill_lognormal(&r, a, N, 0, 1);
+    compare_est_t e;
+    char err[128];
+    /* Identical runs: every resampled difference is exactly 0. */
+    ck_assert_int_eq(compare_bootstrap(a, N, a, N, 1, P99, 500, 7, 0.95, &e, err, sizeof err), 0);
+    ck_assert(e.diff == 0 && e.lo == 0 && e.hi == 0 && e.dropped == 0);
+    ck_assert_int_eq(compare_verdict(&e, 0), COMPARE_SAME);
+    /* B = A + 1 request by request: paired, every statistic moves by exactly 1. */
+    for (int i = 0; i < N; i++) b[i] = a[i] + 1;
+    const compare_stat_t st[] = {MEAN, P50, P99};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(compare_bootstrap(a, N, b, N, 1, st[k], 500, 7, 0.95, &e, err,
+                                           sizeof err), 0);
+        EQ(e.diff, 1);
+        EQ(e.lo, 1);
+        EQ(e.hi, 1);
+        ck_assert_int_eq(compare_verdict(&e, 0), COMPARE_WORSE);
+        ck_assert_int_eq(compare_verdict(&e, 1), COMPARE_BETTER);
+    }
+    EQ(e.rel_pct, 100 * (e.b - e.a) / e.a);
+    ck_assert_str_eq(compare_verdict_name(COMPARE_SAME), "no significant difference");
+    compare_est_t none = {.lo = NAN, .hi = NAN};
+    ck_assert_int_eq(compare_verdict(&none, 0), COMPARE_NA);
+}
+END_TEST
+
+START_TEST(deterministic_and_seeded) {
+    enum { N = 300 };
+    double a[N], b[N];
+    rng_t r;
+    rng_seed(&r, 2);
+    fill_lognormal(&r, a, N, 0, 1);
+    fill_lognormal(&r, b, N, 0, 1);
+    compare_est_t e1, e2, e3;
+    char err[128];
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, P50, 300, 11, 0.95, &e1, err, sizeof err), 0);
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, P50, 300, 11, 0.95, &e2, err, sizeof err), 0);
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, P50, 300, 12, 0.95, &e3, err, sizeof err), 0);
+    ck_assert(e1.lo == e2.lo && e1.hi == e2.hi);
+    ck_assert(e1.lo != e3.lo || e1.hi != e3.hi);
+    ck_assert(e1.lo <= e1.diff && e1.diff <= e1.hi);
+    ck_assert_int_eq(e1.resamples, 300);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+    double a[3] = {1, 2, 3};
+    compare_est_t e;
+    char err[128];
+    ck_assert_int_eq(compare_bootstrap(a, 3, a, 2, 1, MEAN, 10, 1, 0.95, &e, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "equal sizes"));
+    ck_assert_int_eq(compare_bootstrap(a, 3, a, 3, 0, MEAN, 0, 1, 0.95, &e, err, sizeof err), -1);
+    ck_assert_int_eq(compare_bootstrap(a, 3, a, 3, 0, MEAN, 10, 1, 1.0, &e, err, sizeof err), -1);
+    compare_stat_t bad = {COMPARE_PCTL, 101};
+    ck_assert_int_eq(compare_bootstrap(a, 3, a, 3, 0, bad, 10, 1, 0.95, &e, err, sizeof err), -1);
+    /* No values on one side: estimates NAN, every resample dropped, no verdict. */
+    double none[2] = {NAN, NAN};
+    ck_assert_int_eq(compare_bootstrap(a, 3, none, 2, 0, MEAN, 10, 1, 0.95, &e, err, sizeof err),
+                     0);
+    ck_assert(isnan(e.b) && isnan(e.lo) && e.dropped == 10);
+    ck_assert_int_eq(compare_verdict(&e, 0), COMPARE_NA);
+}
+END_TEST
+
+/* Unpaired means of N(0,1) samples: the CI half-width is about 1.96 sqrt(2/n); the median's
+ * about 1.96 sqrt(pi/2) sqrt(2/n). Checks that the weighted-count statistics are right. */
+START_TEST(ci_width_matches_theory) {
+    enum { N = 2000 };
+    static double a[N], b[N];
+    rng_t r;
+    rng_seed(&r, 3);
+    for (int i = 0; i < N; i++) a[i] = rng_normal(&r), b[i] = rng_normal(&r);
+    compare_est_t e;
+    char err[128];
+    double se = sqrt(2.0 / N);
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, MEAN, 2000, 5, 0.95, &e, err, sizeof err), 0);
+    double half = (e.hi - e.lo) / 2;
+    ck_assert_msg(half > 0.85 * 1.96 * se && half < 1.15 * 1.96 * se, "mean half-width %g", half);
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, P50, 2000, 5, 0.95, &e, err, sizeof err), 0);
+    half = (e.hi - e.lo) / 2;
+    double want = 1.96 * sqrt(M_PI / 2) * se;
+    ck_assert_msg(half > 0.8 * want && half < 1.2 * want, "median half-width %g vs %g", half,
+                  want);
+}
+END_TEST
+
+/* A and B drawn from one distribution: "no significant difference" in >= 90% of 20 trials
+ * for the mean and the median, unpaired and paired (B = A's request plus noise around 0). */
+START_TEST(calibration_on_equal_distributions) {
+    enum { N = 300, TRIALS = 20 };
+    double a[N], b[N];
+    rng_t r;
+    rng_seed(&r, 4);
+    const compare_stat_t st[] = {MEAN, P50};
+    int same[2][2] = {{0, 0}, {0, 0}};
+    char err[128];
+    for (int t = 0; t < TRIALS; t++) {
+        fill_lognormal(&r, a, N, -2, 0.8);
+        fill_lognormal(&r, b, N, -2, 0.8);
+        for (int k = 0; k < 2; k++) {
+            compare_est_t e;
+            ck_assert_int_eq(compare_bootstrap(a, N, b, N, 0, st[k], 1000, (uint64_t)t, 0.95,
+                                               &e, err, sizeof err), 0);
+            same[0][k] += compare_verdict(&e, 0) == COMPARE_SAME;
+        }
+        /* Paired: each request's B is its A plus symmetric noise. */
+        for (int i = 0; i < N; i++) b[i] = a[i] + 0.02 * rng_normal(&r);
+        for (int k = 0; k < 2; k++) {
+            compare_est_t e;
+            ck_assert_int_eq(compare_bootstrap(a, N, b, N, 1, st[k], 1000, (uint64_t)t, 0.95,
+                                               &e, err, sizeof err), 0);
+            same[1][k] += compare_verdict(&e, 0) == COMPARE_SAME;
+        }
+    }
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k < 2; k++)
+            ck_assert_msg(same[p][k] >= 18, "%s %s: %d of %d trials without difference",
+                          p ? "paired" : "unpaired", k ? "p50" : "mean", same[p][k], TRIALS);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- two runs */
+
+static char db[256], db2[256], trace[256];
+
+static void setup(void) {
+    ck_assert_ptr_nonnull(testutil_tmpfile(db, sizeof db, ".db"));
+    ck_assert_ptr_nonnull(testutil_tmpfile(db2, sizeof db2, ".db"));
+    char err[256];
+    tgen_opts_t o;
+    tgen_opts_default(&o);
+    o.n = 300;
+    o.rate = 2;
+    o.seed = 7;
+    ck_assert_int_eq(tgen_dist_parse("lognormal:500:0.8", &o.prompt, err, sizeof err), 0);
+    ck_assert_int_eq(tgen_dist_parse("lognormal:100:0.8", &o.output, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(testutil_tmpfile(trace, sizeof trace, ".csv"));
+    tgen_t *g = tgen_open(&o);
+    FILE *f = fopen(trace, "w");
+    ck_assert(g && !tgen_errmsg(g) && f);
+    ck_assert_int_eq(tgen_write_csv(g, f), 0);
+    fclose(f);
+    tgen_close(g);
+}
+
+static void teardown(void) {
+    testutil_unlink_db(db);
+    testutil_unlink_db(db2);
+    unlink(trace);
+}
+
+static int64_t sim(const char *path, const char *policy, const char *name, uint64_t seed) {
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.db_path = path;
+    o.run_name = name;
+    o.seed = seed;
+    sim_result_t res;
+    char err[4096];
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    return res.run_id;
+}
+
+static compare_result_t *compare(const char *pa, int64_t a, const char *pb, int64_t b,
+                                 int resamples, uint64_t seed) {
+    sqlite3 *ha, *hb;
+    char err[1024];
+    ck_assert_msg(summary_open(pa, &ha, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(summary_open(pb, &hb, err, sizeof err) == 0, "%s", err);
+    compare_opts_t o;
+    compare_opts_default(&o);
+    o.resamples = resamples;
+    o.seed = seed;
+    compare_result_t *res = malloc(sizeof *res);
+    ck_assert_msg(compare_runs(ha, pa, a, hb, pb, b, &o, res, err, sizeof err) == 0, "%s", err);
+    sqlite3_close(ha);
+    sqlite3_close(hb);
+    return res;
+}
+
+static const compare_metric_t *metric(const compare_result_t *r, const char *name) {
+    for (size_t k = 0; k < r->n_metrics; k++)
+        if (strcmp(r->m[k].name, name) == 0) return &r->m[k];
+    ck_abort_msg("no metric %s", name);
+    return NULL;
+}
+
+/* Static batching waits for a whole batch to finish: continuous batching (B) has far lower
+ * TTFT and E2E on the same trace, and the runs pair by request. */
+START_TEST(known_difference_is_significant) {
+    int64_t a = sim(db, "policies/static.lua", "static", 0);
+    int64_t b = sim(db, "policies/continuous.lua", "continuous", 0);
+    compare_result_t *r = compare(db, a, db, b, 1000, COMPARE_DEFAULT_SEED);
+    ck_assert_int_eq(r->paired, 1);
+    ck_assert_ptr_nonnull(strstr(r->pairing, "paired by request"));
+    const char *better[] = {"ttft_mean", "ttft_p50", "ttft_p99", "e2e_mean", "e2e_p50"};
+    for (size_t i = 0; i < sizeof better / sizeof better[0]; i++) {
+        const compare_metric_t *m = metric(r, better[i]);
+        ck_assert_msg(m->verdict == COMPARE_BETTER, "%s: %s (diff %g, CI %g..%g)", better[i],
+                      compare_verdict_name(m->verdict), m->est.diff, m->est.lo, m->est.hi);
+    }
+    /* Throughput rows: values, no CI. */
+    const compare_metric_t *t = metric(r, "out_tok_per_s");
+    ck_assert(isnan(t->est.lo) && t->verdict == COMPARE_NA && t->est.a > 0);
+    EQ(t->est.a, r->a.out_tok_per_s);
+    /* Swapping A and B flips the verdicts. */
+    compare_result_t *s = compare(db, b, db, a, 1000, COMPARE_DEFAULT_SEED);
+    ck_assert_int_eq(metric(s, "ttft_mean")->verdict, COMPARE_WORSE);
+    EQ(metric(s, "ttft_mean")->est.diff, -metric(r, "ttft_mean")->est.diff);
+    /* The printers. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print(f, r);
+    compare_json(f, r);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "1000 resamples, seed 20240611"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"ttft_mean\": {\"a\": "));
+    ck_assert_ptr_nonnull(strstr(buf, "\"verdict\": \"better\""));
+    ck_assert_ptr_null(strstr(buf, "nan"));
+    free(buf);
+    free(r);
+    free(s);
+}
+END_TEST
+
+/* The speculative policy's acceptances follow the seed: two seeds on one trace differ
+ * request by request, yet neither is better. Of 20 seeded pairs, >= 90% of the latency
+ * verdicts are "no significant difference" (and >= 80% for every single metric). */
+START_TEST(two_seeds_mostly_no_difference) {
+    enum { TRIALS = 20 };
+    int same_total = 0, total = 0, per_metric[COMPARE_MAX_METRICS] = {0};
+    size_t nlat = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        char na[32], nb[32];
+        snprintf(na, sizeof na, "spec-%d", 2 * t + 1);
+        snprintf(nb, sizeof nb, "spec-%d", 2 * t + 2);
+        int64_t a = sim(db, "policies/speculative.lua", na, (uint64_t)(2 * t + 1));
+        int64_t b = sim(db, "policies/speculative.lua", nb, (uint64_t)(2 * t + 2));
+        compare_result_t *r = compare(db, a, db, b, 500, (uint64_t)t);
+        ck_assert_int_eq(r->paired, 1);
+        nlat = 0;
+        for (size_t k = 0; k < r->n_metrics; k++) {
+            if (r->m[k].higher_is_better) continue;   /* throughput: no verdict */
+            int same = r->m[k].verdict == COMPARE_SAME;
+            per_metric[nlat++] += same;
+            same_total += same;
+            total++;
+        }
+        free(r);
+    }
+    ck_assert_uint_eq(nlat, 12);
+    ck_assert_msg(same_total >= 0.9 * total, "%d of %d verdicts without difference", same_total,
+                  total);
+    for (size_t k = 0; k < nlat; k++)
+        ck_assert_msg(per_metric[k] >= 16, "metric %zu: %d of %d", k, per_metric[k], TRIALS);
+}
+END_TEST
+
+START_TEST(across_databases_and_unpaired) {
+    int64_t a = sim(db, "policies/continuous.lua", "a", 0);
+    int64_t b = sim(db2, "policies/chunked_prefill.lua", "b", 0);
+    compare_result_t *r = compare(db, a, db2, b, 200, 1);
+    ck_assert_int_eq(r->paired, 1);   /* same trace text and requests, other database */
+    ck_assert_str_eq(r->b.name, "b");
+    ck_assert_str_eq(r->path_b, db2);
+    free(r);
+    /* A hand-made run with other arrivals is not paired. */
+    rec_t *w = rec_open(db2);
+    ck_assert_msg(rec_errmsg(w) == NULL, "%s", rec_errmsg(w));
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT trace FROM runs WHERE id = 1", -1, &st,
+                                        NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    rec_run_info_t in = {.name = "shifted", .kind = "sim",
+                         .trace = (const char *)sqlite3_column_text(st, 0)};
+    int64_t c;
+    ck_assert(rec_run_begin(w, &in, &c) == 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    for (int i = 0; i < 300; i++) {
+        rec_request_t q = {.req_id = i, .arrival_s = i + 0.5, .prompt_tokens = 10,
+                           .output_tokens = 5, .generated_tokens = 5, .first_scheduled_s = i + 0.5,
+                           .first_token_s = i + 0.6, .finish_s = i + 1, .status = "finished"};
+        ck_assert(rec_request(w, c, &q) == 0);
+    }
+    ck_assert(rec_run_end(w, c, 1, NULL, 0) == 0);
+    rec_close(w);
+    r = compare(db, a, db2, c, 200, 1);
+    ck_assert_int_eq(r->paired, 0);
+    ck_assert_ptr_nonnull(strstr(r->pairing, "request 0 differs"));
+    free(r);
+}
+END_TEST
+
+START_TEST(empty_run_is_an_error) {
+    int64_t a = sim(db, "policies/continuous.lua", "a", 0);
+    rec_t *w = rec_open(db);
+    rec_run_info_t in = {.name = "empty", .kind = "sim"};
+    int64_t e;
+    ck_assert(rec_run_begin(w, &in, &e) == 0);
+    ck_assert(rec_run_end(w, e, 1, NULL, 0) == 0);
+    rec_close(w);
+    sqlite3 *h;
+    char err[1024];
+    ck_assert_int_eq(summary_open(db, &h, err, sizeof err), 0);
+    compare_opts_t o;
+    compare_opts_default(&o);
+    compare_result_t *r = malloc(sizeof *r);
+    ck_assert_int_eq(compare_runs(h, db, a, h, db, e, &o, r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "run 'empty' has no requests") != NULL, "%s", err);
+    free(r);
+    sqlite3_close(h);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("compare");
+    TCase *core = tcase_create("bootstrap");
+    tcase_add_test(core, stat_excludes_missing_values);
+    tcase_add_test(core, paired_exact_cases);
+    tcase_add_test(core, deterministic_and_seeded);
+    tcase_add_test(core, bad_arguments);
+    tcase_add_test(core, ci_width_matches_theory);
+    tcase_add_test(core, calibration_on_equal_distributions);
+    suite_add_tcase(s, core);
+    TCase *runs = tcase_create("runs");
+    tcase_add_checked_fixture(runs, setup, teardown);
+    tcase_set_timeout(runs, 60);
+    tcase_add_test(runs, known_difference_is_significant);
+    tcase_add_test(runs, two_seeds_mostly_no_difference);
+    tcase_add_test(runs, across_databases_and_unpaired);
+    tcase_add_test(runs, empty_run_is_an_error);
+    suite_add_tcase(s, runs);
+    return s;
+}
+
+int main(void) { return testutil_run(suite()); }
