@@ -1,0 +1,115 @@
+/* cmd_plot: `twinserve plot DB --runs A,B --out DIR`, figures through gnuplot
+ * (analysis/plot.h). */
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/plot.h"
+#include "analysis/summary.h"
+#include "cli/cli.h"
+
+enum { MAX_RUNS = 256 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve plot DB --runs A[,B...] --out DIR [--format png,svg]\n"
+        "\n"
+        "Draws, with gnuplot, from the records in DB:\n"
+        "  cdf_ttft, cdf_tpot  CDFs of TTFT and TPOT (ms, log scale), one curve per run\n"
+        "  timeline_K          tokens per step over time for the K-th run: decode, prefill\n"
+        "                      and padding stacked, log scale (binned into %d time bins\n"
+        "                      when longer)\n"
+        "  kv_queue            KV blocks in use (%%) and queue length over time, per run\n"
+        "  latency_rate        p50/p99 TTFT and TPOT vs request rate, for runs made by\n"
+        "                      `twinserve sweep` (a sweep's name selects all its runs)\n"
+        "Next to each image DIR holds the data (*.dat) and the gnuplot script (*.gp): edit\n"
+        "and re-render with `cd DIR && gnuplot -e \"fmt='svg'\" cdf_ttft.gp`.\n"
+        "\n"
+        "  --runs LIST           run names or ids, or sweep names, comma-separated\n"
+        "  --out DIR             output folder (created if missing)\n"
+        "  --format F            png, svg or png,svg (default png,svg)\n"
+        "  --gnuplot PROG        the gnuplot program (default gnuplot, from PATH)\n"
+        "\n"
+        "Exit status: 0 done, 1 a run, the database or gnuplot failed, 2 usage error.\n",
+        PLOT_MAX_BINS);
+}
+
+enum { O_RUNS = 256, O_OUT, O_FORMAT, O_GNUPLOT, O_HELP };
+
+int cmd_plot(int argc, char **argv) {
+    static const struct option opts[] = {
+        { "runs", 1, 0, O_RUNS }, { "out", 1, 0, O_OUT }, { "format", 1, 0, O_FORMAT },
+        { "gnuplot", 1, 0, O_GNUPLOT }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    };
+    plot_opts_t o = { .png = 1, .svg = 1 };
+    const char *runs = NULL, *dbpath = NULL;
+    char err[2048], *list = NULL;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    sqlite3 *db = NULL;
+    int rc = 2, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_RUNS: runs = optarg; break;
+        case O_OUT: o.out_dir = optarg; break;
+        case O_FORMAT:
+            if (plot_parse_formats(optarg, &o, err, sizeof err) != 0) {
+                fprintf(stderr, "twinserve plot: %s\n", err);
+                goto done;
+            }
+            break;
+        case O_GNUPLOT: o.gnuplot = optarg; break;
+        case O_HELP: usage(stdout); rc = 0; goto done;
+        default: usage(stderr); goto done;
+        }
+    }
+    if (optind < argc) dbpath = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "twinserve plot: unexpected argument '%s'\n", argv[optind]);
+        goto done;
+    }
+    if (!dbpath || !runs || !o.out_dir) {
+        fprintf(stderr, "twinserve plot: DB, --runs and --out are required\n");
+        usage(stderr);
+        goto done;
+    }
+    rc = 1;
+    list = strdup(runs);
+    ids = calloc(MAX_RUNS, sizeof *ids);
+    if (!list || !ids) {
+        fprintf(stderr, "twinserve plot: out of memory\n");
+        goto done;
+    }
+    if (summary_open(dbpath, &db, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve plot: %s\n", err);
+        goto done;
+    }
+    for (char *save = NULL, *item = strtok_r(list, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        if (plot_find_runs(db, item, ids, &n, MAX_RUNS, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve plot: %s\n", err);
+            goto done;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "twinserve plot: --runs '%s' names no run\n", runs);
+        rc = 2;
+        goto done;
+    }
+    plot_result_t res;
+    if (plot_runs(db, ids, n, &o, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve plot: %s\n", err);
+        goto done;
+    }
+    printf("plot: %d figures, %d images in %s (data *.dat, scripts *.gp)\n", res.figures,
+           res.images, o.out_dir);
+    rc = 0;
+done:
+    sqlite3_close(db);
+    free(list);
+    free(ids);
+    return rc;
+}
