@@ -115,16 +115,17 @@ static int on_step(void *ud, const sim_step_info_t *si) {
            p->decode_tokens);
     if (p->pad_tokens) printf(" + %d padding", p->pad_tokens);
     printf("  (%d seq%s)%s\n", p->n, p->n == 1 ? "" : "s", mix);
-    for (int32_t i = 0; i < p->n; i++) entry_line(&p->entries[i], si->accepted, i);
-    /* Preempted requests are back in the queue with a higher count than we last saw. */
+    /* Preemptions are decided while the policy builds the plan: the victims are back in
+     * the queue with a higher count than we last saw. */
     for (int32_t i = 0; i < v->n_waiting; i++) {
         const sched_req_t *r = v->waiting[i];
         if (track(x, r->id) || r->preemptions <= x->preempt[r->id]) continue;
         x->preemptions += r->preemptions - x->preempt[r->id];
         x->preempt[r->id] = r->preemptions;
-        printf("    r%-4d PREEMPTED: its KV blocks were freed; it waits in the queue to "
-               "recompute\n", r->id);
+        printf("    r%-4d PREEMPTED to make room for this step: its KV blocks were freed; it "
+               "waits in the queue to recompute\n", r->id);
     }
+    for (int32_t i = 0; i < p->n; i++) entry_line(&p->entries[i], si->accepted, i);
     arrivals(x, v, si->start_s, 1);
     int32_t idle = 0;
     for (int32_t i = 0; i < v->n_running; i++) idle += v->running[i]->scheduled == 0;
