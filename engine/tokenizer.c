@@ -292,6 +292,80 @@ static int32_t pair_id(const tok_t *t, int32_t a, int32_t b, char *buf) {
     return lookup(t, buf, (size_t)t->len[a] + t->len[b]);
 }
 
+/* A candidate merge of the symbols at left and right (positions in the input, which keep
+ * their order as symbols merge), valid while both still hold lid and rid side by side. */
+typedef struct {
+    float score;
+    int32_t left, right, lid, rid, mid;
+} cand_t;
+
+/* The heap's order: the highest score first, then the leftmost, as llama2.c's scan. */
+static int cand_before(const cand_t *a, const cand_t *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(cand_t *h, size_t *n, cand_t c) {
+    size_t i = (*n)++;
+    for (; i > 0 && cand_before(&c, &h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = c;
+}
+
+static cand_t heap_pop(cand_t *h, size_t *n) {
+    cand_t top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+static void push_pair(const tok_t *t, cand_t *h, size_t *n, const int32_t *tk, int32_t a,
+                      int32_t b, char *buf) {
+    if (a < 0 || b < 0) return;
+    int32_t id = pair_id(t, tk[a], tk[b], buf);
+    if (id >= 0) heap_push(h, n, (cand_t){t->score[id], a, b, tk[a], tk[b], id});
+}
+
+/* Greedy merges: repeatedly the adjacent pair whose merged piece scores highest (leftmost
+ * on ties), exactly llama2.c's result, in O(n log n) with a heap of candidates (stale ones
+ * are skipped when popped) and a linked list of live symbols. Compacts tk[*m]. */
+static int merge_all(const tok_t *t, int32_t *tk, size_t *m, char *buf) {
+    size_t n = *m, nh = 0;
+    if (n < 2) return 0;
+    int32_t *nxt = malloc(n * sizeof *nxt), *prv = malloc(n * sizeof *prv);
+    cand_t *h = malloc(3 * n * sizeof *h); /* n - 1 at first, at most 2 per merge */
+    if (!nxt || !prv || !h) {
+        free(nxt), free(prv), free(h);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        prv[i] = (int32_t)i - 1;
+        nxt[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) push_pair(t, h, &nh, tk, (int32_t)i, (int32_t)i + 1, buf);
+    while (nh > 0) {
+        cand_t c = heap_pop(h, &nh);
+        if (nxt[c.left] != c.right || tk[c.left] != c.lid || tk[c.right] != c.rid) continue;
+        tk[c.left] = c.mid;
+        tk[c.right] = -1;
+        nxt[c.left] = nxt[c.right];
+        if (nxt[c.right] >= 0) prv[nxt[c.right]] = c.left;
+        push_pair(t, h, &nh, tk, prv[c.left], c.left, buf);
+        push_pair(t, h, &nh, tk, c.left, nxt[c.left], buf);
+    }
+    size_t k = 0;
+    for (int32_t i = 0; i >= 0; i = nxt[i]) tk[k++] = tk[i];
+    *m = k;
+    free(nxt), free(prv), free(h);
+    return 0;
+}
+
 int tok_encode(tok_t *t, const char *text, int bos, int eos, int32_t *ids, int32_t cap,
                int32_t *n, char *err, size_t errlen) {
     int rc = -1;
@@ -302,9 +376,9 @@ int tok_encode(tok_t *t, const char *text, int bos, int eos, int32_t *ids, int32
     }
     size_t tl = strlen(text);
     /* One token per byte at most, plus the dummy prefix. */
-    int32_t *tk = malloc((tl + 2) * sizeof *tk), *pr = malloc((tl + 2) * sizeof *pr);
+    int32_t *tk = malloc((tl + 2) * sizeof *tk);
     char *buf = malloc((size_t)t->max_len * 2 + 1);
-    if (!tk || !pr || !buf || tl > INT32_MAX / 2) {
+    if (!tk || !buf || tl > INT32_MAX / 4) {
         snprintf(err, errlen, "tok_encode: out of memory for %zu bytes of text", tl);
         goto done;
     }
@@ -332,20 +406,9 @@ int tok_encode(tok_t *t, const char *text, int bos, int eos, int32_t *ids, int32
         }
         i += cl;
     }
-    /* Greedy merges: the adjacent pair whose merge has the highest score (leftmost on
-     * ties). pr[i] caches the merge of (tk[i], tk[i+1]); only neighbours change. */
-    for (size_t i = 0; i + 1 < m; i++) pr[i] = pair_id(t, tk[i], tk[i + 1], buf);
-    while (m > 1) {
-        size_t best = SIZE_MAX;
-        for (size_t i = 0; i + 1 < m; i++)
-            if (pr[i] >= 0 && (best == SIZE_MAX || t->score[pr[i]] > t->score[pr[best]])) best = i;
-        if (best == SIZE_MAX) break;
-        tk[best] = pr[best];
-        memmove(tk + best + 1, tk + best + 2, (m - best - 2) * sizeof *tk);
-        memmove(pr + best + 1, pr + best + 2, (m - best - 2) * sizeof *pr);
-        m--;
-        if (best > 0) pr[best - 1] = pair_id(t, tk[best - 1], tk[best], buf);
-        if (best + 1 < m) pr[best] = pair_id(t, tk[best], tk[best + 1], buf);
+    if (merge_all(t, tk, &m, buf) != 0) {
+        snprintf(err, errlen, "tok_encode: out of memory for %zu bytes of text", tl);
+        goto done;
     }
     size_t total = m + (bos ? 1 : 0) + (eos ? 1 : 0);
     if (total > (size_t)(cap < 0 ? 0 : cap)) {
@@ -361,7 +424,6 @@ int tok_encode(tok_t *t, const char *text, int bos, int eos, int32_t *ids, int32
     rc = 0;
 done:
     free(tk);
-    free(pr);
     free(buf);
     return rc;
 }
