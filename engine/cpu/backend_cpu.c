@@ -10,12 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cpu/cpu_gemm.h"
 #include "engine/cpu/cpu_pool.h"
 #include "engine/sampler.h"
-
-/* Eight floats as one value: GCC lowers it to whatever vector width the target has, so the
- * attention dot products vectorise without -ffast-math or -march flags. */
-typedef float v8f __attribute__((vector_size(32)));
 
 /* Below this many items per thread an element-wise op stays on the calling thread. */
 #define GRAIN_ELEMS 32768
@@ -247,15 +244,32 @@ static int cpu_gather_rows(backend_t *b, void *out, const void *x, int32_t dim) 
     return 0;
 }
 
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int32_t m, n, k;
+} mm_job_t;
+
+static void mm_tiles(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    mm_job_t *j = ctx;
+    int32_t n_hi = (int32_t)(hi * 4 < j->n ? hi * 4 : j->n);
+    cgemm_rows(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo * 4, n_hi);
+}
+
 static int cpu_matmul(backend_t *b, void *y, const void *x, const void *w, int32_t m,
                       int32_t n, int32_t k) {
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
-    if (m == 1) /* one row is a matrix-vector product; OpenBLAS's sgemm does not see that */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 0.0f, y, 1);
-    else
+    if (m <= CGEMM_SKINNY_MAX) {
+        /* split the weight rows (4 per item) over the pool; each thread streams its share */
+        mm_job_t j = {y, x, w, m, n, k};
+        int64_t tiles = (n + 3) / 4, per_tile = 4 * (int64_t)k * m;
+        cpool_run(CPU(b)->pool, tiles, 4 * GRAIN_ELEMS / per_tile + 1, mm_tiles, &j);
+    } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f,
                     y, n);
+    }
     return 0;
 }
 
@@ -293,6 +307,16 @@ static float *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32
     size_t kvd = (size_t)c->kvs.n_kv_heads * c->kvs.head_dim;
     return c->kv + (size_t)layer * c->kv_layer +
            (((size_t)block * 2 + which) * c->kvs.block_size + slot) * kvd;
+}
+
+const float *backend_cpu_kv_row(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                                int32_t slot) {
+    cpu_t *c = CPU(b);
+    if (!c->kv || layer < 0 || layer >= c->kvs.n_layers || block < 0 ||
+        block >= c->kvs.n_blocks || which < 0 || which > 1 || slot < 0 ||
+        slot >= c->kvs.block_size)
+        return NULL;
+    return kv_at(c, layer, block, which, slot);
 }
 
 static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
@@ -354,69 +378,26 @@ typedef struct {
     size_t ctx_stride;   /* scratch floats per query head */
 } attn_job_t;
 
-static float dot(const float *a, const float *b, int32_t n) {
-    int32_t i = 0;
-    float s = 0;
-    if (n >= 8) {
-        v8f acc = {0};
-        for (; i + 8 <= n; i += 8) {
-            v8f x, y;
-            memcpy(&x, a + i, sizeof x);
-            memcpy(&y, b + i, sizeof y);
-            acc += x * y;
-        }
-        for (int l = 0; l < 8; l++) s += acc[l];
-    }
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-static void axpy(float *y, float a, const float *x, int32_t n) {
-    int32_t i = 0;
-    v8f va = {a, a, a, a, a, a, a, a};
-    for (; i + 8 <= n; i += 8) {
-        v8f vx, vy;
-        memcpy(&vx, x + i, sizeof vx);
-        memcpy(&vy, y + i, sizeof vy);
-        vy += va * vx;
-        memcpy(y + i, &vy, sizeof vy);
-    }
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
 /* Items are (token, kv head): the group's query heads share each read of K and V. */
 static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
     attn_job_t *j = ctx;
     cpu_t *c = j->c;
     int32_t hd = j->hd, g = j->group, bs = c->kvs.block_size;
     float *sc = c->scratch + (size_t)tid * c->scratch_per_thread;
+    const float **krow = (const float **)(sc + (size_t)g * j->ctx_stride);
+    const float **vrow = krow + j->ctx_stride;
     float scale = 1.0f / sqrtf((float)hd);
     size_t qd = (size_t)j->n_heads * hd;
     for (int64_t it = lo; it < hi; it++) {
         int32_t i = (int32_t)(it / j->n_kv), h = (int32_t)(it % j->n_kv);
         int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
         const int32_t *table = c->block_table + c->bt_start[s];
-        const float *q = j->q + i * qd + (size_t)h * g * hd;
         for (int32_t t = 0; t < n; t++) {
-            const float *kt = kv_at(c, j->layer, table[t / bs], 0, t % bs) + (size_t)h * hd;
-            for (int32_t r = 0; r < g; r++) sc[r * j->ctx_stride + t] = dot(q + r * hd, kt, hd) * scale;
+            krow[t] = kv_at(c, j->layer, table[t / bs], 0, t % bs) + (size_t)h * hd;
+            vrow[t] = kv_at(c, j->layer, table[t / bs], 1, t % bs) + (size_t)h * hd;
         }
-        for (int32_t r = 0; r < g; r++) {
-            float *row = sc + r * j->ctx_stride, mx = row[0], sum = 0;
-            for (int32_t t = 1; t < n; t++) mx = row[t] > mx ? row[t] : mx;
-            for (int32_t t = 0; t < n; t++) {
-                row[t] = expf(row[t] - mx);
-                sum += row[t];
-            }
-            float inv = 1.0f / sum;
-            for (int32_t t = 0; t < n; t++) row[t] *= inv;
-            memset(j->out + i * qd + ((size_t)h * g + r) * hd, 0, (size_t)hd * sizeof(float));
-        }
-        for (int32_t t = 0; t < n; t++) {
-            const float *vt = kv_at(c, j->layer, table[t / bs], 1, t % bs) + (size_t)h * hd;
-            for (int32_t r = 0; r < g; r++)
-                axpy(j->out + i * qd + ((size_t)h * g + r) * hd, sc[r * j->ctx_stride + t], vt, hd);
-        }
+        size_t off = i * qd + (size_t)h * g * hd;
+        cgemm_attn(j->out + off, j->q + off, g, hd, krow, vrow, n, scale, sc);
     }
 }
 
@@ -426,7 +407,8 @@ static int cpu_attention(backend_t *b, void *out, const void *q, int32_t layer,
     if (check_kv(b, "attention", layer, n_heads, n_kv_heads, head_dim)) return -1;
     int32_t g = n_heads / n_kv_heads;
     size_t stride = ((size_t)c->max_ctx + 15) & ~(size_t)15;
-    if (!scratch(b, stride * (size_t)g)) return -1;
+    /* scores [g][stride], then K and V row pointers [stride] each */
+    if (!scratch(b, stride * ((size_t)g + 2 * sizeof(float *) / sizeof(float)))) return -1;
     attn_job_t j = {c, out, q, layer, n_heads, n_kv_heads, head_dim, g, stride};
     /* grain: about GRAIN_ELEMS multiply-adds of K per thread before waking another */
     int64_t per_item = (int64_t)c->max_ctx * head_dim * g;

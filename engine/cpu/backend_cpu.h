@@ -9,10 +9,16 @@
 #define TWIN_BACKEND_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/backend.h"
 
 /* opts->n_threads 0 = every online core. NULL + message in err on failure. */
 backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen);
+
+/* The K (which 0) or V (which 1) row [n_kv_heads][head_dim] of one slot of one block in the
+ * pool, for tests that check where rope_kv wrote. NULL before kv_init or out of range. */
+const float *backend_cpu_kv_row(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                                int32_t slot);
 
 #endif
