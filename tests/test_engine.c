@@ -66,6 +66,8 @@ typedef struct {
     int32_t tok[N_REQ][64];
 } outputs_t;
 
+static int32_t kv_blocks = 160;
+
 static int run_engine(const char *model, const char *trace, const char *db, const char *policy,
                       const char *set, const char *name, float temp, char *err, size_t errlen) {
     engine_opts_t o;
@@ -84,7 +86,7 @@ static int run_engine(const char *model, const char *trace, const char *db, cons
     o.n_threads = 2;
     o.seed = 11;
     o.max_seqs = 8;
-    o.kv_blocks = 160;
+    o.kv_blocks = kv_blocks;
     engine_result_t res;
     return engine_run(&o, &res, err, errlen);
 }
@@ -155,19 +157,24 @@ START_TEST(test_policies_identical_greedy) {
     if (!stories(model, sizeof model)) return;
     testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
     testutil_tmpfile(db, sizeof db, ".db");
-    struct { const char *policy, *set, *name; } runs[] = {
-        { "policies/continuous.lua", NULL, "cont" },
-        { "policies/static.lua", "batch=4", "static" },
-        { "policies/chunked_prefill.lua", "chunk=16", "chunk16" },
-        { "policies/speculative.lua", "k=3", "spec" },
+    struct { const char *policy, *set, *name; int32_t kv; } runs[] = {
+        { "policies/continuous.lua", NULL, "cont", 160 },
+        { "policies/static.lua", "batch=4", "static", 160 },
+        { "policies/chunked_prefill.lua", "chunk=16", "chunk16", 160 },
+        { "policies/speculative.lua", "k=3", "spec", 160 },
+        /* too little KV for everyone: requests are preempted and recomputed */
+        { "policies/continuous.lua", NULL, "preempt", 16 },
     };
     outputs_t ref, got;
     reference_outputs(model, &ref);
+    kv_blocks = 160;
     sqlite3 *h;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        kv_blocks = runs[i].kv;
         ck_assert_msg(run_engine(model, trace, db, runs[i].policy, runs[i].set, runs[i].name,
                                  0, err, sizeof err) == 0, "%s: %s", runs[i].name, err);
     }
+    kv_blocks = 160;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         load_outputs(h, runs[i].name, &got);
@@ -199,7 +206,13 @@ START_TEST(test_policies_identical_greedy) {
         if (n == 3) ck_assert_int_gt(sqlite3_column_int(st, 5), 0); /* some drafts accepted */
         n++;
     }
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 5);
+    sqlite3_finalize(st);
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+        "SELECT sum(q.preemptions) FROM requests q JOIN runs r ON r.id = q.run_id "
+        "WHERE r.name = 'preempt'", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_gt(sqlite3_column_int(st, 0), 0);
     sqlite3_finalize(st);
     /* chunk=16 really mixed prefill chunks and decodes in one step */
     ck_assert_int_eq(sqlite3_prepare_v2(h,
