@@ -31,16 +31,15 @@ struct tok {
     char buf[2];          /* tok_decode's one-byte result */
 };
 
-static const tok_t *sort_ctx; /* qsort has no context argument; loads are not concurrent */
-
 static int cmp_bytes(const char *a, size_t al, const char *b, size_t bl) {
     int c = memcmp(a, b, al < bl ? al : bl);
     return c ? c : (al > bl) - (al < bl);
 }
 
-static int cmp_ids(const void *x, const void *y) {
+static int cmp_ids(const void *x, const void *y, void *ctx) {
+    const tok_t *t = ctx;
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    int c = cmp_bytes(sort_ctx->piece[a], sort_ctx->len[a], sort_ctx->piece[b], sort_ctx->len[b]);
+    int c = cmp_bytes(t->piece[a], t->len[a], t->piece[b], t->len[b]);
     return c ? c : (a > b) - (a < b); /* duplicates: the lowest id first, and found first */
 }
 
@@ -123,9 +122,7 @@ static void finish(tok_t *t) {
     /* llama2.c's fallback when a vocabulary has no <0xNN> pieces: byte b is token b + 3. */
     for (int b = 0; b < 256; b++)
         if (t->byte_id[b] < 0 && b + 3 < t->n) t->byte_id[b] = b + 3;
-    sort_ctx = t;
-    qsort(t->sorted, (size_t)t->n_sorted, sizeof *t->sorted, cmp_ids);
-    sort_ctx = NULL;
+    qsort_r(t->sorted, (size_t)t->n_sorted, sizeof *t->sorted, cmp_ids, t);
 }
 
 int tok_load_llama2c(const char *path, int32_t vocab, tok_t **out, char *err, size_t errlen) {
