@@ -1,0 +1,385 @@
+/* test_backend_cpu: every op of the CPU backend against a naive reference (double precision)
+ * on random inputs: relative error (norm of the difference over norm of the reference)
+ * under 1e-5. Shapes cover the single-row, few-row (own kernels) and many-row (OpenBLAS)
+ * products, head sizes with and without the AVX-512 attention path, GQA, and KV blocks
+ * scattered through the pool. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/backend_cpu.h"
+#include "tests/testutil.h"
+
+#define TOL 1e-5
+
+static uint64_t rng = 88172645463325252ULL;
+static float frand(void) {   /* xorshift: uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
+}
+
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = frand();
+}
+
+static double rel_err(const float *got, const double *want, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += (got[i] - want[i]) * (got[i] - want[i]);
+        r += want[i] * want[i];
+    }
+    return sqrt(d) / (sqrt(r) + 1e-30);
+}
+
+static backend_t *new_cpu(int threads) {
+    char err[256];
+    bk_opts_t o = {threads, NULL, 0};
+    backend_t *b = backend_new("cpu", &o, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    return b;
+}
+
+static void *put(backend_t *b, const float *x, size_t n) {
+    void *p = b->alloc(b, BK_F32, n);
+    ck_assert_msg(p != NULL, "%s", b->errmsg);
+    ck_assert_int_eq(b->upload(b, p, x, n * sizeof *x), 0);
+    return p;
+}
+
+static void get(backend_t *b, float *dst, const void *src, size_t n) {
+    ck_assert_int_eq(b->download_f32(b, dst, src, BK_ACT, n), 0);
+}
+
+/* A one-sequence batch of m tokens at positions 0..m-1 (ops that ignore positions). */
+static void prepare_flat(backend_t *b, int32_t m) {
+    int32_t *tok = calloc((size_t)m, sizeof *tok), *pos = calloc((size_t)m, sizeof *pos);
+    for (int32_t i = 0; i < m; i++) pos[i] = i;
+    int32_t ss[2] = {0, m}, sl[1] = {m}, bts[2] = {0, 0};
+    bk_batch_t bt = {m, 1, tok, pos, ss, sl, bts, NULL, 0, NULL, NULL};
+    ck_assert_int_eq(b->prepare(b, &bt), 0);
+    free(tok);
+    free(pos);
+}
+
+START_TEST(matmul_matches_reference) {
+    backend_t *b = new_cpu(2);
+    int32_t ms[] = {1, 2, 3, 5, 17, 64, 65, 100}, ns[] = {1, 5, 33, 130}, ks[] = {7, 64, 100};
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+            for (size_t d = 0; d < sizeof ks / sizeof *ks; d++) {
+                int32_t m = ms[a], n = ns[c], k = ks[d];
+                float *x = malloc(sizeof(float) * m * k), *w = malloc(sizeof(float) * n * k);
+                float *y = malloc(sizeof(float) * m * n);
+                double *ref = malloc(sizeof(double) * m * n);
+                fill(x, (size_t)m * k);
+                fill(w, (size_t)n * k);
+                for (int32_t i = 0; i < m; i++)
+                    for (int32_t j = 0; j < n; j++) {
+                        double s = 0;
+                        for (int32_t l = 0; l < k; l++) s += (double)x[i * k + l] * w[j * k + l];
+                        ref[i * n + j] = s;
+                    }
+                void *dx = put(b, x, (size_t)m * k), *dy = b->alloc(b, BK_ACT, (size_t)m * n);
+                void *dw = b->alloc(b, BK_WEIGHT, (size_t)n * k);
+                ck_assert_int_eq(b->upload_weight(b, dw, w, (size_t)n * k), 0);
+                ck_assert_int_eq(b->matmul(b, dy, dx, dw, m, n, k), 0);
+                get(b, y, dy, (size_t)m * n);
+                double e = rel_err(y, ref, (size_t)m * n);
+                ck_assert_msg(e < TOL, "matmul m %d n %d k %d: rel err %g", m, n, k, e);
+                b->release(b, dx);
+                b->release(b, dy);
+                b->release(b, dw);
+                free(x);
+                free(w);
+                free(y);
+                free(ref);
+            }
+    ck_assert_int_ne(b->matmul(b, NULL, NULL, NULL, 0, 1, 1), 0);
+    ck_assert(strstr(b->errmsg, "matmul") != NULL);
+    b->destroy(b);
+}
+END_TEST
+
+START_TEST(rmsnorm_with_and_without_residual) {
+    backend_t *b = new_cpu(2);
+    int32_t m = 300, dim = 257;   /* enough rows to split over the pool */
+    float *x = malloc(sizeof(float) * m * dim), *r = malloc(sizeof(float) * m * dim);
+    float *w = malloc(sizeof(float) * dim), *out = malloc(sizeof(float) * m * dim);
+    double *ref = malloc(sizeof(double) * m * dim), *refx = malloc(sizeof(double) * m * dim);
+    fill(x, (size_t)m * dim);
+    fill(r, (size_t)m * dim);
+    fill(w, (size_t)dim);
+    for (int with = 0; with < 2; with++) {
+        void *dx = put(b, x, (size_t)m * dim), *dr = put(b, r, (size_t)m * dim);
+        void *dw = put(b, w, (size_t)dim), *dout = b->alloc(b, BK_ACT, (size_t)m * dim);
+        for (int32_t i = 0; i < m; i++) {
+            double ss = 0;
+            for (int32_t j = 0; j < dim; j++) {
+                refx[i * dim + j] = (double)x[i * dim + j] + (with ? r[i * dim + j] : 0);
+                ss += refx[i * dim + j] * refx[i * dim + j];
+            }
+            double sc = 1 / sqrt(ss / dim + 1e-5);
+            for (int32_t j = 0; j < dim; j++) ref[i * dim + j] = refx[i * dim + j] * sc * w[j];
+        }
+        ck_assert_int_eq(b->rmsnorm(b, dout, dx, with ? dr : NULL, dw, m, dim, 1e-5f), 0);
+        get(b, out, dout, (size_t)m * dim);
+        double e = rel_err(out, ref, (size_t)m * dim);
+        ck_assert_msg(e < TOL, "rmsnorm (residual %d): rel err %g", with, e);
+        get(b, out, dx, (size_t)m * dim);   /* the residual was added in place */
+        ck_assert_msg(rel_err(out, refx, (size_t)m * dim) < TOL, "rmsnorm: x not updated");
+        /* the forward pass normalises into the residual's own buffer */
+        if (with) {
+            ck_assert_int_eq(b->upload(b, dx, x, sizeof(float) * m * dim), 0);
+            ck_assert_int_eq(b->rmsnorm(b, dr, dx, dr, dw, m, dim, 1e-5f), 0);
+            get(b, out, dr, (size_t)m * dim);
+            ck_assert_msg(rel_err(out, ref, (size_t)m * dim) < TOL, "rmsnorm in place");
+        }
+        b->release(b, dx);
+        b->release(b, dr);
+        b->release(b, dw);
+        b->release(b, dout);
+    }
+    free(x);
+    free(r);
+    free(w);
+    free(out);
+    free(ref);
+    free(refx);
+    b->destroy(b);
+}
+END_TEST
+
+static void ref_rotate(double *v, int32_t hd, int32_t pos, float theta) {
+    for (int32_t i = 0; i < hd / 2; i++) {
+        double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
+        double x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* Two steps over three sequences whose blocks are scattered through the pool: rope_kv
+ * rotates Q and K and writes K and V where the block tables say; attention over the paged
+ * cache matches attention over contiguous per-sequence histories. */
+static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int threads) {
+    backend_t *b = new_cpu(threads);
+    const int32_t bs = 4, n_blocks = 40, layer = 1, maxlen = 40;
+    const float theta = 10000.0f;
+    bk_kv_shape_t shape = {2, n_blocks, bs, n_kv, hd};
+    ck_assert_int_eq(b->kv_init(b, &shape), 0);
+    int32_t qd = n_heads * hd, kvd = n_kv * hd, g = n_heads / n_kv;
+    /* block tables: each sequence owns 10 scattered blocks */
+    int32_t table[3][10];
+    for (int32_t s = 0; s < 3; s++)
+        for (int32_t j = 0; j < 10; j++) table[s][j] = (j * 7 + s * 13 + 5) % n_blocks;
+    /* contiguous reference histories of rotated K and V per sequence */
+    double *hk[3], *hv[3];
+    int32_t len[3] = {0, 0, 0};
+    for (int32_t s = 0; s < 3; s++) {
+        hk[s] = calloc((size_t)maxlen * kvd, sizeof(double));
+        hv[s] = calloc((size_t)maxlen * kvd, sizeof(double));
+    }
+    /* step 1: prefill seq 0 (9 tokens) and seq 2 (3 tokens); step 2: seq 0 decodes one,
+     * seq 1 prefills 6, seq 2 continues with a chunk of 5 */
+    int32_t steps[2][3] = {{9, 0, 3}, {1, 6, 5}};
+    for (int st = 0; st < 2; st++) {
+        int32_t nt = 0, ns = 0, ss[4] = {0}, sl[3], bts[4] = {0}, bt[30], pos[32], tok[32];
+        int32_t who[32];
+        for (int32_t s = 0; s < 3; s++) {
+            if (!steps[st][s]) continue;
+            for (int32_t i = 0; i < steps[st][s]; i++) {
+                pos[nt] = len[s] + i;
+                tok[nt] = 0;
+                who[nt++] = s;
+            }
+            sl[ns] = len[s] + steps[st][s];
+            memcpy(bt + bts[ns], table[s], sizeof table[s]);
+            bts[ns + 1] = bts[ns] + 10;
+            ss[++ns] = nt;
+        }
+        bk_batch_t batch = {nt, ns, tok, pos, ss, sl, bts, bt, 0, NULL, NULL};
+        ck_assert_int_eq(b->prepare(b, &batch), 0);
+        float *q = malloc(sizeof(float) * nt * qd), *k = malloc(sizeof(float) * nt * kvd);
+        float *v = malloc(sizeof(float) * nt * kvd), *out = malloc(sizeof(float) * nt * qd);
+        double *rq = malloc(sizeof(double) * nt * qd), *rk = malloc(sizeof(double) * nt * kvd);
+        double *ro = malloc(sizeof(double) * nt * qd);
+        fill(q, (size_t)nt * qd);
+        fill(k, (size_t)nt * kvd);
+        fill(v, (size_t)nt * kvd);
+        for (int32_t i = 0; i < nt; i++) {
+            int32_t s = who[i];
+            for (int32_t j = 0; j < qd; j++) rq[i * qd + j] = q[i * qd + j];
+            for (int32_t j = 0; j < kvd; j++) rk[i * kvd + j] = k[i * kvd + j];
+            for (int32_t h = 0; h < n_heads; h++) ref_rotate(rq + i * qd + h * hd, hd, pos[i], theta);
+            for (int32_t h = 0; h < n_kv; h++) ref_rotate(rk + i * kvd + h * hd, hd, pos[i], theta);
+            memcpy(hk[s] + (size_t)pos[i] * kvd, rk + i * kvd, sizeof(double) * kvd);
+            for (int32_t j = 0; j < kvd; j++) hv[s][(size_t)pos[i] * kvd + j] = v[i * kvd + j];
+        }
+        for (int32_t s = 0; s < 3; s++) len[s] += steps[st][s];
+        void *dq = put(b, q, (size_t)nt * qd), *dk = put(b, k, (size_t)nt * kvd);
+        void *dv = put(b, v, (size_t)nt * kvd), *dout = b->alloc(b, BK_ACT, (size_t)nt * qd);
+        ck_assert_int_eq(b->rope_kv(b, dq, dk, dv, layer, n_heads, n_kv, hd, theta), 0);
+        get(b, q, dq, (size_t)nt * qd);
+        get(b, k, dk, (size_t)nt * kvd);
+        ck_assert_msg(rel_err(q, rq, (size_t)nt * qd) < TOL, "rope q");
+        ck_assert_msg(rel_err(k, rk, (size_t)nt * kvd) < TOL, "rope k");
+        /* placement: each token's K and V sit in its block's slot */
+        for (int32_t i = 0; i < nt; i++) {
+            int32_t blk = table[who[i]][pos[i] / bs], slot = pos[i] % bs;
+            const float *kr = backend_cpu_kv_row(b, layer, blk, 0, slot);
+            const float *vr = backend_cpu_kv_row(b, layer, blk, 1, slot);
+            ck_assert(kr && vr);
+            ck_assert_msg(memcmp(kr, k + i * kvd, sizeof(float) * kvd) == 0, "K placement");
+            ck_assert_msg(memcmp(vr, v + i * kvd, sizeof(float) * kvd) == 0, "V placement");
+        }
+        /* reference attention: causal over the token's own sequence */
+        for (int32_t i = 0; i < nt; i++) {
+            int32_t s = who[i], n = pos[i] + 1;
+            for (int32_t h = 0; h < n_heads; h++) {
+                int32_t kh = h / g;
+                double *sc = malloc(sizeof(double) * n), mx = -1e300, sum = 0;
+                for (int32_t t = 0; t < n; t++) {
+                    double d = 0;
+                    for (int32_t j = 0; j < hd; j++)
+                        d += rq[i * qd + h * hd + j] * hk[s][(size_t)t * kvd + kh * hd + j];
+                    sc[t] = d / sqrt((double)hd);
+                    mx = sc[t] > mx ? sc[t] : mx;
+                }
+                for (int32_t t = 0; t < n; t++) sum += sc[t] = exp(sc[t] - mx);
+                for (int32_t j = 0; j < hd; j++) {
+                    double o = 0;
+                    for (int32_t t = 0; t < n; t++) o += sc[t] / sum * hv[s][(size_t)t * kvd + kh * hd + j];
+                    ro[i * qd + h * hd + j] = o;
+                }
+                free(sc);
+            }
+        }
+        ck_assert_int_eq(b->attention(b, dout, dq, layer, n_heads, n_kv, hd), 0);
+        get(b, out, dout, (size_t)nt * qd);
+        double e = rel_err(out, ro, (size_t)nt * qd);
+        ck_assert_msg(e < TOL, "attention heads %d/%d hd %d step %d: rel err %g", n_heads, n_kv,
+                      hd, st, e);
+        b->release(b, dq);
+        b->release(b, dk);
+        b->release(b, dv);
+        b->release(b, dout);
+        free(q);
+        free(k);
+        free(v);
+        free(out);
+        free(rq);
+        free(rk);
+        free(ro);
+    }
+    /* a shape that does not match the pool is refused with a message */
+    ck_assert_int_ne(b->attention(b, NULL, NULL, 2, n_heads, n_kv, hd), 0);
+    ck_assert(strstr(b->errmsg, "attention") != NULL);
+    for (int32_t s = 0; s < 3; s++) {
+        free(hk[s]);
+        free(hv[s]);
+    }
+    b->destroy(b);
+}
+
+START_TEST(rope_kv_and_paged_attention_gqa) {
+    paged_attention_case(4, 2, 8, 2);    /* portable kernel (hd 8), groups of 2 */
+    paged_attention_case(6, 2, 64, 2);   /* AVX-512 kernel where present, groups of 3 */
+    paged_attention_case(4, 4, 32, 1);   /* plain multi-head, one thread */
+    paged_attention_case(8, 1, 16, 2);   /* multi-query */
+}
+END_TEST
+
+START_TEST(elementwise_embed_gather_sample) {
+    backend_t *b = new_cpu(2);
+    size_t n = 100003;
+    float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
+    float *o = malloc(sizeof(float) * n);
+    double *ref = malloc(sizeof(double) * n);
+    fill(g, n);
+    fill(u, n);
+    void *dg = put(b, g, n), *du = put(b, u, n), *dout = b->alloc(b, BK_ACT, n);
+    for (size_t i = 0; i < n; i++) ref[i] = g[i] / (1 + exp(-(double)g[i])) * u[i];
+    ck_assert_int_eq(b->silu_mul(b, dout, dg, du, n), 0);
+    get(b, o, dout, n);
+    ck_assert_msg(rel_err(o, ref, n) < TOL, "silu_mul");
+    for (size_t i = 0; i < n; i++) ref[i] = (double)g[i] + u[i];
+    ck_assert_int_eq(b->add(b, dg, du, n), 0);
+    get(b, o, dg, n);
+    ck_assert_msg(rel_err(o, ref, n) < TOL, "add");
+
+    /* embed and gather over a ragged batch */
+    int32_t vocab = 11, dim = 6, nt = 5;
+    float table[66], x[30];
+    fill(table, 66);
+    int32_t tok[5] = {3, 0, 10, 3, 7}, pos[5] = {0, 1, 2, 0, 0};
+    int32_t ss2[4] = {0, 3, 4, 5}, sl2[3] = {3, 1, 1}, bts[4] = {0, 1, 2, 3}, blk[3] = {0, 1, 2};
+    int32_t rows[2] = {2, 4};
+    bk_sample_t smp[2] = {{0, 0, 1, 1, 0}, {0, 0, 1, 2, 0}};
+    bk_batch_t bt = {nt, 3, tok, pos, ss2, sl2, bts, blk, 2, rows, smp};
+    ck_assert_int_eq(b->prepare(b, &bt), 0);
+    void *dt = b->alloc(b, BK_WEIGHT, (size_t)vocab * dim), *dx = b->alloc(b, BK_ACT, 30);
+    void *ds = b->alloc(b, BK_ACT, 12);
+    ck_assert_int_eq(b->upload_weight(b, dt, table, 66), 0);
+    ck_assert_int_eq(b->embed(b, dx, dt, dim), 0);
+    get(b, x, dx, 30);
+    for (int32_t i = 0; i < nt; i++)
+        ck_assert(memcmp(x + i * dim, table + tok[i] * dim, sizeof(float) * dim) == 0);
+    ck_assert_int_eq(b->gather_rows(b, ds, dx, dim), 0);
+    float sx[12];
+    get(b, sx, ds, 12);
+    ck_assert(memcmp(sx, table + 10 * dim, sizeof(float) * dim) == 0);
+    ck_assert(memcmp(sx + dim, table + 7 * dim, sizeof(float) * dim) == 0);
+    /* greedy sampling of the two gathered rows, treated as logits over 6 ids */
+    int32_t ids[2];
+    ck_assert_int_eq(b->sample(b, ids, ds, BK_ACT, dim), 0);
+    for (int r = 0; r < 2; r++) {
+        int32_t best = 0;
+        for (int32_t j = 1; j < dim; j++) best = sx[r * dim + j] > sx[r * dim + best] ? j : best;
+        ck_assert_int_eq(ids[r], best);
+    }
+    size_t fr = 0, tot = 0;
+    ck_assert_int_eq(b->mem_info(b, &fr, &tot), 0);
+    ck_assert(tot > 0 && fr <= tot);
+    free(g);
+    free(u);
+    free(o);
+    free(ref);
+    b->destroy(b);   /* frees the buffers still allocated */
+}
+END_TEST
+
+START_TEST(backend_registry) {
+    char err[256];
+    ck_assert(backend_new("cuda", NULL, err, sizeof err) == NULL);
+    ck_assert(strstr(err, "CUDA") != NULL);
+    ck_assert(backend_new("tpu", NULL, err, sizeof err) == NULL);
+    ck_assert(strstr(err, "tpu") != NULL);
+    backend_t *b = backend_new("cpu", NULL, err, sizeof err);
+    ck_assert(b && !strcmp(b->name, "cpu") && !strcmp(b->weight_type, "f32"));
+    bk_kv_shape_t s = {3, 10, 16, 2, 8};
+    ck_assert_uint_eq(b->kv_block_bytes(b, &s), 3 * 2 * 16 * 2 * 8 * 4);
+    bk_kv_shape_t bad = {3, 0, 16, 2, 8};
+    ck_assert_int_ne(b->kv_init(b, &bad), 0);
+    ck_assert(strstr(b->errmsg, "kv_init") != NULL);
+    ck_assert(backend_cpu_kv_row(b, 0, 0, 0, 0) == NULL);
+    prepare_flat(b, 3);
+    b->destroy(b);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("backend_cpu");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, matmul_matches_reference);
+    tcase_add_test(tc, rmsnorm_with_and_without_residual);
+    tcase_add_test(tc, rope_kv_and_paged_attention_gqa);
+    tcase_add_test(tc, elementwise_embed_gather_sample);
+    tcase_add_test(tc, backend_registry);
+    suite_add_tcase(s, tc);
+    return testutil_run(s);
+}
