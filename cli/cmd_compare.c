@@ -1,5 +1,6 @@
 /* twinserve compare DB --runs A,B [--db2 DB2] [--json] [--seed S] [--resamples N]: run B
  * against run A with bootstrap confidence intervals (analysis/compare.h). */
+#include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,20 +39,6 @@ static void usage(FILE *f) {
             COMPARE_DEFAULT_SEED, COMPARE_DEFAULT_RESAMPLES);
 }
 
-/* "--opt VALUE" or "--opt=VALUE": 1 and *val set (NULL when missing) when argv[*i] is opt. */
-static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val) {
-    size_t len = strlen(opt);
-    const char *a = argv[*i];
-    if (strncmp(a, opt, len) != 0) return 0;
-    if (a[len] == '=') {
-        *val = a + len + 1;
-        return 1;
-    }
-    if (a[len] != '\0') return 0;
-    *val = *i + 1 < argc ? argv[++*i] : NULL;
-    return 1;
-}
-
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "twinserve compare: %s%s%s%s\n", msg, arg ? " '" : "", arg ? arg : "",
             arg ? "'" : "");
@@ -69,37 +56,37 @@ int cmd_compare(int argc, char **argv) {
     int status = 1;
     compare_result_t *res = NULL;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (opt_value(argc, argv, &i, "--runs", &v)) {
-            if (!v || !*v) return usage_error("--runs needs a value (A,B)", NULL);
-            runs = v;
-        } else if (opt_value(argc, argv, &i, "--db2", &v)) {
-            if (!v || !*v) return usage_error("--db2 needs a database path", NULL);
-            path2 = v;
-        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
-            if (!v || !cli_u64(v, &o.seed))
-                return usage_error("--seed needs a non-negative integer, got", v ? v : "");
-        } else if (opt_value(argc, argv, &i, "--resamples", &v)) {
-            if (!v || !cli_int(v, 1, 1000000, &o.resamples))
-                return usage_error("--resamples needs an integer in 1..1000000, got",
-                                   v ? v : "");
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "twinserve compare: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "twinserve compare: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
+    static const struct option opts[] = {
+        {"runs", 1, 0, 'r'}, {"db2", 1, 0, 'd'}, {"seed", 1, 0, 's'},
+        {"resamples", 1, 0, 'n'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': runs = optarg; break;
+        case 'd':
+            if (!*optarg) return usage_error("--db2 needs a database path", NULL);
+            path2 = optarg;
+            break;
+        case 's':
+            if (!cli_u64(optarg, &o.seed))
+                return usage_error("--seed needs a non-negative integer, got", optarg);
+            break;
+        case 'n':
+            if (!cli_int(optarg, 1, 1000000, &o.resamples))
+                return usage_error("--resamples needs an integer in 1..1000000, got", optarg);
+            break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
+    }
+    if (optind < argc) path = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "twinserve compare: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (!path) {
         fprintf(stderr, "twinserve compare: missing DB\n");

@@ -1,5 +1,6 @@
 /* twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]: one run's full
  * metrics (analysis/report.h). */
+#include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,20 +42,6 @@ static void usage(FILE *f) {
             "Exit status: 0 ok, 1 the database or run cannot be read, 2 usage error.\n");
 }
 
-/* "--opt VALUE" or "--opt=VALUE": 1 and *val set when argv[*i] is opt, advancing *i. */
-static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val) {
-    size_t len = strlen(opt);
-    const char *a = argv[*i];
-    if (strncmp(a, opt, len) != 0) return 0;
-    if (a[len] == '=') {
-        *val = a + len + 1;
-        return 1;
-    }
-    if (a[len] != '\0') return 0;
-    *val = *i + 1 < argc ? argv[++*i] : NULL;
-    return 1;
-}
-
 int cmd_report(int argc, char **argv) {
     const char *path = NULL, *run = NULL, *slo_spec = NULL;
     int json = 0;
@@ -65,36 +52,32 @@ int cmd_report(int argc, char **argv) {
     int64_t id;
     int status = 1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (opt_value(argc, argv, &i, "--run", &v)) {
-            if (!v || !*v) {
+    static const struct option opts[] = {
+        {"run", 1, 0, 'r'}, {"slo", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (!*optarg) {
                 fprintf(stderr, "twinserve report: --run needs a value\n");
                 return 2;
             }
-            run = v;
-        } else if (opt_value(argc, argv, &i, "--slo", &v)) {
-            if (!v) {
-                fprintf(stderr, "twinserve report: --slo needs a value\n");
-                return 2;
-            }
-            slo_spec = v;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "twinserve report: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "twinserve report: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
+            run = optarg;
+            break;
+        case 's': slo_spec = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
+    }
+    if (optind < argc) path = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "twinserve report: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (!path) {
         fprintf(stderr, "twinserve report: missing DB\n");
