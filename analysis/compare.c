@@ -367,9 +367,9 @@ static const char *fmt_val(char *buf, size_t len, double v, row_unit_t u, int si
 }
 
 static void print_side(FILE *f, const char *tag, const char *path, const summary_t *s) {
-    fprintf(f, "%s  %s (id %lld) in %s: %s, %s; %lld requests, %lld finished\n", tag, s->name,
-            (long long)s->run_id, path, s->policy[0] ? s->policy : "?", s->kind,
-            (long long)s->requests, (long long)s->finished);
+    fprintf(f, "%s  %s (id %lld) in %s: %s, %s, %s; %lld requests, %lld finished\n", tag,
+            s->name, (long long)s->run_id, path, s->policy[0] ? s->policy : "?", s->kind,
+            s->status, (long long)s->requests, (long long)s->finished);
 }
 
 void compare_print(FILE *f, const compare_result_t *r) {
@@ -406,6 +406,8 @@ static void json_side(FILE *f, const char *key, const char *path, const summary_
     report_json_str(f, s->name);
     fprintf(f, ", \"id\": %lld, \"policy\": ", (long long)s->run_id);
     report_json_str(f, s->policy);
+    fputs(", \"status\": ", f);
+    report_json_str(f, s->status);
     fputs(", \"trace\": ", f);
     report_json_str(f, s->trace);
     fprintf(f, ", \"requests\": %lld, \"completed\": %lld},\n", (long long)s->requests,
