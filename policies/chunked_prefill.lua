@@ -20,8 +20,9 @@ return {
     schedule = function(s)
         local budget = math.min(s.params.chunk, s.max_tokens)
         local seqs = math.min(s.params.max_seqs, s.max_seqs)
-        budget = batching.decode_running(s, budget, seqs)
+        local preempted
+        budget, preempted = batching.decode_running(s, budget, seqs)
         budget = batching.prefill_running(s, budget, seqs)
-        batching.admit(s, budget, seqs, true)
+        if preempted == 0 then batching.admit(s, budget, seqs, true) end
     end,
 }

@@ -23,8 +23,9 @@ return {
     schedule = function(s)
         local step_budget = math.min(s.params.max_tokens, s.max_tokens)
         local seqs = math.min(s.params.max_seqs, s.max_seqs)
-        local budget = batching.decode_running(s, step_budget, seqs)
+        local budget, preempted = batching.decode_running(s, step_budget, seqs)
         budget = batching.prefill_running(s, budget, seqs) -- only chunked recomputes
-        batching.admit(s, budget, seqs, false, step_budget)
+        -- memory is short when someone had to be preempted: admit nobody new (as vLLM)
+        if preempted == 0 then batching.admit(s, budget, seqs, false, step_budget) end
     end,
 }

@@ -34,8 +34,8 @@ return {
         local function drafts(r)
             return math.max(0, math.min(p.k, r.output_tokens - r.generated - 1))
         end
-        local budget = batching.decode_running(s, step_budget, seqs, drafts)
+        local budget, preempted = batching.decode_running(s, step_budget, seqs, drafts)
         budget = batching.prefill_running(s, budget, seqs) -- only chunked recomputes
-        batching.admit(s, budget, seqs, false, step_budget)
+        if preempted == 0 then batching.admit(s, budget, seqs, false, step_budget) end
     end,
 }

@@ -6,7 +6,9 @@
 --   preempted (vLLM's recompute preemption: its blocks are freed and it recomputes later),
 --   so the oldest requests keep making progress. drafts(r) (optional) gives the number of
 --   speculative tokens to verify for r; they are dropped, not paid for with a preemption,
---   when only the drafts lack KV. Returns the token budget left.
+--   when only the drafts lack KV. Returns the token budget left and the number of requests
+--   it preempted: a policy should not admit new requests in a step that had to preempt
+--   (memory is short; vLLM skips the waiting queue then), or it would churn.
 --
 -- prefill_running(s, budget, seqs)
 --   Continues the prompts of running requests that are part-way through (chunked prefill),
@@ -22,16 +24,18 @@
 local M = {}
 
 local function preempt_newest_until_fits(s, r, n, last, i)
+    local preempted = 0
     while not s:can_allocate(r, n) and last > i do
         s:preempt(s:running(last))
         last = last - 1
+        preempted = preempted + 1
     end
-    return last
+    return last, preempted
 end
 
 function M.decode_running(s, budget, seqs, drafts)
     local last = s:num_running()
-    local i = 1
+    local i, preempted = 1, 0
     while i <= last do
         local r = s:running(i)
         if r:is_decoding() then
@@ -40,18 +44,20 @@ function M.decode_running(s, budget, seqs, drafts)
             -- rather than preempt someone just to verify guesses (as vLLM does).
             if k > 0 and not s:can_allocate(r, 1 + k) and s:can_allocate(r, 1) then k = 0 end
             local n = 1 + k
-            last = preempt_newest_until_fits(s, r, n, last, i)
+            local p
+            last, p = preempt_newest_until_fits(s, r, n, last, i)
+            preempted = preempted + p
             if not s:can_allocate(r, n) then
                 s:preempt(r) -- alone and still too big: back to the queue until memory frees
-                return budget
+                return budget, preempted + 1
             end
-            if n > budget or s:planned_seqs() >= seqs then return budget end
+            if n > budget or s:planned_seqs() >= seqs then return budget, preempted end
             s:schedule(r, 1, k)
             budget = budget - n
         end
         i = i + 1
     end
-    return budget
+    return budget, preempted
 end
 
 function M.prefill_running(s, budget, seqs)
