@@ -19,6 +19,7 @@
 
 typedef struct {
     int n_threads;
+    int32_t skinny_max;         /* products with at most this many rows use cpu_gemm */
     cpool_t *pool;
     void **allocs;              /* every live buffer, so destroy frees what callers leak */
     size_t n_allocs, cap_allocs;
@@ -261,7 +262,7 @@ static int cpu_matmul(backend_t *b, void *y, const void *x, const void *w, int32
                       int32_t n, int32_t k) {
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
-    if (m <= CGEMM_SKINNY_MAX) {
+    if (m <= CPU(b)->skinny_max) {
         /* split the weight rows (4 per item) over the pool; each thread streams its share */
         mm_job_t j = {y, x, w, m, n, k};
         int64_t tiles = (n + 3) / 4, per_tile = 4 * (int64_t)k * m;
@@ -299,7 +300,7 @@ static void norm_rows(void *ctx, int64_t lo, int64_t hi, int tid) {
 static int cpu_rmsnorm(backend_t *b, void *out, void *x, const void *residual, const void *w,
                        int32_t m, int32_t dim, float eps) {
     norm_job_t j = {out, x, residual, w, dim, eps};
-    cpool_run(CPU(b)->pool, m, GRAIN_ELEMS / (dim > 0 ? dim : 1) + 1, norm_rows, &j);
+    cpool_run(CPU(b)->pool, m, GRAIN_ELEMS / 4 / (dim > 0 ? dim : 1) + 1, norm_rows, &j);
     return 0;
 }
 
@@ -331,13 +332,45 @@ static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads
     return 0;
 }
 
-static void rotate(float *v, const float *inv_freq, int32_t hd, int32_t pos) {
-    for (int32_t i = 0; i < hd / 2; i++) {
-        double a = (double)pos * inv_freq[i];
-        float cs = (float)cos(a), sn = (float)sin(a);
+#define ROPE_MAX_PAIRS 512   /* head_dim up to 1024 keeps its angles on the stack */
+
+static void rotate(float *v, const float *cs, const float *sn, int32_t pairs) {
+    for (int32_t i = 0; i < pairs; i++) {
         float x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = x0 * cs - x1 * sn;
-        v[2 * i + 1] = x0 * sn + x1 * cs;
+        v[2 * i] = x0 * cs[i] - x1 * sn[i];
+        v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+typedef struct {
+    cpu_t *c;
+    float *q, *k;
+    const float *v;
+    int32_t layer, n_heads, n_kv, hd;
+} rope_job_t;
+
+/* Per token: the angles once, every head rotated with them, K and V stored in the slot. */
+static void rope_tokens(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    rope_job_t *j = ctx;
+    cpu_t *c = j->c;
+    int32_t hd = j->hd, pairs = hd / 2;
+    size_t qd = (size_t)j->n_heads * hd, kvd = (size_t)j->n_kv * hd;
+    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    for (int64_t i = lo; i < hi; i++) {
+        int32_t p = c->pos[i], s = c->tok_seq[i];
+        for (int32_t f = 0; f < pairs; f++) {
+            double a = (double)p * c->inv_freq[f];
+            cs[f] = (float)cos(a);
+            sn[f] = (float)sin(a);
+        }
+        for (int32_t h = 0; h < j->n_heads; h++) rotate(j->q + i * qd + (size_t)h * hd, cs, sn, pairs);
+        float *ki = j->k + i * kvd;
+        for (int32_t h = 0; h < j->n_kv; h++) rotate(ki + (size_t)h * hd, cs, sn, pairs);
+        int32_t blk = c->block_table[c->bt_start[s] + p / c->kvs.block_size];
+        int32_t slot = p % c->kvs.block_size;
+        memcpy(kv_at(c, j->layer, blk, 0, slot), ki, kvd * sizeof(float));
+        memcpy(kv_at(c, j->layer, blk, 1, slot), j->v + i * kvd, kvd * sizeof(float));
     }
 }
 
@@ -345,6 +378,9 @@ static int cpu_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t la
                        int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float theta) {
     cpu_t *c = CPU(b);
     if (check_kv(b, "rope_kv", layer, n_heads, n_kv_heads, head_dim)) return -1;
+    if (head_dim / 2 > ROPE_MAX_PAIRS)
+        return bk_fail(b, "cpu: rope_kv: head_dim %d is above the supported %d", head_dim,
+                       2 * ROPE_MAX_PAIRS);
     if (c->rope_hd != head_dim || c->rope_theta != theta) {
         float *f = realloc(c->inv_freq, (size_t)head_dim / 2 * sizeof *f);
         if (!f) return bk_fail(b, "cpu: out of memory");
@@ -354,19 +390,9 @@ static int cpu_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t la
         c->rope_hd = head_dim;
         c->rope_theta = theta;
     }
-    size_t qd = (size_t)n_heads * head_dim, kvd = (size_t)n_kv_heads * head_dim;
-    for (int32_t i = 0; i < c->n_tokens; i++) {
-        int32_t p = c->pos[i], s = c->tok_seq[i];
-        for (int32_t h = 0; h < n_heads; h++)
-            rotate((float *)q + i * qd + (size_t)h * head_dim, c->inv_freq, head_dim, p);
-        float *ki = (float *)k + i * kvd;
-        for (int32_t h = 0; h < n_kv_heads; h++)
-            rotate(ki + (size_t)h * head_dim, c->inv_freq, head_dim, p);
-        int32_t blk = c->block_table[c->bt_start[s] + p / c->kvs.block_size];
-        int32_t slot = p % c->kvs.block_size;
-        memcpy(kv_at(c, layer, blk, 0, slot), ki, kvd * sizeof(float));
-        memcpy(kv_at(c, layer, blk, 1, slot), (const float *)v + i * kvd, kvd * sizeof(float));
-    }
+    rope_job_t j = {c, q, k, v, layer, n_heads, n_kv_heads, head_dim};
+    int64_t per_token = (int64_t)(n_heads + 2 * n_kv_heads) * head_dim;
+    cpool_run(c->pool, c->n_tokens, GRAIN_ELEMS / 4 / per_token + 1, rope_tokens, &j);
     return 0;
 }
 
@@ -473,8 +499,8 @@ static int cpu_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_ki
     sample_job_t j = {c, ids_host, logits, vocab};
     int any_random = 0;
     for (int32_t r = 0; r < c->n_sample; r++) any_random |= c->sample[r].temperature > 0;
-    /* a random draw sorts the vocabulary: worth a thread per row; argmax is not */
-    cpool_run(c->pool, c->n_sample, any_random ? 1 : c->n_sample, sample_rows, &j);
+    /* a random draw sorts the vocabulary: worth a thread per row; an argmax per few rows */
+    cpool_run(c->pool, c->n_sample, any_random ? 1 : GRAIN_ELEMS * 4 / vocab + 1, sample_rows, &j);
     return 0;
 }
 
@@ -521,6 +547,10 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
         goto fail;
     }
     openblas_set_num_threads(c->n_threads);
+    /* TWIN_CPU_SKINNY_MAX=0 sends every product to OpenBLAS: the A/B that chose the default
+     * (docs/engine.md, "CPU backend") */
+    const char *sm = getenv("TWIN_CPU_SKINNY_MAX");
+    c->skinny_max = sm && *sm ? atoi(sm) : CGEMM_SKINNY_MAX;
     b->name = "cpu";
     b->weight_type = "f32";
     b->mem_info = cpu_mem_info;

@@ -88,45 +88,100 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void rows_avx512(
     }
 }
 
-/* Four positions at a time, so one hsum4 yields four scores; then V rows accumulate into
- * the group's outputs held in registers (hd % 16 == 0, hd <= 256). */
+/* Up to four query heads of a group against four positions at a time: each K vector is
+ * loaded once for the heads, and one hsum4 yields four scores. G_ is a constant per call
+ * site (registers: 4 G_ accumulators + 4 K vectors). */
+AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
+                        const float *const *krow, int32_t n, float scale) {
+    for (int32_t t = 0; t < n; t += 4) {
+        const float *k0 = krow[t], *k1 = krow[t + 1 < n ? t + 1 : t],
+                    *k2 = krow[t + 2 < n ? t + 2 : t], *k3 = krow[t + 3 < n ? t + 3 : t];
+        __m512 acc[4][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < G_; r++)
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) acc[r][u] = _mm512_setzero_ps();
+        for (int32_t d = 0; d < hd; d += 16) {
+            __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
+            __m512 kv2 = _mm512_loadu_ps(k2 + d), kv3 = _mm512_loadu_ps(k3 + d);
+#pragma GCC unroll 4
+            for (int r = 0; r < G_; r++) {
+                __m512 qv = _mm512_loadu_ps(q + (size_t)r * hd + d);
+                acc[r][0] = _mm512_fmadd_ps(qv, kv0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(qv, kv1, acc[r][1]);
+                acc[r][2] = _mm512_fmadd_ps(qv, kv2, acc[r][2]);
+                acc[r][3] = _mm512_fmadd_ps(qv, kv3, acc[r][3]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < G_; r++) {
+            float s4[4];
+            _mm_storeu_ps(s4, _mm_mul_ps(hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]),
+                                         _mm_set1_ps(scale)));
+            for (int u = 0; u < 4 && t + u < n; u++) scores[(size_t)r * n + t + u] = s4[u];
+        }
+    }
+}
+
+/* out[r] = sum_t p[r][t] V_t, 64 columns at a time so that 4 G_ accumulators suffice; each
+ * V vector is loaded once for the heads. */
+AVX512 void attn_values(float *out, const float *p, const int G_, int32_t hd,
+                        const float *const *vrow, int32_t n) {
+    for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+        int32_t nv = hd - d0 < 64 ? (hd - d0) / 16 : 4;
+        __m512 o[4][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < G_; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) o[r][c] = _mm512_setzero_ps();
+        for (int32_t t = 0; t < n; t++) {
+            __m512 v[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                v[c] = c < nv ? _mm512_loadu_ps(vrow[t] + d0 + 16 * c) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int r = 0; r < G_; r++) {
+                __m512 pv = _mm512_set1_ps(p[(size_t)r * n + t]);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) o[r][c] = _mm512_fmadd_ps(pv, v[c], o[r][c]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < G_; r++)
+            for (int c = 0; c < nv; c++)
+                _mm512_storeu_ps(out + (size_t)r * hd + d0 + 16 * c, o[r][c]);
+    }
+}
+
 __attribute__((target("avx512f,avx512dq,fma"))) static void attn_avx512(
     float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
     const float *const *vrow, int32_t n, float scale, float *scores) {
-    for (int32_t r = 0; r < g; r++) {
-        const float *qr = q + (size_t)r * hd;
-        float *sc = scores + (size_t)r * n;
-        for (int32_t t = 0; t < n; t += 4) {
-            const float *k0 = krow[t], *k1 = krow[t + 1 < n ? t + 1 : t],
-                        *k2 = krow[t + 2 < n ? t + 2 : t], *k3 = krow[t + 3 < n ? t + 3 : t];
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int32_t d = 0; d < hd; d += 16) {
-                __m512 qv = _mm512_loadu_ps(qr + d);
-                a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + d), a0);
-                a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k1 + d), a1);
-                a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k2 + d), a2);
-                a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k3 + d), a3);
+    for (int32_t r0 = 0; r0 < g; r0 += 4) {
+        int32_t G = g - r0 < 4 ? g - r0 : 4;
+        const float *qr = q + (size_t)r0 * hd;
+        switch (G) {
+        case 1: attn_scores(scores, qr, 1, hd, krow, n, scale); break;
+        case 2: attn_scores(scores, qr, 2, hd, krow, n, scale); break;
+        case 3: attn_scores(scores, qr, 3, hd, krow, n, scale); break;
+        default: attn_scores(scores, qr, 4, hd, krow, n, scale); break;
+        }
+        for (int32_t r = 0; r < G; r++) {   /* stable softmax, normalised in place */
+            float *sc = scores + (size_t)r * n, mx = sc[0], sum = 0;
+            for (int32_t t = 1; t < n; t++) mx = sc[t] > mx ? sc[t] : mx;
+            for (int32_t t = 0; t < n; t++) {
+                sc[t] = expf(sc[t] - mx);
+                sum += sc[t];
             }
-            float s4[4];
-            _mm_storeu_ps(s4, _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
-            for (int u = 0; u < 4 && t + u < n; u++) sc[t + u] = s4[u];
+            float inv = 1.0f / sum;
+            for (int32_t t = 0; t < n; t++) sc[t] *= inv;
         }
-        float mx = sc[0], sum = 0;
-        for (int32_t t = 1; t < n; t++) mx = sc[t] > mx ? sc[t] : mx;
-        for (int32_t t = 0; t < n; t++) {
-            sc[t] = expf(sc[t] - mx);
-            sum += sc[t];
+        float *o = out + (size_t)r0 * hd;
+        switch (G) {
+        case 1: attn_values(o, scores, 1, hd, vrow, n); break;
+        case 2: attn_values(o, scores, 2, hd, vrow, n); break;
+        case 3: attn_values(o, scores, 3, hd, vrow, n); break;
+        default: attn_values(o, scores, 4, hd, vrow, n); break;
         }
-        float inv = 1.0f / sum;
-        __m512 o[16];
-        int32_t nv = hd / 16;
-        for (int32_t d = 0; d < nv; d++) o[d] = _mm512_setzero_ps();
-        for (int32_t t = 0; t < n; t++) {
-            __m512 p = _mm512_set1_ps(sc[t] * inv);
-            for (int32_t d = 0; d < nv; d++)
-                o[d] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vrow[t] + 16 * d), o[d]);
-        }
-        for (int32_t d = 0; d < nv; d++) _mm512_storeu_ps(out + (size_t)r * hd + 16 * d, o[d]);
     }
 }
 
