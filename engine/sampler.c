@@ -26,29 +26,21 @@ int32_t sampler_argmax(const float *logits, int32_t vocab) {
 }
 
 /* Descending by logit, ascending id on ties: a total order, so qsort's instability cannot
- * change which tokens survive top-k or top-p. */
-static _Thread_local const float *sort_logits;
-static int cmp_desc(const void *a, const void *b) {
+ * change which tokens survive top-k or top-p. The logits come through qsort_r's context, so
+ * concurrent samplers (one per backend thread) share nothing. */
+static int cmp_desc(const void *a, const void *b, void *ctx) {
+    const float *logits = ctx;
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    float x = sort_logits[i], y = sort_logits[j];
+    float x = logits[i], y = logits[j];
     if (x != y) return x > y ? -1 : 1;
     return (i > j) - (i < j);
-}
-
-static void sort_ids(const float *logits, int32_t *idx, int32_t n) {
-    /* qsort has no context argument; a thread-local keeps concurrent samplers apart. */
-    static _Thread_local const float *saved;
-    saved = sort_logits;
-    sort_logits = logits;
-    qsort(idx, (size_t)n, sizeof *idx, cmp_desc);
-    sort_logits = saved;
 }
 
 int32_t sampler_pick(const float *logits, int32_t vocab, const bk_sample_t *p, float *probs,
                      int32_t *idx) {
     if (!(p->temperature > 0) || vocab <= 1) return sampler_argmax(logits, vocab);
     for (int32_t i = 0; i < vocab; i++) idx[i] = i;
-    sort_ids(logits, idx, vocab);
+    qsort_r(idx, (size_t)vocab, sizeof *idx, cmp_desc, (void *)logits);
     int32_t n = vocab;
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
 
