@@ -10,6 +10,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu.h"
+#include "engine/sampler.h"
 #include "tests/testutil.h"
 
 #define TOL 1e-5
@@ -352,6 +353,42 @@ START_TEST(elementwise_embed_gather_sample) {
 }
 END_TEST
 
+/* Sampling on the pool's threads gives each row exactly the reference sampler's draw, so a
+ * row's token does not depend on the other rows of its batch. */
+START_TEST(sampling_matches_the_reference_per_row) {
+    backend_t *b = new_cpu(2);
+    enum { R = 12, VOC = 3000 };
+    float *logits = malloc(sizeof(float) * R * VOC), *probs = malloc(sizeof(float) * VOC);
+    int32_t *idx = malloc(sizeof(int32_t) * VOC), tok[R], pos[R], ss[R + 1], sl[R], bts[R + 1];
+    int32_t blk[R], rows[R], ids[R];
+    bk_sample_t smp[R];
+    fill(logits, (size_t)R * VOC);
+    for (int32_t i = 0; i < R * VOC; i++) logits[i] *= 4;
+    for (int32_t r = 0; r <= R; r++) ss[r] = bts[r] = r;
+    for (int32_t r = 0; r < R; r++) {
+        tok[r] = 0;
+        pos[r] = 0;
+        sl[r] = 1;
+        blk[r] = r;
+        rows[r] = r;
+        smp[r] = (bk_sample_t){r % 4 ? 0.5f + 0.1f * r : 0, (r % 3) * 40, r % 2 ? 0.9f : 1,
+                               1000 + (uint64_t)r, r};
+    }
+    bk_batch_t bt = {R, R, tok, pos, ss, sl, bts, blk, R, rows, smp};
+    ck_assert_int_eq(b->prepare(b, &bt), 0);
+    void *dl = put(b, logits, (size_t)R * VOC);
+    for (int rep = 0; rep < 3; rep++) {
+        ck_assert_int_eq(b->sample(b, ids, dl, BK_F32, VOC), 0);
+        for (int32_t r = 0; r < R; r++)
+            ck_assert_int_eq(ids[r], sampler_pick(logits + (size_t)r * VOC, VOC, &smp[r], probs, idx));
+    }
+    free(logits);
+    free(probs);
+    free(idx);
+    b->destroy(b);
+}
+END_TEST
+
 START_TEST(backend_registry) {
     char err[256];
     ck_assert(backend_new("cuda", NULL, err, sizeof err) == NULL);
@@ -379,6 +416,7 @@ int main(void) {
     tcase_add_test(tc, rmsnorm_with_and_without_residual);
     tcase_add_test(tc, rope_kv_and_paged_attention_gqa);
     tcase_add_test(tc, elementwise_embed_gather_sample);
+    tcase_add_test(tc, sampling_matches_the_reference_per_row);
     tcase_add_test(tc, backend_registry);
     suite_add_tcase(s, tc);
     return testutil_run(s);
