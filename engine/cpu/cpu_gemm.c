@@ -26,7 +26,7 @@ AVX512 __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 }
 
 AVX512 void tile_avx512(float *y, const float *x, const float *w, const int MR_, int32_t m0,
-                        int32_t n0, int32_t nr, int32_t n, int32_t k) {
+                        int32_t n0, int32_t nr, int32_t n, int32_t k, const float *pf) {
     const float *xr[MR], *wr[NR];
     for (int i = 0; i < MR_; i++) xr[i] = x + (size_t)(m0 + i) * k;
     for (int j = 0; j < NR; j++) wr[j] = w + (size_t)(n0 + (j < nr ? j : nr - 1)) * k;
@@ -38,6 +38,11 @@ AVX512 void tile_avx512(float *y, const float *x, const float *w, const int MR_,
     int32_t kk = 0;
     for (; kk + 16 <= k; kk += 16) {
         __m512 wv[NR];
+        /* the next tile's rows (contiguous: NR rows of k) stream in while this one
+         * computes; weight rows are too short for the hardware prefetcher to ramp up */
+        if (pf)
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++) _mm_prefetch((const char *)(pf + (size_t)j * k + kk), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) wv[j] = _mm512_loadu_ps(wr[j] + kk);
 #pragma GCC unroll 8
@@ -78,11 +83,12 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void rows_avx512(
     int32_t n_hi) {
     for (int32_t n0 = n_lo; n0 < n_hi; n0 += NR) {
         int32_t nr = n_hi - n0 < NR ? n_hi - n0 : NR, m0 = 0;
-        for (; m0 + MR <= m; m0 += MR) tile_avx512(y, x, w, MR, m0, n0, nr, n, k);
+        const float *pf = n0 + 2 * NR <= n_hi ? w + (size_t)(n0 + NR) * k : NULL;
+        for (; m0 + MR <= m; m0 += MR, pf = NULL) tile_avx512(y, x, w, MR, m0, n0, nr, n, k, pf);
         switch (m - m0) {
-        case 1: tile_avx512(y, x, w, 1, m0, n0, nr, n, k); break;
-        case 2: tile_avx512(y, x, w, 2, m0, n0, nr, n, k); break;
-        case 3: tile_avx512(y, x, w, 3, m0, n0, nr, n, k); break;
+        case 1: tile_avx512(y, x, w, 1, m0, n0, nr, n, k, pf); break;
+        case 2: tile_avx512(y, x, w, 2, m0, n0, nr, n, k, pf); break;
+        case 3: tile_avx512(y, x, w, 3, m0, n0, nr, n, k, pf); break;
         default: break;
         }
     }
@@ -101,6 +107,11 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
         for (int r = 0; r < G_; r++)
 #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) acc[r][u] = _mm512_setzero_ps();
+        /* K rows are scattered over blocks: fetch the quad after next ahead of use */
+        if (t + 8 < n)
+            for (int u = 0; u < 4 && t + 8 + u < n; u++)
+                for (int32_t d = 0; d < hd; d += 16)
+                    _mm_prefetch((const char *)(krow[t + 8 + u] + d), _MM_HINT_T0);
         for (int32_t d = 0; d < hd; d += 16) {
             __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
             __m512 kv2 = _mm512_loadu_ps(k2 + d), kv3 = _mm512_loadu_ps(k3 + d);
@@ -136,6 +147,9 @@ AVX512 void attn_values(float *out, const float *p, const int G_, int32_t hd,
             for (int c = 0; c < 4; c++) o[r][c] = _mm512_setzero_ps();
         for (int32_t t = 0; t < n; t++) {
             __m512 v[4];
+            if (t + 4 < n)
+                for (int c = 0; c < nv; c++)
+                    _mm_prefetch((const char *)(vrow[t + 4] + d0 + 16 * c), _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++)
                 v[c] = c < nv ? _mm512_loadu_ps(vrow[t] + d0 + 16 * c) : _mm512_setzero_ps();
