@@ -134,36 +134,46 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
     }
 }
 
-/* out[r] = sum_t p[r][t] V_t, 64 columns at a time so that 4 G_ accumulators suffice; each
- * V vector is loaded once for the heads. */
+/* out[r] = sum_t p[r][t] V_t over NV_ x 16 columns from d0; each V vector is loaded once
+ * for the heads. G_ and NV_ are constants per call site, so the body has no branches. */
+AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int NV_,
+                             int32_t hd, int32_t d0, const float *const *vrow, int32_t n) {
+    __m512 o[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < G_; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV_; c++) o[r][c] = _mm512_setzero_ps();
+    for (int32_t t = 0; t < n; t++) {
+        __m512 v[4];
+        if (t + 4 < n)
+#pragma GCC unroll 4
+            for (int c = 0; c < NV_; c++)
+                _mm_prefetch((const char *)(vrow[t + 4] + d0 + 16 * c), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int c = 0; c < NV_; c++) v[c] = _mm512_loadu_ps(vrow[t] + d0 + 16 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < G_; r++) {
+            __m512 pv = _mm512_set1_ps(p[(size_t)r * n + t]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NV_; c++) o[r][c] = _mm512_fmadd_ps(pv, v[c], o[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < G_; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV_; c++)
+            _mm512_storeu_ps(out + (size_t)r * hd + d0 + 16 * c, o[r][c]);
+}
+
 AVX512 void attn_values(float *out, const float *p, const int G_, int32_t hd,
                         const float *const *vrow, int32_t n) {
     for (int32_t d0 = 0; d0 < hd; d0 += 64) {
-        int32_t nv = hd - d0 < 64 ? (hd - d0) / 16 : 4;
-        __m512 o[4][4];
-#pragma GCC unroll 4
-        for (int r = 0; r < G_; r++)
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) o[r][c] = _mm512_setzero_ps();
-        for (int32_t t = 0; t < n; t++) {
-            __m512 v[4];
-            if (t + 4 < n)
-                for (int c = 0; c < nv; c++)
-                    _mm_prefetch((const char *)(vrow[t + 4] + d0 + 16 * c), _MM_HINT_T0);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-                v[c] = c < nv ? _mm512_loadu_ps(vrow[t] + d0 + 16 * c) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-            for (int r = 0; r < G_; r++) {
-                __m512 pv = _mm512_set1_ps(p[(size_t)r * n + t]);
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) o[r][c] = _mm512_fmadd_ps(pv, v[c], o[r][c]);
-            }
+        switch (hd - d0 < 64 ? (hd - d0) / 16 : 4) {
+        case 1: attn_values_cols(out, p, G_, 1, hd, d0, vrow, n); break;
+        case 2: attn_values_cols(out, p, G_, 2, hd, d0, vrow, n); break;
+        case 3: attn_values_cols(out, p, G_, 3, hd, d0, vrow, n); break;
+        default: attn_values_cols(out, p, G_, 4, hd, d0, vrow, n); break;
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < G_; r++)
-            for (int c = 0; c < nv; c++)
-                _mm512_storeu_ps(out + (size_t)r * hd + d0 + 16 * c, o[r][c]);
     }
 }
 
