@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# `make demo`: replays one trace under the four shipped policies in the simulator and
-# prints a comparison table. Uses the real Azure conversation trace when the shared data is
-# there, else a synthetic trace of the same shape made by `twinserve trace gen`.
+# `make demo`: replays one trace under the four shipped policies in the simulator, prints a
+# comparison table and an A/B verdict, then replays a slice of it on the real engine (CPU)
+# under three policies. Uses the real Azure conversation trace and the stories260K model
+# when the shared data is there, else a synthetic trace of the same shape made by
+# `twinserve trace gen` and seeded dummy weights in stories260K's shape.
 set -eu
 bin=${1:-build/twinserve}
 cd "$(dirname "$0")/.."
@@ -29,4 +31,28 @@ done
 echo
 "$bin" runs "$db"
 echo
-echo "Explore: sqlite3 $db 'select name, status from runs'; twinserve sim --help"
+echo "A/B: is chunked prefill better than continuous batching on this trace?"
+"$bin" compare "$db" --runs continuous,chunked_prefill | sed -n '1,40p'
+echo
+
+model=$data/models/stories260K.bin
+[ -f "$model" ] || model=dummy:stories260k
+edb=build/demo-engine.db
+rm -f "$edb" "$edb-wal" "$edb-shm"
+echo "The same policies on the real engine: model $model on the CPU, the first 120"
+echo "requests at 10x the trace's rate, prompts clipped to 256 tokens and outputs to 48."
+for p in static continuous chunked_prefill; do
+    printf '  %-16s ' "$p"
+    set_chunk=()
+    [ "$p" = chunked_prefill ] && set_chunk=(--set chunk=128)
+    "$bin" engine --trace "$trace" --policy "policies/$p.lua" --model "$model" --db "$edb" \
+        --name "$p" --limit 120 --rate-scale 10 --max-prompt 256 --max-output 48 \
+        ${set_chunk[@]+"${set_chunk[@]}"} -q
+    echo done
+done
+echo
+"$bin" runs "$edb"
+echo
+echo "Explore: twinserve report $db --run continuous --slo ttft=2,tpot=0.1;"
+echo "         twinserve plot $db --runs continuous,chunked_prefill --out build/plots;"
+echo "         twinserve explain --trace $trace --policy policies/chunked_prefill.lua --limit 6"
