@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/report.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "engine/backend.h"
@@ -112,10 +113,14 @@ static void print_results(int json, const char *spec, const char *backend, int t
                           double gemm, int32_t ctx, int32_t steps, const bench_row_t *r, int n) {
     double mem_roof = bw / wbytes, comp_roof = gemm / (2 * params);
     if (json) {
-        printf("{\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"params\": %.0f, "
+        printf("{\"model\": ");
+        report_json_str(stdout, spec);   /* a path may hold quotes or backslashes */
+        printf(", \"backend\": ");
+        report_json_str(stdout, backend);
+        printf(", \"threads\": %d, \"params\": %.0f, "
                "\"weight_bytes\": %.0f, \"ctx\": %d, \"steps\": %d, \"mem_bw_gbs\": %.2f, "
                "\"sgemm_gflops\": %.2f, \"mem_roof_tok_per_s_batch1\": %.2f, "
-               "\"compute_roof_tok_per_s\": %.2f, \"results\": [", spec, backend, threads,
+               "\"compute_roof_tok_per_s\": %.2f, \"results\": [", threads,
                params, wbytes, ctx, steps, bw / 1e9, gemm / 1e9, mem_roof, comp_roof);
         for (int i = 0; i < n; i++)
             printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
