@@ -231,11 +231,15 @@ static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int 
         /* placement: each token's K and V sit in its block's slot */
         for (int32_t i = 0; i < nt; i++) {
             int32_t blk = table[who[i]][pos[i] / bs], slot = pos[i] % bs;
-            const float *kr = backend_cpu_kv_row(b, layer, blk, 0, slot);
-            const float *vr = backend_cpu_kv_row(b, layer, blk, 1, slot);
-            ck_assert(kr && vr);
-            ck_assert_msg(memcmp(kr, k + i * kvd, sizeof(float) * kvd) == 0, "K placement");
-            ck_assert_msg(memcmp(vr, v + i * kvd, sizeof(float) * kvd) == 0, "V placement");
+            for (int32_t h = 0; h < n_kv; h++) {
+                const float *kr = backend_cpu_kv_at(b, layer, blk, 0, h, slot);
+                const float *vr = backend_cpu_kv_at(b, layer, blk, 1, h, slot);
+                ck_assert(kr && vr);
+                ck_assert_msg(memcmp(kr, k + i * kvd + h * hd, sizeof(float) * hd) == 0,
+                              "K placement");
+                ck_assert_msg(memcmp(vr, v + i * kvd + h * hd, sizeof(float) * hd) == 0,
+                              "V placement");
+            }
         }
         /* reference attention: causal over the token's own sequence */
         for (int32_t i = 0; i < nt; i++) {
@@ -402,7 +406,7 @@ START_TEST(backend_registry) {
     bk_kv_shape_t bad = {3, 0, 16, 2, 8};
     ck_assert_int_ne(b->kv_init(b, &bad), 0);
     ck_assert(strstr(b->errmsg, "kv_init") != NULL);
-    ck_assert(backend_cpu_kv_row(b, 0, 0, 0, 0) == NULL);
+    ck_assert(backend_cpu_kv_at(b, 0, 0, 0, 0, 0) == NULL);
     prepare_flat(b, 3);
     b->destroy(b);
 }

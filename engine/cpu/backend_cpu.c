@@ -24,7 +24,7 @@ typedef struct {
     void **allocs;              /* every live buffer, so destroy frees what callers leak */
     size_t n_allocs, cap_allocs;
 
-    float *kv;                  /* [layer][block][K|V][slot][kv_head][hd] */
+    float *kv;                  /* [layer][block][K|V][kv_head][slot][hd] */
     bk_kv_shape_t kvs;
     size_t kv_layer;            /* floats per layer */
 
@@ -304,20 +304,24 @@ static int cpu_rmsnorm(backend_t *b, void *out, void *x, const void *residual, c
     return 0;
 }
 
-static float *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t slot) {
-    size_t kvd = (size_t)c->kvs.n_kv_heads * c->kvs.head_dim;
+/* One head's slot: a block holds each head's slots contiguously, so attention over a
+ * block streams block_size x head_dim floats in order. */
+static float *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t head,
+                    int32_t slot) {
+    const bk_kv_shape_t *s = &c->kvs;
     return c->kv + (size_t)layer * c->kv_layer +
-           (((size_t)block * 2 + which) * c->kvs.block_size + slot) * kvd;
+           ((((size_t)block * 2 + which) * s->n_kv_heads + head) * s->block_size + slot) *
+               s->head_dim;
 }
 
-const float *backend_cpu_kv_row(backend_t *b, int32_t layer, int32_t block, int32_t which,
-                                int32_t slot) {
+const float *backend_cpu_kv_at(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                               int32_t head, int32_t slot) {
     cpu_t *c = CPU(b);
     if (!c->kv || layer < 0 || layer >= c->kvs.n_layers || block < 0 ||
-        block >= c->kvs.n_blocks || which < 0 || which > 1 || slot < 0 ||
-        slot >= c->kvs.block_size)
+        block >= c->kvs.n_blocks || which < 0 || which > 1 || head < 0 ||
+        head >= c->kvs.n_kv_heads || slot < 0 || slot >= c->kvs.block_size)
         return NULL;
-    return kv_at(c, layer, block, which, slot);
+    return kv_at(c, layer, block, which, head, slot);
 }
 
 static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
@@ -369,8 +373,11 @@ static void rope_tokens(void *ctx, int64_t lo, int64_t hi, int tid) {
         for (int32_t h = 0; h < j->n_kv; h++) rotate(ki + (size_t)h * hd, cs, sn, pairs);
         int32_t blk = c->block_table[c->bt_start[s] + p / c->kvs.block_size];
         int32_t slot = p % c->kvs.block_size;
-        memcpy(kv_at(c, j->layer, blk, 0, slot), ki, kvd * sizeof(float));
-        memcpy(kv_at(c, j->layer, blk, 1, slot), j->v + i * kvd, kvd * sizeof(float));
+        for (int32_t h = 0; h < j->n_kv; h++) {
+            memcpy(kv_at(c, j->layer, blk, 0, h, slot), ki + (size_t)h * hd, hd * sizeof(float));
+            memcpy(kv_at(c, j->layer, blk, 1, h, slot), j->v + i * kvd + (size_t)h * hd,
+                   hd * sizeof(float));
+        }
     }
 }
 
@@ -419,8 +426,8 @@ static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
         int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
         const int32_t *table = c->block_table + c->bt_start[s];
         for (int32_t t = 0; t < n; t++) {
-            krow[t] = kv_at(c, j->layer, table[t / bs], 0, t % bs) + (size_t)h * hd;
-            vrow[t] = kv_at(c, j->layer, table[t / bs], 1, t % bs) + (size_t)h * hd;
+            krow[t] = kv_at(c, j->layer, table[t / bs], 0, h, t % bs);
+            vrow[t] = kv_at(c, j->layer, table[t / bs], 1, h, t % bs);
         }
         size_t off = i * qd + (size_t)h * g * hd;
         cgemm_attn(j->out + off, j->q + off, g, hd, krow, vrow, n, scale, sc);

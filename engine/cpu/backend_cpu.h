@@ -1,7 +1,7 @@
 /* backend_cpu: the fp32 CPU backend (backend.h). Matrix products go to OpenBLAS (sgemv for
  * a single row, where OpenBLAS's sgemm is slower), everything else to a small pthread pool
  * (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is one allocation
- * laid out [layer][block][K|V][slot][kv_head][head_dim].
+ * laid out [layer][block][K|V][kv_head][slot][head_dim].
  *
  * Ownership: the returned backend is the caller's (b->destroy); it frees every buffer still
  * allocated through it. */
@@ -16,9 +16,9 @@
 /* opts->n_threads 0 = every online core. NULL + message in err on failure. */
 backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen);
 
-/* The K (which 0) or V (which 1) row [n_kv_heads][head_dim] of one slot of one block in the
- * pool, for tests that check where rope_kv wrote. NULL before kv_init or out of range. */
-const float *backend_cpu_kv_row(backend_t *b, int32_t layer, int32_t block, int32_t which,
-                                int32_t slot);
+/* The K (which 0) or V (which 1) vector [head_dim] of one KV head in one slot of one block,
+ * for tests that check where rope_kv wrote. NULL before kv_init or out of range. */
+const float *backend_cpu_kv_at(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                               int32_t head, int32_t slot);
 
 #endif
