@@ -12,5 +12,13 @@ int cmd_kv(int argc, char **argv);        /* cli/cmd_calc.c */
 int cmd_roofline(int argc, char **argv);  /* cli/cmd_calc.c */
 int cmd_presets(int argc, char **argv);   /* cli/cmd_calc.c */
 int cmd_runs(int argc, char **argv);      /* cli/cmd_runs.c: one line per run in a database */
+int cmd_report(int argc, char **argv);    /* cli/cmd_report.c */
+int cmd_compare(int argc, char **argv);   /* cli/cmd_compare.c */
+int cmd_plot(int argc, char **argv);      /* cli/cmd_plot.c */
+int cmd_sweep(int argc, char **argv);     /* cli/cmd_sweep.c */
+int cmd_explain(int argc, char **argv);   /* cli/cmd_explain.c */
+int cmd_generate(int argc, char **argv);  /* cli/cmd_generate.c */
+int cmd_engine(int argc, char **argv);    /* cli/cmd_engine.c */
+int cmd_bench(int argc, char **argv);     /* cli/cmd_bench.c */
 
 #endif
