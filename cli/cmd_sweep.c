@@ -53,6 +53,16 @@ static void print_capacity(const sweep_capacity_t *c, double target, double tol)
     if (!c->found_lo) {
         printf("capacity: below %.4g req/s: no rate tried met %.0f%% attainment (lowest "
                "tried %.4g req/s)\n", c->hi, 100 * target, c->points[0].rate);
+        /* Rejections do not go away at low load: say when they alone cap the attainment. */
+        const sweep_point_t *p0 = &c->points[0];
+        if (p0->ok && p0->rep.base.requests > 0) {
+            double rej = (double)p0->rep.base.rejected / (double)p0->rep.base.requests;
+            if (1 - rej < target)
+                printf("          %.1f%% of the requests are rejected even at the lowest rate "
+                       "(see `twinserve report`: e.g. prompt + output beyond the context "
+                       "length), so attainment can never reach %.0f%%\n", 100 * rej,
+                       100 * target);
+        }
         return;
     }
     if (!c->found_hi) {
