@@ -274,21 +274,26 @@ static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
     }
     for (int32_t i = 0; i < p->n_pads; i++) {
         const sched_pad_t *pd = &p->pads[i];
-        if (pd->ctx + pd->num_tokens > e->scratch_n * e->o->block_size)
-            return FAIL(e, "padding of %d tokens at context %d exceeds the context length",
-                        pd->num_tokens, pd->ctx);
+        if (pd->num_tokens > e->max_model_len)
+            return FAIL(e, "step %lld: padding of %d tokens exceeds the context length %d",
+                        (long long)p->step, pd->num_tokens, e->max_model_len);
+        /* A finished slot is padded at its final context, which may be the whole context
+         * (static batching): the throwaway tokens then take the last positions instead,
+         * one token of attention less than the slot's cost. */
+        int32_t ctx = pd->ctx < e->max_model_len - pd->num_tokens
+                          ? pd->ctx : e->max_model_len - pd->num_tokens;
         e->seq_start[s] = t;
         e->bt_start[s] = (int32_t)bt;
         for (int32_t j = 0; j < pd->num_tokens; j++, t++) {
             e->tokens[t] = 0;
-            e->pos[t] = pd->ctx + j;
+            e->pos[t] = ctx + j;
             /* Padded decode slots still produce logits (discarded), as in a static batch. */
             if (pd->ctx > 0 && ns < e->max_sample) {
                 e->sample_rows[ns] = t;
                 e->sample[ns++] = (bk_sample_t){ .temperature = 0, .top_p = 1 };
             }
         }
-        e->seq_len[s] = pd->ctx + pd->num_tokens;
+        e->seq_len[s] = ctx + pd->num_tokens;
         memcpy(e->block_table + bt, e->scratch_table, sizeof(int32_t) * (size_t)e->scratch_n);
         bt += e->scratch_n;
         s++;

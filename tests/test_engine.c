@@ -304,6 +304,33 @@ START_TEST(test_dummy_model_runs) {
 }
 END_TEST
 
+/* Static batching pads a finished member's slot at its final context. A member that filled
+ * the whole context (500 + 12 = 512, the model's length and a multiple of the block size)
+ * leaves no position for its padding token: the run must still go through. */
+START_TEST(test_static_padding_at_full_context) {
+    char trace[256], db[256], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv",
+                       "arrival_s,prompt_tokens,output_tokens\n0,500,12\n0,10,40\n");
+    testutil_tmpfile(db, sizeof db, ".db");
+    ck_assert_msg(run_engine("dummy:stories260k", trace, db, "policies/static.lua", "batch=2",
+                             NULL, 0, err, sizeof err) == 0, "%s", err);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*), sum(generated_tokens), "
+        "(SELECT sum(pad_tokens) FROM steps) FROM requests WHERE status = 'finished'", -1,
+        &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 2);
+    ck_assert_int_eq(sqlite3_column_int(st, 1), 52);
+    ck_assert_int_gt(sqlite3_column_int(st, 2), 0); /* the slot really was padded */
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ generate */
 
 static char *generate(const char *model, int32_t n, gen_stats_t *st) {
@@ -346,6 +373,7 @@ static Suite *suite(void) {
     tcase_add_test(t, test_sampling_independent_of_batching);
     tcase_add_test(t, test_bad_model_marks_run_failed);
     tcase_add_test(t, test_dummy_model_runs);
+    tcase_add_test(t, test_static_padding_at_full_context);
     tcase_add_test(t, test_generate_bin_and_gguf_agree);
     suite_add_tcase(s, t);
     return s;
