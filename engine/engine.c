@@ -174,6 +174,11 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
         }
     }
     if (blocks < 1) return FAIL(e, "no room for a KV cache (check --kv-mem / --kv-blocks)");
+    /* Block ids are int32 and padding's scratch blocks come after the core's. */
+    if (blocks > INT32_MAX - e->scratch_n)
+        return FAIL(e, "a KV pool of %d blocks (plus %d scratch blocks for padding) exceeds the "
+                    "engine's %d block ids: lower --kv-blocks or --kv-mem", blocks, e->scratch_n,
+                    INT32_MAX);
     e->num_blocks = blocks;
     e->scratch_base = blocks;
 

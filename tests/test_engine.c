@@ -331,6 +331,24 @@ START_TEST(test_static_padding_at_full_context) {
 }
 END_TEST
 
+/* A KV pool too large to index (blocks + padding's scratch past INT32_MAX): a message that
+ * names the option, not a wrapped block count. */
+START_TEST(test_kv_blocks_too_large) {
+    char trace[256], db[256], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    kv_blocks = INT32_MAX;
+    int rc = run_engine("dummy:stories260k", trace, db, "policies/continuous.lua", NULL, NULL,
+                        0, err, sizeof err);
+    kv_blocks = 160;
+    ck_assert_int_ne(rc, 0);
+    ck_assert_msg(strstr(err, "--kv-blocks") != NULL, "message: %s", err);
+    ck_assert_msg(strstr(err, "-2147") == NULL, "wrapped count in: %s", err);
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ generate */
 
 static char *generate(const char *model, int32_t n, gen_stats_t *st) {
@@ -374,6 +392,7 @@ static Suite *suite(void) {
     tcase_add_test(t, test_bad_model_marks_run_failed);
     tcase_add_test(t, test_dummy_model_runs);
     tcase_add_test(t, test_static_padding_at_full_context);
+    tcase_add_test(t, test_kv_blocks_too_large);
     tcase_add_test(t, test_generate_bin_and_gguf_agree);
     suite_add_tcase(s, t);
     return s;
