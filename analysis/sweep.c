@@ -80,6 +80,12 @@ int sweep_parse_rates(const char *spec, double *rates, int max, char *err, size_
             snprintf(err, errlen, "--rates '%s': more than %d rates", spec, max);
             return -1;
         }
+        for (int i = 0; i < n; i++)
+            if (rates[i] == v) {
+                snprintf(err, errlen, "--rates '%s': rate %s given twice (each rate is one "
+                         "run)", spec, item);
+                return -1;
+            }
         rates[n++] = v;
         if (!comma) return n;
         p = comma + 1;
@@ -280,6 +286,15 @@ static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
     _exit(rc == 0 ? 0 : 1);
 }
 
+/* NAME@RATErps with the fewest digits (six at least) that give back the rate exactly: run
+ * names are unique, and close rates (a narrow capacity bracket) must not share one. */
+static void point_name(const char *prefix, double rate, char *out, size_t len) {
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(out, len, "%s@%.*grps", prefix, digits, rate);
+        if (strtod(strrchr(out, '@') + 1, NULL) == rate) return;
+    }
+}
+
 int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
               sweep_point_t *pts, char *err, size_t errlen) {
     char dir[] = "/tmp/twinsweep-XXXXXX", path[1100];
@@ -302,7 +317,7 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
     for (int i = 0; i < n; i++) {
         pts[i] = (sweep_point_t){ .rate = rates[i], .scale = rates[i] / sw->base_rate,
                                   .run_id = -1 };
-        snprintf(pts[i].name, sizeof pts[i].name, "%s@%.6grps", prefix, rates[i]);
+        point_name(prefix, rates[i], pts[i].name, sizeof pts[i].name);
     }
     fflush(stdout);
     fflush(stderr);

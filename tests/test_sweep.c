@@ -52,7 +52,8 @@ START_TEST(parse_rates) {
     ck_assert_int_eq(sweep_parse_rates("1,2.5,40", r, 4, err, sizeof err), 3);
     ck_assert(r[0] == 1 && r[1] == 2.5 && r[2] == 40);
     ck_assert_int_eq(sweep_parse_rates("7", r, 4, err, sizeof err), 1);
-    const char *bad[] = { "", "1,", ",1", "1,,2", "x", "0", "-2", "1e999", "nan", "2 ", "1,2,3,4,5" };
+    const char *bad[] = { "", "1,", ",1", "1,,2", "x", "0", "-2", "1e999", "nan", "2 ", "1,2,3,4,5", "3,3",
+                          "2,1,2" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         ck_assert_msg(sweep_parse_rates(bad[i], r, 4, err, sizeof err) == -1, "%s", bad[i]);
@@ -204,6 +205,29 @@ START_TEST(sweep_merges_in_rate_order) {
 }
 END_TEST
 
+/* Rates that agree to six digits (a capacity search with a small --tol) still get distinct
+ * run names: a name clash made the merge fail on runs.name's uniqueness. */
+START_TEST(sweep_close_rates_distinct_names) {
+    sweep_t sw = { .jobs = 2 };
+    sim_defaults(&sw.sim);
+    sw.quiet = 1;
+    char err[4096];
+    int64_t n;
+    ck_assert_int_eq(sweep_trace_rate(tpath, &sw.sim.trace_opts, &sw.base_rate, &n, err,
+                                      sizeof err), 0);
+    sw.prefix = "close";
+    char prefix[160];
+    ck_assert_msg(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err) == 0, "%s", err);
+    double rates[] = { 4, 4.0000001 };
+    sweep_point_t pts[2];
+    ck_assert_msg(sweep_run(&sw, prefix, rates, 2, pts, err, sizeof err) == 0, "%s", err);
+    ck_assert(pts[0].ok && pts[1].ok);
+    ck_assert_str_eq(pts[0].name, "close@4rps");
+    ck_assert_str_eq(pts[1].name, "close@4.0000001rps");
+    ck_assert_int_eq(query_i64("SELECT count(*) FROM runs"), 2);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sweep");
     TCase *tc = tcase_create("core");
@@ -215,6 +239,7 @@ int main(void) {
     tcase_add_test(tc, hooks_see_every_step);
     tcase_add_test(tc, hook_stops_the_run);
     tcase_add_test(tc, sweep_merges_in_rate_order);
+    tcase_add_test(tc, sweep_close_rates_distinct_names);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
