@@ -222,9 +222,11 @@ int cmd_explain(int argc, char **argv) {
     o.on_final = on_final;
     o.hook_ud = &x;
 
-    printf("explain: %s on %s (%s%lld requests), %s on %s\n", o.policy_path, o.trace_path,
-           o.trace_opts.limit > 0 ? "up to " : "all ",
-           (long long)(o.trace_opts.limit > 0 ? o.trace_opts.limit : 0), o.model, o.hw);
+    char reqs[64] = "all requests";
+    if (o.trace_opts.limit > 0)
+        snprintf(reqs, sizeof reqs, "up to %lld requests", (long long)o.trace_opts.limit);
+    printf("explain: %s on %s (%s), %s on %s\n", o.policy_path, o.trace_path, reqs, o.model,
+           o.hw);
     printf("  prefill = prompt tokens computed (a chunk when only part of the prompt);\n"
            "  decode = one new output token per request; KV blocks hold %d tokens each.\n\n",
            o.block_size);

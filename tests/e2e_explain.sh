@@ -52,9 +52,17 @@ begin "a whole small run: done, every request finished, no database left behind"
 exr all --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --steps 100000
 want_rc 0
 want_out_re "^done after [0-9]+ steps: 10 finished, 0 rejected"
+want_out "(up to 12 requests)"
 [ "$(grep -c 'FINISHED' "$T/all.out")" -eq 10 ] || bad " expected 10 FINISHED lines"
 [ -z "$(ls -A "$T/cwd")" ] || bad " explain left files in the working folder: $(ls "$T/cwd")"
 [ -z "$(ls -A "$T/tmp")" ] || bad " explain left files in TMPDIR: $(ls "$T/tmp")"
+end
+
+begin "--limit 0 replays the whole trace, and the header says so"
+exr nolimit --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --limit 0 --steps 1
+want_rc 0
+want_out "(all requests)"
+grep -q "all 0 requests" "$T/nolimit.out" && bad " the header says 'all 0 requests'"
 end
 
 begin "--db keeps the records"
