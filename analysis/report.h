@@ -17,7 +17,9 @@
  *    interpolation: the smallest value v such that the steps with values <= v cover at least
  *    that share of the time. n == 0 (all NAN) when the run has no such step.
  *  - ITL: the gaps between consecutive t_s of one request's tokens ordered by idx, from the
- *    tokens table (pooled over requests); latency percentiles are numpy-linear (stats.h).
+ *    tokens table (pooled over requests); tokens sharing a t_s (one speculative step) are one
+ *    emission and add no zero gap, as vLLM's per-chunk ITL. Latency percentiles are
+ *    numpy-linear (stats.h).
  *
  * Ownership: report_t is a plain value; nothing to free. The printers write to a caller's
  * FILE and keep nothing. */

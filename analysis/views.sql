@@ -80,11 +80,12 @@ SELECT r.name AS run,
        t.num_waiting, t.num_preempted
 FROM steps t JOIN runs r ON r.id = t.run_id;
 
--- One row per recorded output token after a request's first: the gap since the previous
--- token of the same request (inter-token latency, ITL), when the run saved tokens.
+-- One row per token emission after a request's first: the gap since the previous emission
+-- of the same request (inter-token latency, ITL), when the run saved tokens. Tokens emitted
+-- together (a speculative step's, at one t_s) are one emission, as report's ITL.
 CREATE VIEW IF NOT EXISTS token_gaps AS
 SELECT run_id, req_id, idx, t_s, gap_s FROM (
     SELECT run_id, req_id, idx, t_s,
            t_s - lag(t_s) OVER (PARTITION BY run_id, req_id ORDER BY idx) AS gap_s
     FROM tokens)
-WHERE gap_s IS NOT NULL;
+WHERE gap_s IS NOT NULL AND gap_s <> 0;

@@ -127,7 +127,7 @@ START_TEST(percentiles_match_the_requests_table) {
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t req = sqlite3_column_int64(st, 0);
         double t = sqlite3_column_double(st, 1);
-        if (req == prev_req) {
+        if (req == prev_req && t != prev_t) { /* tokens of one step: one emission */
             if (n == cap) gaps = realloc(gaps, (cap *= 2) * sizeof *gaps);
             gaps[n++] = t - prev_t;
         }
@@ -265,6 +265,42 @@ START_TEST(itl_and_steps_by_hand) {
 }
 END_TEST
 
+/* A speculative step emits several tokens at once (one t_s). ITL is the gap between a
+ * request's successive emissions, as vLLM's benchmark takes it between streamed chunks: the
+ * tokens of one step add no zero gaps (they made a speculative run's ITL p50 read 0 ms).
+ * Request 0: idx 0 at 1.0, idx 1..3 at 1.2 (one step), idx 4 and 5 at 1.5: gaps 0.2, 0.3. */
+START_TEST(itl_counts_emissions_not_tokens) {
+    rec_t *r = rec_open(db);
+    ck_assert_msg(rec_errmsg(r) == NULL, "%s", rec_errmsg(r));
+    rec_run_info_t in = {.name = "spec", .kind = "sim", .policy = "p.lua", .trace = "t.csv"};
+    int64_t run;
+    ck_assert(rec_run_begin(r, &in, &run) == 0);
+    add(r, run, 0, 0.0, 0.0, 1.0, 1.5, 6, "finished");
+    const double tt[] = {1.0, 1.2, 1.2, 1.2, 1.5, 1.5};
+    for (int i = 0; i < 6; i++) {
+        rec_token_t t = {.req_id = 0, .idx = i, .token_id = -1, .t_s = tt[i]};
+        ck_assert(rec_token(r, run, &t) == 0);
+    }
+    ck_assert(rec_run_end(r, run, 1, NULL, 0.1) == 0);
+    rec_close(r);
+    report_t rep = load_hand(run, NULL);
+    ck_assert_uint_eq(rep.itl.n, 2);
+    EQ(rep.itl.mean, 0.25);
+    EQ(rep.itl.min, 0.2);
+    EQ(rep.itl.max, 0.3);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*), avg(gap_s) FROM token_gaps", -1,
+                                        &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 2);
+    EQ(sqlite3_column_double(st, 1), 0.25);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+END_TEST
+
 START_TEST(json_and_text_printers) {
     report_t r = load_hand(build_hand(), "ttft=0.5");
     char *buf = NULL;
@@ -361,6 +397,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, percentiles_match_the_requests_table);
     tcase_add_test(tc, slo_attainment_and_goodput_by_hand);
     tcase_add_test(tc, itl_and_steps_by_hand);
+    tcase_add_test(tc, itl_counts_emissions_not_tokens);
     tcase_add_test(tc, json_and_text_printers);
     tcase_add_test(tc, views_agree_with_the_summary);
     tcase_add_test(tc, slo_parsing);
