@@ -286,13 +286,34 @@ static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
     _exit(rc == 0 ? 0 : 1);
 }
 
-/* NAME@RATErps with the fewest digits (six at least) that give back the rate exactly: run
- * names are unique, and close rates (a narrow capacity bracket) must not share one. */
-static void point_name(const char *prefix, double rate, char *out, size_t len) {
-    for (int digits = 6; digits <= 17; digits++) {
-        snprintf(out, len, "%s@%.*grps", prefix, digits, rate);
-        if (strtod(strrchr(out, '@') + 1, NULL) == rate) return;
+/* 1 when a run is already named name in db, or one of the names before it in this call. */
+static int name_taken(sqlite3 *db, const sweep_point_t *pts, int i, const char *name) {
+    for (int j = 0; j < i; j++)
+        if (!strcmp(pts[j].name, name)) return 1;
+    sqlite3_stmt *st = NULL;
+    int taken = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM runs WHERE name = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        taken = sqlite3_step(st) == SQLITE_ROW;
     }
+    sqlite3_finalize(st);
+    return taken;
+}
+
+/* Names PREFIX@RATErps with six significant digits, more when that name is taken: close
+ * rates (a narrow capacity bracket, two rates equal to six digits) clashed on runs.name,
+ * which failed the merge. */
+static int name_points(const sweep_t *sw, const char *prefix, sweep_point_t *pts, int n,
+                       char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    if (open_rw(sw->sim.db_path, &db, err, errlen)) return -1;
+    for (int i = 0; i < n; i++)
+        for (int digits = 6; digits <= 17; digits++) {
+            snprintf(pts[i].name, sizeof pts[i].name, "%s@%.*grps", prefix, digits, pts[i].rate);
+            if (!name_taken(db, pts, i, pts[i].name)) break;
+        }
+    sqlite3_close(db);
+    return 0;
 }
 
 int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
@@ -314,11 +335,10 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
         snprintf(err, errlen, "cannot create a temporary folder: %s", strerror(errno));
         goto done;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         pts[i] = (sweep_point_t){ .rate = rates[i], .scale = rates[i] / sw->base_rate,
                                   .run_id = -1 };
-        point_name(prefix, rates[i], pts[i].name, sizeof pts[i].name);
-    }
+    if (name_points(sw, prefix, pts, n, err, errlen)) goto cleanup;
     fflush(stdout);
     fflush(stderr);
     /* Children run at most jobs at a time; the parent only forks and waits. */

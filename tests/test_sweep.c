@@ -218,13 +218,19 @@ START_TEST(sweep_close_rates_distinct_names) {
     sw.prefix = "close";
     char prefix[160];
     ck_assert_msg(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err) == 0, "%s", err);
-    double rates[] = { 4, 4.0000001 };
-    sweep_point_t pts[2];
-    ck_assert_msg(sweep_run(&sw, prefix, rates, 2, pts, err, sizeof err) == 0, "%s", err);
-    ck_assert(pts[0].ok && pts[1].ok);
+    double rates[] = { 4, 4.0000001, 7.961014090445905 };
+    sweep_point_t pts[3];
+    ck_assert_msg(sweep_run(&sw, prefix, rates, 3, pts, err, sizeof err) == 0, "%s", err);
+    ck_assert(pts[0].ok && pts[1].ok && pts[2].ok);
     ck_assert_str_eq(pts[0].name, "close@4rps");
     ck_assert_str_eq(pts[1].name, "close@4.0000001rps");
-    ck_assert_int_eq(query_i64("SELECT count(*) FROM runs"), 2);
+    ck_assert_str_eq(pts[2].name, "close@7.96101rps"); /* six digits unless taken */
+    /* a later round (capacity search) next to a recorded rate */
+    double more[] = { 4.000000001 };
+    ck_assert_msg(sweep_run(&sw, prefix, more, 1, pts, err, sizeof err) == 0, "%s", err);
+    ck_assert(pts[0].ok);
+    ck_assert_str_eq(pts[0].name, "close@4.000000001rps");
+    ck_assert_int_eq(query_i64("SELECT count(*) FROM runs"), 4);
 }
 END_TEST
 
