@@ -110,6 +110,16 @@ want_rc 1
 want_err "no-such-model"
 end
 
+begin "engine: the policy watchdog stops a runaway policy; the run and its requests are recorded"
+printf 'return { schedule = function(s) local x = 0 while true do x = x + 1 end end }\n' >"$T/spin.lua"
+run eng_spin "$BIN" engine --trace "$T/small.csv" --policy "$T/spin.lua" \
+    --model dummy:stories260k --db "$T/w.db" --policy-time-limit 0.2 -q
+want_rc 3
+want_err "spin.lua" "endless loop"
+want_sql "$T/w.db" "select kind || '|' || status from runs" "engine|failed"
+want_sql "$T/w.db" "select count(*) > 0 and count(*) = sum(status = 'aborted') from requests" 1
+end
+
 begin "engine/generate: usage errors"
 run eng_nomodel "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua"
 want_rc 2
