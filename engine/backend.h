@@ -7,6 +7,17 @@
  * CPU; bf16/fp16/fp32 on the GPU), BK_ACT its activation type, BK_F32 floats, BK_I32 int32.
  * Sizes are element counts. upload_weight converts fp32 host data to the weight type.
  *
+ * Weight matrices (the projections, the LM head, the embedding table) go through
+ * upload_matrix instead, so that each backend stores them in the layout its product
+ * kernel wants: w [rows][cols], rows = outputs n, cols = inputs k, in a BK_WEIGHT buffer of
+ * matrix_elems(rows, cols) elements (the CPU packs panels of 16 rows k-major; a GPU keeps
+ * rows, matrix_elems = rows x cols). matmul and embed take such a matrix. Layouts keep row
+ * groups: for r0 and r multiples of matrix_row_align, rows [r0, r0 + r) of a stored
+ * matrix are elements [r0 cols, (r0 + r) cols) of it and form the stored matrix of those
+ * rows. So a slice at aligned rows is an offset, and aligned matrices uploaded one after
+ * the other form the stored matrix of their concatenation (the forward pass's fused
+ * Q/K/V and gate/up matrices rely on both).
+ *
  * A step: `prepare` takes the host-side description of a ragged batch (bk_batch_t) and makes
  * it available to the ops in one upload; every op of the step then refers to that batch
  * (token i of the step is row i of every [n_tokens][...] activation). Tokens of one
@@ -81,6 +92,11 @@ struct backend {
     void *(*alloc)(backend_t *b, bk_kind_t kind, size_t n);   /* NULL + errmsg on failure */
     void (*release)(backend_t *b, void *p);
     int (*upload_weight)(backend_t *b, void *dst, const float *src, size_t n);
+    int32_t matrix_row_align;   /* >= 1; see "Weight matrices" above */
+    size_t (*matrix_elems)(backend_t *b, int32_t rows, int32_t cols);
+    /* src host [rows][cols] row-major fp32; dst a BK_WEIGHT buffer of matrix_elems */
+    int (*upload_matrix)(backend_t *b, void *dst, const float *src, int32_t rows,
+                         int32_t cols);
     int (*upload)(backend_t *b, void *dst, const void *src, size_t bytes);  /* F32/I32 */
     /* dst host; src any buffer, converted to fp32 when it holds weights or activations */
     int (*download_f32)(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n);
@@ -91,8 +107,10 @@ struct backend {
     int (*prepare)(backend_t *b, const bk_batch_t *batch);
 
     /* ops over the prepared batch; act buffers are [n_tokens][width] unless stated */
-    int (*embed)(backend_t *b, void *x, const void *table, int32_t dim);   /* x = table[tokens] */
-    /* y[m][n] = x[m][k] . w[n][k]^T: the projections (w a weight) */
+    /* x = table[tokens]; table a matrix (upload_matrix) of dim columns */
+    int (*embed)(backend_t *b, void *x, const void *table, int32_t dim);
+    /* y[m][n] = x[m][k] . w[n][k]^T: the projections (w a matrix from upload_matrix, or an
+     * aligned row slice of one) */
     int (*matmul)(backend_t *b, void *y, const void *x, const void *w, int32_t m, int32_t n,
                   int32_t k);
     /* with residual: x += residual first (in place); then out = x / rms(x) * w */

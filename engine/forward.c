@@ -1,11 +1,14 @@
 /* forward: see forward.h.
  *
- * Weight layout on the backend: per layer, Q, K and V are one [(q_dim + 2 kv_dim)][dim]
- * matrix and the gate and up projections one [2 hidden][dim] matrix. A single-token step
- * multiplies by the fused matrix once (one matrix-vector product instead of three, whose
- * output rows q|k|v are then contiguous); a larger step multiplies by each row slice
- * separately, writing [m][q_dim], [m][kv_dim], [m][kv_dim] one after the other, so the same
- * activation buffer serves both cases. */
+ * Weight layout on the backend: every matrix goes through upload_matrix, in the backend's
+ * own layout. Per layer, Q, K and V are uploaded one after the other into one buffer, and
+ * the gate and up projections likewise. When every part's row count is a multiple of the
+ * backend's matrix_row_align, the buffer is the stored [(q_dim + 2 kv_dim)][dim] (resp.
+ * [2 hidden][dim]) matrix, and a single-token step multiplies by it once (one
+ * matrix-vector product instead of three, whose output rows q|k|v are then contiguous).
+ * Otherwise, and in larger steps, each part is multiplied separately, writing [m][q_dim],
+ * [m][kv_dim], [m][kv_dim] one after the other, so the same activation buffer serves both
+ * cases. The embedding table is a matrix too ([vocab][dim]), so a tied LM head shares it. */
 #include "engine/forward.h"
 
 #include <math.h>
@@ -23,6 +26,8 @@ struct fwd {
     model_config_t cfg;
     fwd_opts_t o;
     int32_t q_dim, kv_dim;
+    size_t k_off, v_off, up_off;            /* elements into wqkv (K, V) and w13 (up) */
+    int fuse_qkv, fuse_gu;                  /* the fused matrix is valid (aligned parts) */
     fwd_layer_t *layers;
     void *tok_emb, *lm_head, *final_norm;   /* lm_head == tok_emb when tied */
     /* activations: x, xb [max_tokens][dim]; qkv [max_tokens][q_dim + 2 kv_dim];
@@ -53,51 +58,69 @@ static void *alloc(fwd_t *f, bk_kind_t kind, size_t n) {
     return p;
 }
 
-/* Uploads `parts` host arrays of the given lengths into one new weight buffer. */
-static void *upload_cat(fwd_t *f, int parts, const float *const *src, const size_t *n) {
+/* Uploads `parts` host matrices [rows[i]][cols] one after the other into one new weight
+ * buffer; part i starts matrix_elems of the parts before it into the buffer. */
+static void *upload_mats(fwd_t *f, int parts, const float *const *src, const int32_t *rows,
+                         int32_t cols) {
+    backend_t *b = f->b;
     size_t total = 0;
-    for (int i = 0; i < parts; i++) total += n[i];
+    for (int i = 0; i < parts; i++) total += b->matrix_elems(b, rows[i], cols);
     void *dst = alloc(f, BK_WEIGHT, total);
     if (!dst) return NULL;
     size_t off = 0;
     for (int i = 0; i < parts; i++) {
-        if (f->b->upload_weight(f->b, at(f, BK_WEIGHT, dst, off), src[i], n[i])) {
-            fail(f, "backend %s: uploading weights: %s", f->b->name, f->b->errmsg);
+        if (b->upload_matrix(b, at(f, BK_WEIGHT, dst, off), src[i], rows[i], cols)) {
+            fail(f, "backend %s: uploading a %d x %d matrix: %s", b->name, rows[i], cols,
+                 b->errmsg);
             return NULL;
         }
-        off += n[i];
+        off += b->matrix_elems(b, rows[i], cols);
     }
     return dst;
 }
 
+static void *upload_mat(fwd_t *f, const float *src, int32_t rows, int32_t cols) {
+    return upload_mats(f, 1, &src, &rows, cols);
+}
+
+/* A vector (norm weights): the backend's weight type, no layout. */
 static void *upload1(fwd_t *f, const float *src, size_t n) {
-    return upload_cat(f, 1, &src, &n);
+    void *dst = alloc(f, BK_WEIGHT, n);
+    if (dst && f->b->upload_weight(f->b, dst, src, n)) {
+        fail(f, "backend %s: uploading weights: %s", f->b->name, f->b->errmsg);
+        return NULL;
+    }
+    return dst;
 }
 
 static int upload_model(fwd_t *f, const model_t *m) {
     const model_config_t *c = &f->cfg;
-    size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim;
+    backend_t *b = f->b;
+    int32_t dim = c->dim, hid = c->hidden_dim, al = b->matrix_row_align;
+    f->k_off = b->matrix_elems(b, f->q_dim, dim);
+    f->v_off = f->k_off + b->matrix_elems(b, f->kv_dim, dim);
+    f->up_off = b->matrix_elems(b, hid, dim);
+    f->fuse_qkv = al >= 1 && f->q_dim % al == 0 && f->kv_dim % al == 0;
+    f->fuse_gu = al >= 1 && hid % al == 0;
     f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
     if (!f->layers) return fail(f, "out of memory");
     for (int32_t l = 0; l < c->n_layers; l++) {
         const model_layer_t *w = &m->layers[l];
         fwd_layer_t *d = &f->layers[l];
-        const float *qkv[] = {w->wq, w->wk, w->wv};
-        size_t nqkv[] = {f->q_dim * dim, f->kv_dim * dim, f->kv_dim * dim};
-        const float *gu[] = {w->w1, w->w3};
-        size_t ngu[] = {hid * dim, hid * dim};
-        if (!(d->attn_norm = upload1(f, w->attn_norm, dim)) ||
-            !(d->wqkv = upload_cat(f, 3, qkv, nqkv)) ||
-            !(d->wo = upload1(f, w->wo, dim * f->q_dim)) ||
-            !(d->ffn_norm = upload1(f, w->ffn_norm, dim)) ||
-            !(d->w13 = upload_cat(f, 2, gu, ngu)) || !(d->w2 = upload1(f, w->w2, dim * hid)))
+        const float *qkv[] = {w->wq, w->wk, w->wv}, *gu[] = {w->w1, w->w3};
+        int32_t rqkv[] = {f->q_dim, f->kv_dim, f->kv_dim}, rgu[] = {hid, hid};
+        if (!(d->attn_norm = upload1(f, w->attn_norm, (size_t)dim)) ||
+            !(d->wqkv = upload_mats(f, 3, qkv, rqkv, dim)) ||
+            !(d->wo = upload_mat(f, w->wo, dim, f->q_dim)) ||
+            !(d->ffn_norm = upload1(f, w->ffn_norm, (size_t)dim)) ||
+            !(d->w13 = upload_mats(f, 2, gu, rgu, dim)) || !(d->w2 = upload_mat(f, w->w2, dim, hid)))
             return -1;
     }
-    if (!(f->tok_emb = upload1(f, m->tok_emb, (size_t)c->vocab * dim)) ||
-        !(f->final_norm = upload1(f, m->final_norm, dim)))
+    if (!(f->tok_emb = upload_mat(f, m->tok_emb, c->vocab, dim)) ||
+        !(f->final_norm = upload1(f, m->final_norm, (size_t)dim)))
         return -1;
     if (m->lm_head == m->tok_emb || c->tied) f->lm_head = f->tok_emb;
-    else if (!(f->lm_head = upload1(f, m->lm_head, (size_t)c->vocab * dim)))
+    else if (!(f->lm_head = upload_mat(f, m->lm_head, c->vocab, dim)))
         return -1;
     return 0;
 }
@@ -252,7 +275,7 @@ int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
     f->last_sample = 0;
     if (check_batch(f, bt)) return -1;
     int32_t m = bt->n_tokens, dim = c->dim, hid = c->hidden_dim;
-    size_t qd = (size_t)f->q_dim, kvd = (size_t)f->kv_dim, dm = (size_t)dim;
+    size_t qd = (size_t)f->q_dim, kvd = (size_t)f->kv_dim;
     void *q = f->qkv, *k = at(f, BK_ACT, q, m * qd), *v = at(f, BK_ACT, k, m * kvd);
     void *gate = f->hb, *up = at(f, BK_ACT, gate, (size_t)m * hid);
     BK(b->prepare(b, bt));
@@ -261,23 +284,22 @@ int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
         fwd_layer_t *w = &f->layers[l];
         /* layer 0 normalises the embeddings; later layers first add the previous MLP output */
         BK(b->rmsnorm(b, f->xb, f->x, l ? f->xb : NULL, w->attn_norm, m, dim, c->norm_eps));
-        if (m == 1) {
+        if (m == 1 && f->fuse_qkv) {
             BK(b->matmul(b, f->qkv, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
         } else {
             BK(b->matmul(b, q, f->xb, w->wqkv, m, (int32_t)qd, dim));
-            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, qd * dm), m, (int32_t)kvd, dim));
-            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, (qd + kvd) * dm), m,
-                         (int32_t)kvd, dim));
+            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m, (int32_t)kvd, dim));
+            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m, (int32_t)kvd, dim));
         }
         BK(b->rope_kv(b, q, k, v, l, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_theta));
         BK(b->attention(b, f->att, q, l, c->n_heads, c->n_kv_heads, c->head_dim));
         BK(b->matmul(b, f->xb, f->att, w->wo, m, dim, (int32_t)qd));
         BK(b->rmsnorm(b, f->xb, f->x, f->xb, w->ffn_norm, m, dim, c->norm_eps));
-        if (m == 1) {
+        if (m == 1 && f->fuse_gu) {
             BK(b->matmul(b, f->hb, f->xb, w->w13, 1, 2 * hid, dim));
         } else {
             BK(b->matmul(b, gate, f->xb, w->w13, m, hid, dim));
-            BK(b->matmul(b, up, f->xb, at(f, BK_WEIGHT, w->w13, (size_t)hid * dm), m, hid, dim));
+            BK(b->matmul(b, up, f->xb, at(f, BK_WEIGHT, w->w13, f->up_off), m, hid, dim));
         }
         BK(b->silu_mul(b, gate, gate, up, (size_t)m * hid));
         BK(b->matmul(b, f->xb, gate, w->w2, m, dim, hid));

@@ -1,6 +1,6 @@
 /* roofs: the machine's own ceilings, measured in the process that is being judged against
  * them: memory read bandwidth (every core, vectorised sums over a buffer far larger than
- * the caches) and the fp32 GEMM rate (OpenBLAS sgemm, every core). `twinserve bench` prints
+ * the caches, on transparent huge pages like the CPU backend's weights) and the fp32 GEMM rate (OpenBLAS sgemm, every core). `twinserve bench` prints
  * decode throughput as fractions of both.
  *
  * Both return the best of several repetitions (the ceiling, not the mean), or a negative

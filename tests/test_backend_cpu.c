@@ -1,7 +1,7 @@
 /* test_backend_cpu: every op of the CPU backend against a naive reference (double precision)
  * on random inputs: relative error (norm of the difference over norm of the reference)
- * under 1e-5. Shapes cover the single-row, few-row (own kernels) and many-row (OpenBLAS)
- * products, head sizes with and without the AVX-512 attention path, GQA, and KV blocks
+ * under 1e-5. Products use weights packed by upload_matrix; shapes cover single-row,
+ * few-row and many-row products, partial panels, aligned row slices and concatenations, head sizes with and without the AVX-512 attention path, GQA, and KV blocks
  * scattered through the pool. */
 #include <check.h>
 #include <math.h>
@@ -10,6 +10,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu.h"
+#include "engine/cpu/cpu_gemm.h"
 #include "engine/sampler.h"
 #include "tests/testutil.h"
 
@@ -66,9 +67,12 @@ static void prepare_flat(backend_t *b, int32_t m) {
     free(pos);
 }
 
+/* _i: 0 = the kernels this CPU picks, 1 = the portable ones (same packed layout) */
 START_TEST(matmul_matches_reference) {
+    cgemm_force_portable(_i);
     backend_t *b = new_cpu(2);
-    int32_t ms[] = {1, 2, 3, 5, 17, 64, 65, 100}, ns[] = {1, 5, 33, 130}, ks[] = {7, 64, 100};
+    int32_t ms[] = {1, 2, 3, 5, 7, 13, 17, 32, 64, 65, 100}, ns[] = {1, 5, 33, 130};
+    int32_t ks[] = {7, 64, 100};
     for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
         for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
             for (size_t d = 0; d < sizeof ks / sizeof *ks; d++) {
@@ -85,12 +89,13 @@ START_TEST(matmul_matches_reference) {
                         ref[i * n + j] = s;
                     }
                 void *dx = put(b, x, (size_t)m * k), *dy = b->alloc(b, BK_ACT, (size_t)m * n);
-                void *dw = b->alloc(b, BK_WEIGHT, (size_t)n * k);
-                ck_assert_int_eq(b->upload_weight(b, dw, w, (size_t)n * k), 0);
+                void *dw = b->alloc(b, BK_WEIGHT, b->matrix_elems(b, n, k));
+                ck_assert_int_eq(b->upload_matrix(b, dw, w, n, k), 0);
                 ck_assert_int_eq(b->matmul(b, dy, dx, dw, m, n, k), 0);
                 get(b, y, dy, (size_t)m * n);
                 double e = rel_err(y, ref, (size_t)m * n);
-                ck_assert_msg(e < TOL, "matmul m %d n %d k %d: rel err %g", m, n, k, e);
+                ck_assert_msg(e < TOL, "matmul (%s) m %d n %d k %d: rel err %g", cgemm_kernel(),
+                              m, n, k, e);
                 b->release(b, dx);
                 b->release(b, dy);
                 b->release(b, dw);
@@ -102,6 +107,74 @@ START_TEST(matmul_matches_reference) {
     ck_assert_int_ne(b->matmul(b, NULL, NULL, NULL, 0, 1, 1), 0);
     ck_assert(strstr(b->errmsg, "matmul") != NULL);
     b->destroy(b);
+    cgemm_force_portable(0);
+}
+END_TEST
+
+/* The layout contract the forward pass relies on (backend.h, "Weight matrices"): aligned
+ * parts uploaded one after the other multiply as their concatenation, and an aligned row
+ * slice is an offset. */
+START_TEST(matmul_slices_and_concatenation) {
+    backend_t *b = new_cpu(2);
+    int32_t al = b->matrix_row_align, r1 = 2 * al, r2 = al, k = 37, m = 9, n = r1 + r2;
+    ck_assert_int_ge(al, 1);
+    float *w = malloc(sizeof(float) * n * k), *x = malloc(sizeof(float) * m * k);
+    float *y = malloc(sizeof(float) * m * n);
+    double *ref = malloc(sizeof(double) * m * n);
+    fill(w, (size_t)n * k);
+    fill(x, (size_t)m * k);
+    for (int32_t i = 0; i < m; i++)
+        for (int32_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int32_t l = 0; l < k; l++) acc += (double)x[i * k + l] * w[j * k + l];
+            ref[i * n + j] = acc;
+        }
+    size_t e1 = b->matrix_elems(b, r1, k);
+    ck_assert_uint_eq(e1 + b->matrix_elems(b, r2, k), b->matrix_elems(b, n, k));
+    void *dw = b->alloc(b, BK_WEIGHT, b->matrix_elems(b, n, k));
+    void *dx = put(b, x, (size_t)m * k), *dy = b->alloc(b, BK_ACT, (size_t)m * n);
+    size_t es = b->elem_size(b, BK_WEIGHT);
+    ck_assert_int_eq(b->upload_matrix(b, dw, w, r1, k), 0);
+    ck_assert_int_eq(b->upload_matrix(b, (char *)dw + e1 * es, w + (size_t)r1 * k, r2, k), 0);
+    ck_assert_int_eq(b->matmul(b, dy, dx, dw, m, n, k), 0);   /* the concatenation */
+    get(b, y, dy, (size_t)m * n);
+    ck_assert_msg(rel_err(y, ref, (size_t)m * n) < TOL, "concatenated parts");
+    /* rows [al, n): a slice at an aligned row */
+    ck_assert_int_eq(b->matmul(b, dy, dx, (char *)dw + (size_t)al * k * es, m, n - al, k), 0);
+    get(b, y, dy, (size_t)m * (n - al));
+    for (int32_t i = 0; i < m; i++)
+        for (int32_t j = al; j < n; j++)
+            ck_assert_msg(fabs(y[i * (n - al) + j - al] - ref[i * n + j]) <= 1e-4,
+                          "slice row %d col %d", i, j);
+    ck_assert_int_ne(b->upload_matrix(b, dw, w, 0, k), 0);
+    ck_assert(strstr(b->errmsg, "upload_matrix") != NULL);
+    free(w);
+    free(x);
+    free(y);
+    free(ref);
+    b->destroy(b);
+}
+END_TEST
+
+/* The vectorised greedy pick equals the reference's argmax: ties to the lowest id, the
+ * maximum in the vector body or the scalar tail, and a NaN anywhere. */
+START_TEST(argmax_matches_the_reference) {
+    int32_t lens[] = {1, 15, 16, 17, 49, 512, 1000};
+    float *v = malloc(sizeof(float) * 1000);
+    for (size_t a = 0; a < sizeof lens / sizeof *lens; a++) {
+        int32_t n = lens[a];
+        for (int trial = 0; trial < 6; trial++) {
+            fill(v, (size_t)n);
+            if (trial == 1) v[n - 1] = 2;                        /* in the tail */
+            if (trial == 2) v[n / 2] = v[n - 1] = v[0] = 3;      /* ties */
+            if (trial == 3) v[n / 3] = NAN;
+            if (trial == 4) v[0] = NAN;
+            if (trial == 5) for (int32_t i = 0; i < n; i++) v[i] = -INFINITY;
+            ck_assert_msg(cgemm_argmax(v, n) == sampler_argmax(v, n), "n %d trial %d: %d vs %d",
+                          n, trial, cgemm_argmax(v, n), sampler_argmax(v, n));
+        }
+    }
+    free(v);
 }
 END_TEST
 
@@ -326,9 +399,9 @@ START_TEST(elementwise_embed_gather_sample) {
     bk_sample_t smp[2] = {{0, 0, 1, 1, 0}, {0, 0, 1, 2, 0}};
     bk_batch_t bt = {nt, 3, tok, pos, ss2, sl2, bts, blk, 2, rows, smp};
     ck_assert_int_eq(b->prepare(b, &bt), 0);
-    void *dt = b->alloc(b, BK_WEIGHT, (size_t)vocab * dim), *dx = b->alloc(b, BK_ACT, 30);
-    void *ds = b->alloc(b, BK_ACT, 12);
-    ck_assert_int_eq(b->upload_weight(b, dt, table, 66), 0);
+    void *dt = b->alloc(b, BK_WEIGHT, b->matrix_elems(b, vocab, dim));
+    void *dx = b->alloc(b, BK_ACT, 30), *ds = b->alloc(b, BK_ACT, 12);
+    ck_assert_int_eq(b->upload_matrix(b, dt, table, vocab, dim), 0);
     ck_assert_int_eq(b->embed(b, dx, dt, dim), 0);
     get(b, x, dx, 30);
     for (int32_t i = 0; i < nt; i++)
@@ -416,7 +489,9 @@ int main(void) {
     Suite *s = suite_create("backend_cpu");
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, matmul_matches_reference);
+    tcase_add_loop_test(tc, matmul_matches_reference, 0, 2);
+    tcase_add_test(tc, matmul_slices_and_concatenation);
+    tcase_add_test(tc, argmax_matches_the_reference);
     tcase_add_test(tc, rmsnorm_with_and_without_residual);
     tcase_add_test(tc, rope_kv_and_paged_attention_gqa);
     tcase_add_test(tc, elementwise_embed_gather_sample);

@@ -3,11 +3,11 @@
  * than a stray write. */
 #include "engine/cpu/backend_cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine/cpu/cpu_gemm.h"
@@ -16,10 +16,10 @@
 
 /* Below this many items per thread an element-wise op stays on the calling thread. */
 #define GRAIN_ELEMS 32768
+#define HUGE_PAGE ((size_t)2 << 20)
 
 typedef struct {
     int n_threads;
-    int32_t skinny_max;         /* products with at most this many rows use cpu_gemm */
     cpool_t *pool;
     void **allocs;              /* every live buffer, so destroy frees what callers leak */
     size_t n_allocs, cap_allocs;
@@ -82,7 +82,14 @@ static void *cpu_alloc(backend_t *b, bk_kind_t kind, size_t n) {
         bk_fail(b, "cpu: allocation of %zu elements is too large", n);
         return NULL;
     }
-    size_t bytes = (n * cpu_elem_size(b, kind) + 63) & ~(size_t)63;
+    size_t bytes = (n * cpu_elem_size(b, kind) + 63) & ~(size_t)63, align = 64;
+    /* Large buffers (weights, the KV pool) on transparent huge pages: with 4 KB pages a
+     * decode step's stream through 0.5 GB of weights takes a TLB miss every 64 lines, and
+     * in a VM each page walk is long (measured: batch 1 +35%, batch-32 products +27%). */
+    if (bytes >= HUGE_PAGE) {
+        align = HUGE_PAGE;
+        bytes = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    }
     if (c->n_allocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
         void **a = realloc(c->allocs, cap * sizeof *a);
@@ -93,11 +100,12 @@ static void *cpu_alloc(backend_t *b, bk_kind_t kind, size_t n) {
         c->allocs = a;
         c->cap_allocs = cap;
     }
-    void *p = aligned_alloc(64, bytes);
+    void *p = aligned_alloc(align, bytes);
     if (!p) {
         bk_fail(b, "cpu: cannot allocate %.1f MB", bytes / 1e6);
         return NULL;
     }
+    if (align == HUGE_PAGE) (void)madvise(p, bytes, MADV_HUGEPAGE);   /* a hint: may fail */
     c->allocs[c->n_allocs++] = p;
     return p;
 }
@@ -117,6 +125,19 @@ static void cpu_release(backend_t *b, void *p) {
 static int cpu_upload_weight(backend_t *b, void *dst, const float *src, size_t n) {
     (void)b;
     memcpy(dst, src, n * sizeof(float));
+    return 0;
+}
+
+static size_t cpu_matrix_elems(backend_t *b, int32_t rows, int32_t cols) {
+    (void)b;
+    return cgemm_packed_elems(rows, cols);
+}
+
+static int cpu_upload_matrix(backend_t *b, void *dst, const float *src, int32_t rows,
+                             int32_t cols) {
+    if (rows <= 0 || cols <= 0)
+        return bk_fail(b, "cpu: upload_matrix: bad shape %d x %d", rows, cols);
+    cgemm_pack(dst, src, rows, cols);
     return 0;
 }
 
@@ -232,8 +253,7 @@ static float *scratch(backend_t *b, size_t floats) {
 static int cpu_embed(backend_t *b, void *x, const void *table, int32_t dim) {
     cpu_t *c = CPU(b);
     for (int32_t i = 0; i < c->n_tokens; i++)
-        memcpy((float *)x + (size_t)i * dim, (const float *)table + (size_t)c->tokens[i] * dim,
-               (size_t)dim * sizeof(float));
+        cgemm_unpack_row((float *)x + (size_t)i * dim, table, dim, c->tokens[i]);
     return 0;
 }
 
@@ -246,31 +266,29 @@ static int cpu_gather_rows(backend_t *b, void *out, const void *x, int32_t dim) 
 }
 
 typedef struct {
+    cpu_t *c;
     float *y;
     const float *x, *w;
     int32_t m, n, k;
 } mm_job_t;
 
-static void mm_tiles(void *ctx, int64_t lo, int64_t hi, int tid) {
-    (void)tid;
+static void mm_panels(void *ctx, int64_t lo, int64_t hi, int tid) {
     mm_job_t *j = ctx;
-    int32_t n_hi = (int32_t)(hi * 4 < j->n ? hi * 4 : j->n);
-    cgemm_rows(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo * 4, n_hi);
+    cgemm_panels(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi,
+                 j->c->scratch + (size_t)tid * j->c->scratch_per_thread);
 }
 
 static int cpu_matmul(backend_t *b, void *y, const void *x, const void *w, int32_t m,
                       int32_t n, int32_t k) {
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
-    if (m <= CPU(b)->skinny_max) {
-        /* split the weight rows (4 per item) over the pool; each thread streams its share */
-        mm_job_t j = {y, x, w, m, n, k};
-        int64_t tiles = (n + 3) / 4, per_tile = 4 * (int64_t)k * m;
-        cpool_run(CPU(b)->pool, tiles, 4 * GRAIN_ELEMS / per_tile + 1, mm_tiles, &j);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f,
-                    y, n);
-    }
+    /* split the panels over the pool; each thread streams its share of the weights once
+     * and runs every row of x against it */
+    if (!scratch(b, (size_t)m * k)) return -1;
+    mm_job_t j = {CPU(b), y, x, w, m, n, k};
+    int64_t panels = (n + CGEMM_PANEL - 1) / CGEMM_PANEL;
+    int64_t per_panel = (int64_t)CGEMM_PANEL * k * m;
+    cpool_run(CPU(b)->pool, panels, 4 * GRAIN_ELEMS / per_panel + 1, mm_panels, &j);
     return 0;
 }
 
@@ -493,9 +511,13 @@ static void sample_rows(void *ctx, int64_t lo, int64_t hi, int tid) {
     sample_job_t *j = ctx;
     float *probs = j->c->scratch + (size_t)tid * j->c->scratch_per_thread;
     int32_t *idx = (int32_t *)(probs + j->vocab);
-    for (int64_t r = lo; r < hi; r++)
-        j->ids[r] = sampler_pick(j->logits + r * j->vocab, j->vocab, &j->c->sample[r], probs,
-                                 idx);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *lg = j->logits + r * j->vocab;
+        /* greedy: the reference's argmax, vectorised; random draws: the reference itself */
+        j->ids[r] = j->c->sample[r].temperature > 0
+                        ? sampler_pick(lg, j->vocab, &j->c->sample[r], probs, idx)
+                        : cgemm_argmax(lg, j->vocab);
+    }
 }
 
 static int cpu_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
@@ -553,11 +575,6 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
         snprintf(err, errlen, "cpu backend: cannot start %d threads", c->n_threads);
         goto fail;
     }
-    openblas_set_num_threads(c->n_threads);
-    /* TWIN_CPU_SKINNY_MAX=0 sends every product to OpenBLAS: the A/B that chose the default
-     * (docs/engine.md, "CPU backend") */
-    const char *sm = getenv("TWIN_CPU_SKINNY_MAX");
-    c->skinny_max = sm && *sm ? atoi(sm) : CGEMM_SKINNY_MAX;
     b->name = "cpu";
     b->weight_type = "f32";
     b->mem_info = cpu_mem_info;
@@ -565,6 +582,9 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->alloc = cpu_alloc;
     b->release = cpu_release;
     b->upload_weight = cpu_upload_weight;
+    b->matrix_row_align = CGEMM_PANEL;
+    b->matrix_elems = cpu_matrix_elems;
+    b->upload_matrix = cpu_upload_matrix;
     b->upload = cpu_upload;
     b->download_f32 = cpu_download_f32;
     b->kv_init = cpu_kv_init;

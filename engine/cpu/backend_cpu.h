@@ -1,6 +1,6 @@
-/* backend_cpu: the fp32 CPU backend (backend.h). Matrix products go to OpenBLAS (sgemv for
- * a single row, where OpenBLAS's sgemm is slower), everything else to a small pthread pool
- * (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is one allocation
+/* backend_cpu: the fp32 CPU backend (backend.h). Weight matrices are packed into panels
+ * at upload and multiplied by our own kernels (cpu_gemm.h); every op runs on a small
+ * pthread pool (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is one allocation
  * laid out [layer][block][K|V][kv_head][slot][head_dim].
  *
  * Ownership: the returned backend is the caller's (b->destroy); it frees every buffer still

@@ -1,19 +1,25 @@
-/* cpu_gemm: see cpu_gemm.h. Tiles of 4 weight rows x 4 x rows keep 16 accumulators in
- * registers; a tile at an edge repeats its last valid row (computed, then not stored) so
- * that one kernel body serves every shape. */
+/* cpu_gemm: see cpu_gemm.h.
+ *
+ * Products: a tile is MR_ rows of x by NV_ panels (16 output columns each). Per k step it
+ * loads NV_ weight vectors, broadcasts MR_ values of x, and does MR_ x NV_ FMAs into
+ * accumulators that stay in registers: no horizontal sums, and each weight vector
+ * feeds MR_ FMAs. A thread takes its panels a group of NV_ at a time and runs every row
+ * block over the group before moving on, so the group streams from memory once and the
+ * later row blocks find it in L2. */
 #include "engine/cpu/cpu_gemm.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#define NR 4
-#define MR 4
+#define PW CGEMM_PANEL
+#define MR_MAX 12      /* rows per tile with two panels: 24 accumulators of 32 registers */
+#define PF_DIST 512    /* floats ahead that a single row block prefetches in each panel */
+#define KC 128         /* k steps per chunk when several row blocks share the panels */
 
-/* MR_ is a constant at every call site, so each instance keeps its MR_ x NR accumulators
- * in registers with the loops fully unrolled. */
+/* MR_ and NV_ are constants at every call site, so each instance keeps its accumulators in
+ * registers with the loops fully unrolled. */
 #define AVX512 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline
-
 /* The four horizontal sums of a0..a3 in one vector: pairs first, then within and across
  * the 128-bit lanes, a dozen shuffles and adds instead of four full reductions. */
 AVX512 __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
@@ -25,72 +31,152 @@ AVX512 __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-AVX512 void tile_avx512(float *y, const float *x, const float *w, const int MR_, int32_t m0,
-                        int32_t n0, int32_t nr, int32_t n, int32_t k, const float *pf) {
-    const float *xr[MR], *wr[NR];
-    for (int i = 0; i < MR_; i++) xr[i] = x + (size_t)(m0 + i) * k;
-    for (int j = 0; j < NR; j++) wr[j] = w + (size_t)(n0 + (j < nr ? j : nr - 1)) * k;
-    __m512 acc[MR][NR];
+/* One tile's work: rows [m0, m0 + MR_) of x by panels [p0, p0 + NV_) over k steps
+ * [k0, k1). acc = 0: start the sums; 1: add to what y holds. pf: prefetch the tile's own
+ * panels PF_DIST ahead. pn, pn_steps, pn_np: pn_steps steps from pn in each of pn_np
+ * panels (k PW floats apart) to fetch into L1, spread evenly over the tile's steps. */
+typedef struct {
+    float *y;
+    const float *x, *wp, *pn;
+    int32_t m0, p0, n, k, k0, k1, pn_steps;
+    int acc, pf, pn_np;
+} ptile_t;
+
+AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
+    const float *wv[4], *pn = t->pn;
+    int32_t k = t->k, n = t->n, span = t->k1 - t->k0;
+    /* the block's rows of x, packed k-major: one pointer, the row a fixed offset */
+    const float *xb = t->x + (size_t)t->m0 * k;
+#pragma GCC unroll 4
+    for (int j = 0; j < NV_; j++) wv[j] = t->wp + (size_t)(t->p0 + j) * PW * k;
+    __m512 acc[MR_MAX][4];
+    __mmask16 mask[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV_; j++) {
+        int32_t c0 = (t->p0 + j) * PW;
+        mask[j] = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; j++) acc[i][j] = _mm512_setzero_ps();
-    int32_t kk = 0;
-    for (; kk + 16 <= k; kk += 16) {
-        __m512 wv[NR];
-        /* the next tile's rows (contiguous: NR rows of k) stream in while this one
-         * computes; weight rows are too short for the hardware prefetcher to ramp up */
-        if (pf)
+        for (int j = 0; j < NV_; j++)
+            acc[i][j] = t->acc ? _mm512_maskz_loadu_ps(mask[j], t->y + (size_t)(t->m0 + i) * n +
+                                                                  (t->p0 + j) * PW)
+                               : _mm512_setzero_ps();
+    int32_t due = 0;
+    for (int32_t kk = t->k0; kk < t->k1; kk++) {
+        __m512 w[4];
+        due += t->pn_steps;
+        if (due >= span) {
+            due -= span;
+            for (int j = 0; j < t->pn_np; j++)
+                _mm_prefetch((const char *)(pn + (size_t)j * PW * k), _MM_HINT_T0);
+            pn += PW;
+        }
+        if (t->pf)
 #pragma GCC unroll 4
-            for (int j = 0; j < NR; j++) _mm_prefetch((const char *)(pf + (size_t)j * k + kk), _MM_HINT_T0);
+            for (int j = 0; j < NV_; j++)
+                _mm_prefetch((const char *)(wv[j] + (size_t)kk * PW + PF_DIST), _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; j++) wv[j] = _mm512_loadu_ps(wr[j] + kk);
-#pragma GCC unroll 8
+        for (int j = 0; j < NV_; j++) {
+            w[j] = _mm512_load_ps(wv[j] + (size_t)kk * PW);
+            /* keep it in a register: GCC would otherwise fold the load into every FMA,
+             * MR_ loads of one vector per step, and the load ports become the limit */
+            __asm__("" : "+v"(w[j]));
+        }
+#pragma GCC unroll 16
         for (int i = 0; i < MR_; i++) {
-            __m512 xv = _mm512_loadu_ps(xr[i] + kk);
+            __m512 xv = _mm512_set1_ps(xb[(size_t)kk * MR_ + i]);
 #pragma GCC unroll 4
-            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+            for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_fmadd_ps(xv, w[j], acc[i][j]);
         }
     }
-    if (kk < k) {
-        __mmask16 mask = (__mmask16)((1u << (k - kk)) - 1);
-        __m512 wv[NR];
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; j++) wv[j] = _mm512_maskz_loadu_ps(mask, wr[j] + kk);
-#pragma GCC unroll 8
-        for (int i = 0; i < MR_; i++) {
-            __m512 xv = _mm512_maskz_loadu_ps(mask, xr[i] + kk);
-#pragma GCC unroll 4
-            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR_; i++) {
-        __m128 s = hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-        float *yr = y + (size_t)(m0 + i) * n + n0;
-        if (nr == NR) {
-            _mm_storeu_ps(yr, s);
-        } else {
-            float t[4];
-            _mm_storeu_ps(t, s);
-            for (int j = 0; j < nr; j++) yr[j] = t[j];
-        }
+    for (int j = 0; j < NV_; j++)
+#pragma GCC unroll 16
+        for (int i = 0; i < MR_; i++)
+            _mm512_mask_storeu_ps(t->y + (size_t)(t->m0 + i) * n + (t->p0 + j) * PW, mask[j],
+                                  acc[i][j]);
+}
+
+#define PT_CASES(NVV)                                                                   \
+    case 1: ptile(t, 1, NVV); break;                                                    \
+    case 2: ptile(t, 2, NVV); break;                                                    \
+    case 3: ptile(t, 3, NVV); break;                                                    \
+    case 4: ptile(t, 4, NVV); break;                                                    \
+    case 5: ptile(t, 5, NVV); break;                                                    \
+    case 6: ptile(t, 6, NVV); break
+#define PT_CASES_HI(NVV)                                                                \
+    case 7: ptile(t, 7, NVV); break;                                                    \
+    case 8: ptile(t, 8, NVV); break;                                                    \
+    case 9: ptile(t, 9, NVV); break;                                                    \
+    case 10: ptile(t, 10, NVV); break;                                                  \
+    case 11: ptile(t, 11, NVV); break;                                                  \
+    default: ptile(t, 12, NVV); break
+
+/* mr rows (1..MR_MAX; 1..6 with four panels) against nv panels (1, 2 or 4). */
+__attribute__((target("avx512f,avx512dq,fma"))) static void tile_avx512(const ptile_t *t,
+                                                                        int32_t mr, int nv) {
+    if (nv == 4) {
+        switch (mr) { PT_CASES(4); default: break; }
+    } else if (nv == 2) {
+        switch (mr) { PT_CASES(2); PT_CASES_HI(2); }
+    } else {
+        switch (mr) { PT_CASES(1); PT_CASES_HI(1); }
     }
 }
 
-__attribute__((target("avx512f,avx512dq,fma"))) static void rows_avx512(
-    float *y, const float *x, const float *w, int32_t m, int32_t n, int32_t k, int32_t n_lo,
-    int32_t n_hi) {
-    for (int32_t n0 = n_lo; n0 < n_hi; n0 += NR) {
-        int32_t nr = n_hi - n0 < NR ? n_hi - n0 : NR, m0 = 0;
-        const float *pf = n0 + 2 * NR <= n_hi ? w + (size_t)(n0 + NR) * k : NULL;
-        for (; m0 + MR <= m; m0 += MR, pf = NULL) tile_avx512(y, x, w, MR, m0, n0, nr, n, k, pf);
-        switch (m - m0) {
-        case 1: tile_avx512(y, x, w, 1, m0, n0, nr, n, k, pf); break;
-        case 2: tile_avx512(y, x, w, 2, m0, n0, nr, n, k, pf); break;
-        case 3: tile_avx512(y, x, w, 3, m0, n0, nr, n, k, pf); break;
-        default: break;
+static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, int32_t n,
+                          int32_t k, int32_t p_lo, int32_t p_hi, float *xp) {
+    /* up to 6 rows: four panels per tile (more independent FMA chains for the stream);
+     * more rows: two panels, rows in balanced blocks of at most MR_MAX */
+    int nv = m <= 6 ? 4 : 2;
+    int32_t blocks = (m + MR_MAX - 1) / MR_MAX;
+    /* x packed per row block, k-major: block [m0, m1) at xp + m0 k, element (i, kk) at
+     * kk (m1 - m0) + i. With one row pointer per row, the tile ran out of general
+     * registers and shuffled pointers through vector registers on the FMA port. */
+    for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
+        int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks), mr = m1 - m0;
+        float *d = xp + (size_t)m0 * k;
+        for (int32_t i = 0; i < mr; i++) {
+            const float *xr = x + (size_t)(m0 + i) * k;
+            for (int32_t kk = 0; kk < k; kk++) d[(size_t)kk * mr + i] = xr[kk];
         }
+        m0 = m1;
+    }
+    /* One row block streams its panels, prefetching ahead. Several: k runs in chunks of
+     * KC steps, every block over a chunk before the next chunk, so that the chunk's
+     * weights are read from memory once and then from L1, and each block fetches a share
+     * of the next chunk: the memory stream is spread evenly over the FMAs instead of
+     * idling while later blocks compute. */
+    int32_t kc = blocks == 1 ? k : KC;
+    ptile_t t = {y, xp, wp, NULL, 0, 0, n, k, 0, 0, 0, 0, blocks == 1, 0};
+    for (int32_t p0 = p_lo; p0 < p_hi;) {
+        int g = p_hi - p0 >= nv ? nv : 1;
+        t.p0 = p0;
+        for (int32_t k0 = 0; k0 < k; k0 += kc) {
+            int32_t k1 = k - k0 > kc ? k0 + kc : k;
+            t.k0 = k0;
+            t.k1 = k1;
+            t.acc = k0 > 0;
+            /* the next chunk: the same panels further on, or the next group's first */
+            int32_t nk = k1 < k ? (k - k1 < kc ? k - k1 : kc) : 0;
+            int next_g = nk ? g : (p0 + g < p_hi ? (p_hi - p0 - g >= nv ? nv : 1) : 0);
+            if (!nk) nk = k < kc ? k : kc;
+            t.pn_np = blocks == 1 ? 0 : next_g;
+            const float *pn = wp + ((size_t)(k1 < k ? p0 : p0 + g) * k + (k1 < k ? k1 : 0)) * PW;
+            for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
+                int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks);
+                int32_t s0 = (int32_t)((int64_t)nk * bi / blocks);
+                int32_t s1 = (int32_t)((int64_t)nk * (bi + 1) / blocks);
+                t.pn = pn + (size_t)s0 * PW;
+                t.pn_steps = s1 - s0 < k1 - k0 ? s1 - s0 : k1 - k0;
+                t.m0 = m0;
+                tile_avx512(&t, m1 - m0, g);
+                m0 = m1;
+            }
+        }
+        p0 += g;
     }
 }
 
@@ -234,36 +320,52 @@ static void attn_portable(float *out, const float *q, int32_t g, int32_t hd,
     }
 }
 
-typedef float v8f __attribute__((vector_size(32)));
-
-static void tile_portable(float *y, const float *x, const float *w, int32_t m0, int32_t mr,
-                          int32_t n0, int32_t nr, int32_t n, int32_t k) {
-    const float *xr[MR], *wr[NR];
-    for (int i = 0; i < MR; i++) xr[i] = x + (size_t)(m0 + (i < mr ? i : mr - 1)) * k;
-    for (int j = 0; j < NR; j++) wr[j] = w + (size_t)(n0 + (j < nr ? j : nr - 1)) * k;
-    v8f acc[MR][NR];
-    memset(acc, 0, sizeof acc);
-    int32_t kk = 0;
-    for (; kk + 8 <= k; kk += 8) {
-        v8f wv[NR];
-        for (int j = 0; j < NR; j++) memcpy(&wv[j], wr[j] + kk, sizeof wv[j]);
-        for (int i = 0; i < MR; i++) {
-            v8f xv;
-            memcpy(&xv, xr[i] + kk, sizeof xv);
-            for (int j = 0; j < NR; j++) acc[i][j] += xv * wv[j];
-        }
+/* First the maximum (any NaN: the caller's scalar loop decides), then its first index:
+ * two passes over a vocabulary's logits, which sit in L2. */
+__attribute__((target("avx512f,avx512dq,fma"))) static int32_t argmax_avx512(const float *v,
+                                                                             int32_t n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(v + i);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        mx = _mm512_max_ps(mx, x);
     }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) {
-            float s = 0;
-            for (int l = 0; l < 8; l++) s += acc[i][j][l];
-            for (int32_t t = kk; t < k; t++) s += xr[i][t] * wr[j][t];
-            y[(size_t)(m0 + i) * n + n0 + j] = s;
-        }
+    float best = _mm512_reduce_max_ps(mx);
+    for (int32_t j = i; j < n; j++) {
+        if (v[j] != v[j]) nan = 1;
+        best = v[j] > best ? v[j] : best;
+    }
+    if (nan) return -1;
+    __m512 b = _mm512_set1_ps(best);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), b, _CMP_EQ_OQ);
+        if (eq) return i + __builtin_ctz(eq);
+    }
+    for (; i < n; i++)
+        if (v[i] == best) return i;
+    return -1;
 }
 
+static void panels_portable(float *y, const float *x, const float *wp, int32_t m, int32_t n,
+                            int32_t k, int32_t p_lo, int32_t p_hi) {
+    for (int32_t p = p_lo; p < p_hi; p++) {
+        const float *w = wp + (size_t)p * PW * k;
+        int32_t c0 = p * PW, nc = n - c0 < PW ? n - c0 : PW;
+        for (int32_t i = 0; i < m; i++) {
+            const float *xi = x + (size_t)i * k;
+            float acc[PW] = {0};
+            for (int32_t kk = 0; kk < k; kk++)
+                for (int c = 0; c < PW; c++) acc[c] += xi[kk] * w[(size_t)kk * PW + c];
+            memcpy(y + (size_t)i * n + c0, acc, (size_t)nc * sizeof *acc);
+        }
+    }
+}
+
+static int cached = -1;
+
 static int have_avx512(void) {
-    static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
         cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -272,7 +374,18 @@ static int have_avx512(void) {
     return cached;
 }
 
+int32_t cgemm_argmax(const float *v, int32_t n) {
+    int32_t r = n >= 16 && have_avx512() ? argmax_avx512(v, n) : -1;
+    if (r >= 0) return r;
+    r = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[r]) r = i;
+    return r;
+}
+
 const char *cgemm_kernel(void) { return have_avx512() ? "avx512" : "portable"; }
+
+void cgemm_force_portable(int on) { cached = on ? 0 : -1; }
 
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores) {
@@ -282,15 +395,31 @@ void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *
         attn_portable(out, q, g, hd, krow, vrow, n, scale, scores);
 }
 
-void cgemm_rows(float *y, const float *x, const float *w, int32_t m, int32_t n, int32_t k,
-                int32_t n_lo, int32_t n_hi) {
-    if (have_avx512()) {
-        rows_avx512(y, x, w, m, n, k, n_lo, n_hi);
-        return;
+size_t cgemm_packed_elems(int32_t n, int32_t k) {
+    return (size_t)((n + PW - 1) / PW) * PW * (size_t)k;
+}
+
+void cgemm_pack(float *dst, const float *w, int32_t n, int32_t k) {
+    int32_t panels = (n + PW - 1) / PW;
+    for (int32_t p = 0; p < panels; p++) {
+        float *d = dst + (size_t)p * PW * k;
+        for (int c = 0; c < PW; c++) {
+            int32_t r = p * PW + c;
+            const float *src = r < n ? w + (size_t)r * k : NULL;
+            for (int32_t kk = 0; kk < k; kk++) d[(size_t)kk * PW + c] = src ? src[kk] : 0.0f;
+        }
     }
-    for (int32_t n0 = n_lo; n0 < n_hi; n0 += NR) {
-        int32_t nr = n_hi - n0 < NR ? n_hi - n0 : NR;
-        for (int32_t m0 = 0; m0 < m; m0 += MR)
-            tile_portable(y, x, w, m0, m - m0 < MR ? m - m0 : MR, n0, nr, n, k);
-    }
+}
+
+void cgemm_unpack_row(float *dst, const float *wp, int32_t k, int32_t r) {
+    const float *s = wp + (size_t)(r / PW) * PW * k + r % PW;
+    for (int32_t kk = 0; kk < k; kk++) dst[kk] = s[(size_t)kk * PW];
+}
+
+void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t n, int32_t k,
+                  int32_t p_lo, int32_t p_hi, float *scratch) {
+    if (have_avx512())
+        panels_avx512(y, x, wp, m, n, k, p_lo, p_hi, scratch);
+    else
+        panels_portable(y, x, wp, m, n, k, p_lo, p_hi);
 }

@@ -1,23 +1,40 @@
-/* cpu_gemm: the CPU backend's vectorised kernels: y = x w^T for the few-row products of
- * decode steps (m up to CGEMM_SKINNY_MAX), and attention over one token's context.
+/* cpu_gemm: the CPU backend's vectorised kernels: y = x w^T over weights packed into
+ * panels, and attention over one token's context.
  *
- * Why not OpenBLAS here: its sgemm packs the weight matrix on every call, which for a few
- * rows costs more than the product (measured on the 2-core dev machine: 2.8 GB/s of weight
- * reads at m = 32, against 12 GB/s for a plain streaming read). These kernels read each
- * weight row once and reuse it, from L1, for every x row.
+ * Packed layout: a weight matrix w [n][k] (n outputs, k inputs) is stored as ceil(n / 16)
+ * panels of CGEMM_PANEL = 16 rows; panel p holds rows 16p .. 16p + 15 k-major, element
+ * (r, kk) at p * 16 k + kk * 16 + r % 16, and rows past n are zeros. So rows
+ * [r0, r0 + r) of a packed matrix, r0 and r multiples of 16, are the packed matrix of
+ * those rows at offset r0 * k; and a panel is one sequential read, which a batch-1
+ * product streams at memory bandwidth.
  *
- * cgemm_rows computes the output columns [n_lo, n_hi) only, so the caller can split n over
- * threads. x [m][k], w [n][k], y [m][n], all row-major fp32. AVX-512 when the CPU has it
- * (chosen at run time: the build uses no -march flag), a portable kernel otherwise. */
+ * Why packed and not OpenBLAS: its sgemm packs the weight matrix on every call, which
+ * for a few rows costs more than the product. Packing once at upload lets a register-
+ * blocked broadcast kernel (BLAS style, weights as the packed operand) run at m = 1..64
+ * and beyond without repacking.
+ *
+ * cgemm_panels computes the output columns of panels [p_lo, p_hi) only, so the caller can
+ * split panels over threads. x [m][k] and y [m][n] row-major fp32, wp packed; scratch:
+ * m x k floats of the calling thread's own (x is repacked there). AVX-512
+ * when the CPU has it (chosen at run time: the build uses no -march flag), a portable
+ * kernel otherwise; both read the same layout. */
 #ifndef TWIN_CPU_GEMM_H
 #define TWIN_CPU_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define CGEMM_SKINNY_MAX 64
+#define CGEMM_PANEL 16
 
-void cgemm_rows(float *y, const float *x, const float *w, int32_t m, int32_t n, int32_t k,
-                int32_t n_lo, int32_t n_hi);
+/* floats a packed [n][k] matrix occupies */
+size_t cgemm_packed_elems(int32_t n, int32_t k);
+/* dst [cgemm_packed_elems(n, k)] = w [n][k] row-major, packed (padding zeroed) */
+void cgemm_pack(float *dst, const float *w, int32_t n, int32_t k);
+/* dst [k] = row r of a packed matrix with k columns */
+void cgemm_unpack_row(float *dst, const float *wp, int32_t k, int32_t r);
+
+void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t n, int32_t k,
+                  int32_t p_lo, int32_t p_hi, float *scratch);
 
 /* One token's attention for the g query heads that share a KV head: out[r][hd] =
  * softmax(q[r] . K^T * scale) V over n positions, K and V given as row pointers (their
@@ -25,7 +42,15 @@ void cgemm_rows(float *y, const float *x, const float *w, int32_t m, int32_t n, 
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores);
 
-/* "avx512" or "portable": the kernel cgemm_rows uses on this CPU. */
+/* The index of the largest of v[0..n), the lowest on ties: sampler_argmax's result
+ * (engine/sampler.h), vectorised. */
+int32_t cgemm_argmax(const float *v, int32_t n);
+
+/* "avx512" or "portable": the kernels this process uses. */
 const char *cgemm_kernel(void);
+/* on = 1: the portable kernels from now on, even where AVX-512 exists (tests check both
+ * paths on one machine); on = 0: back to detecting the CPU. Not thread-safe: call it
+ * while no product is running. */
+void cgemm_force_portable(int on);
 
 #endif

@@ -1,5 +1,5 @@
 /* cpu_pool: a small fixed pthread pool for the CPU backend's element-wise and attention
- * ops (OpenBLAS runs the matrix products on its own threads).
+ * ops and its matrix products.
  *
  * cpool_run splits [0, n) into one contiguous range per thread (the caller takes range 0)
  * and returns when every range is done. Work smaller than `grain` items per thread runs
