@@ -460,6 +460,15 @@ int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, 
     if (hi > 0) r[n++] = hi;
     if (n == 0) r[n++] = sw->base_rate;
     if (evaluate(sw, prefix, r, n, c, err, errlen)) return -1;
+    /* A failure here is the configuration's (a bad --set, a policy error), not the load's:
+     * searching on would only repeat it. */
+    int any_ok = 0;
+    for (size_t i = 0; i < c->n_points; i++) any_ok |= c->points[i].ok;
+    if (!any_ok) {
+        snprintf(err, errlen, "the first simulation (%s at %.4g req/s) failed; its error is "
+                 "in the database (`twinserve runs`)", c->points[0].name, c->points[0].rate);
+        return -1;
+    }
     bracket(c, target);
     if (lo > 0 && !c->found_lo) {
         snprintf(err, errlen, "even --lo %g req/s misses the SLO (attainment %.1f%% < %.1f%%): "

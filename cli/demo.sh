@@ -8,14 +8,15 @@ set -eu
 bin=${1:-build/twinserve}
 cd "$(dirname "$0")/.."
 data=${TWIN_DATA:-../shared/data}
-db=build/demo.db
+out=$(dirname "$bin")   # the build folder the binary is in
+db=$out/demo.db
 rm -f "$db" "$db-wal" "$db-shm"
 trace=$data/traces/AzureLLMInferenceTrace_conv.csv
 if [ -f "$trace" ]; then
     echo "trace: $trace (Azure LLM inference 2023, conversation: 19,366 requests, 58 min)"
     limit=()
 else
-    trace=build/demo-trace.csv
+    trace=$out/demo-trace.csv
     echo "trace: shared data not found; synthetic Azure-conv-like trace $trace"
     "$bin" trace gen --n 4000 --rate 5.5 --arrival gamma:1.5 --prompt lognormal:1020:0.8 \
         --output lognormal:129:0.9 --seed 1 --out "$trace"
@@ -37,7 +38,7 @@ echo
 
 model=$data/models/stories260K.bin
 [ -f "$model" ] || model=dummy:stories260k
-edb=build/demo-engine.db
+edb=$out/demo-engine.db
 rm -f "$edb" "$edb-wal" "$edb-shm"
 echo "The same policies on the real engine: model $model on the CPU, the first 120"
 echo "requests at 10x the trace's rate, prompts clipped to 256 tokens and outputs to 48."
@@ -54,5 +55,5 @@ echo
 "$bin" runs "$edb"
 echo
 echo "Explore: twinserve report $db --run continuous --slo ttft=2,tpot=0.1;"
-echo "         twinserve plot $db --runs continuous,chunked_prefill --out build/plots;"
+echo "         twinserve plot $db --runs continuous,chunked_prefill --out $out/plots;"
 echo "         twinserve explain --trace $trace --policy policies/chunked_prefill.lua --limit 6"

@@ -137,4 +137,12 @@ want_out "(failed)"
 want_sql "$T/fail.db" "select group_concat(status, ' ') from runs" "failed failed"
 end
 
+begin "capacity: a configuration error stops the search at the first simulation"
+run capbad "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --capacity \
+    --slo ttft=1 --set nope=1 --db "$T/capbad.db"
+want_rc 1
+want_err "nope" "the first simulation"
+want_sql "$T/capbad.db" "select count(*) from runs" 1
+end
+
 e2e_finish e2e_sweep
