@@ -138,11 +138,11 @@ want_sql "$T/fail.db" "select group_concat(status, ' ') from runs" "failed faile
 end
 
 begin "capacity: a configuration error stops the search at the first simulation"
-run capbad "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --capacity \
-    --slo ttft=1 --set nope=1 --db "$T/capbad.db"
+run capcfg "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --capacity \
+    --slo ttft=1 --set nope=1 --db "$T/capcfg.db"
 want_rc 1
 want_err "nope" "the first simulation"
-want_sql "$T/capbad.db" "select count(*) from runs" 1
+want_sql "$T/capcfg.db" "select count(*) from runs" 1
 end
 
 e2e_finish e2e_sweep
