@@ -15,6 +15,7 @@
 #define PW CGEMM_PANEL
 #define MR_MAX 12      /* rows per tile with two panels: 24 accumulators of 32 registers */
 #define PF_DIST 512    /* floats ahead that a single row block prefetches in each panel */
+#define KV_AHEAD 16    /* K/V positions that attention prefetches ahead */
 #define KC 128         /* k steps per chunk when several row blocks share the panels */
 
 /* MR_ and NV_ are constants at every call site, so each instance keeps its accumulators in
@@ -193,11 +194,11 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
         for (int r = 0; r < G_; r++)
 #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) acc[r][u] = _mm512_setzero_ps();
-        /* K rows are scattered over blocks: fetch the quad after next ahead of use */
-        if (t + 8 < n)
-            for (int u = 0; u < 4 && t + 8 + u < n; u++)
+        /* K rows are scattered over blocks: fetch four quads ahead of use */
+        if (t + KV_AHEAD < n)
+            for (int u = 0; u < 4 && t + KV_AHEAD + u < n; u++)
                 for (int32_t d = 0; d < hd; d += 16)
-                    _mm_prefetch((const char *)(krow[t + 8 + u] + d), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(krow[t + KV_AHEAD + u] + d), _MM_HINT_T0);
         for (int32_t d = 0; d < hd; d += 16) {
             __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
             __m512 kv2 = _mm512_loadu_ps(k2 + d), kv3 = _mm512_loadu_ps(k3 + d);
@@ -220,6 +221,49 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
     }
 }
 
+/* e^x for x <= 0 (softmax arguments after the maximum is taken off): x = j ln 2 + r with
+ * |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (truncation below 1e-8 relative), then
+ * scaled by 2^j. Below -100 the result is under 4e-44: clamped there. */
+AVX512 __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-100.0f));
+    __m512 j = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln 2 in two parts, so j ln2_hi is exact and r keeps its low bits */
+    __m512 r = _mm512_fnmadd_ps(j, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(j, _mm512_set1_ps(1.4286068202862268e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, j);
+}
+
+/* Stable softmax of sc[0..n) in place: the maximum off, e^x, normalised. */
+AVX512 void softmax_avx512(float *sc, int32_t n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+    int32_t t = 0;
+    for (; t + 16 <= n; t += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(sc + t));
+    if (t < n)
+        mx = _mm512_mask_max_ps(mx, (__mmask16)((1u << (n - t)) - 1), mx,
+                                _mm512_maskz_loadu_ps((__mmask16)((1u << (n - t)) - 1), sc + t));
+    __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    for (t = 0; t < n; t += 16) {
+        __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + t), m));
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
+        _mm512_mask_storeu_ps(sc + t, k, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (t = 0; t < n; t += 16) {
+        __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
+        _mm512_mask_storeu_ps(sc + t, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sc + t), inv));
+    }
+}
+
 /* out[r] = sum_t p[r][t] V_t over NV_ x 16 columns from d0; each V vector is loaded once
  * for the heads. G_ and NV_ are constants per call site, so the body has no branches. */
 AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int NV_,
@@ -231,10 +275,10 @@ AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int
         for (int c = 0; c < NV_; c++) o[r][c] = _mm512_setzero_ps();
     for (int32_t t = 0; t < n; t++) {
         __m512 v[4];
-        if (t + 4 < n)
+        if (t + KV_AHEAD < n)
 #pragma GCC unroll 4
             for (int c = 0; c < NV_; c++)
-                _mm_prefetch((const char *)(vrow[t + 4] + d0 + 16 * c), _MM_HINT_T0);
+                _mm_prefetch((const char *)(vrow[t + KV_AHEAD] + d0 + 16 * c), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int c = 0; c < NV_; c++) v[c] = _mm512_loadu_ps(vrow[t] + d0 + 16 * c);
 #pragma GCC unroll 4
@@ -275,16 +319,11 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void attn_avx512(
         case 3: attn_scores(scores, qr, 3, hd, krow, n, scale); break;
         default: attn_scores(scores, qr, 4, hd, krow, n, scale); break;
         }
-        for (int32_t r = 0; r < G; r++) {   /* stable softmax, normalised in place */
-            float *sc = scores + (size_t)r * n, mx = sc[0], sum = 0;
-            for (int32_t t = 1; t < n; t++) mx = sc[t] > mx ? sc[t] : mx;
-            for (int32_t t = 0; t < n; t++) {
-                sc[t] = expf(sc[t] - mx);
-                sum += sc[t];
-            }
-            float inv = 1.0f / sum;
-            for (int32_t t = 0; t < n; t++) sc[t] *= inv;
-        }
+        /* the first V rows load while the softmax runs */
+        for (int32_t t = 0; t < KV_AHEAD && t < n; t++)
+            for (int32_t d = 0; d < hd; d += 16)
+                _mm_prefetch((const char *)(vrow[t] + d), _MM_HINT_T0);
+        for (int32_t r = 0; r < G; r++) softmax_avx512(scores + (size_t)r * n, n);
         float *o = out + (size_t)r0 * hd;
         switch (G) {
         case 1: attn_values(o, scores, 1, hd, vrow, n); break;
