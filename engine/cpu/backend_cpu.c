@@ -476,10 +476,7 @@ typedef struct {
 static void silu_range(void *ctx, int64_t lo, int64_t hi, int tid) {
     (void)tid;
     ew_job_t *j = ctx;
-    for (int64_t i = lo; i < hi; i++) {
-        float g = j->a[i];
-        j->out[i] = g / (1.0f + expf(-g)) * j->b[i];
-    }
+    cgemm_silu_mul(j->out + lo, j->a + lo, j->b + lo, (size_t)(hi - lo));
 }
 
 static void add_range(void *ctx, int64_t lo, int64_t hi, int tid) {

@@ -221,10 +221,10 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
     }
 }
 
-/* e^x for x <= 0 (softmax arguments after the maximum is taken off): x = j ln 2 + r with
- * |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (truncation below 1e-8 relative), then
- * scaled by 2^j. Below -100 the result is under 4e-44: clamped there. */
-AVX512 __m512 exp_neg(__m512 x) {
+/* e^x: x = j ln 2 + r with |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (truncation
+ * below 1e-8 relative), then scaled by 2^j (scalef: infinity past the float range). Below
+ * -100 the result is under 4e-44: clamped there. */
+AVX512 __m512 exp_ps(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-100.0f));
     __m512 j = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -242,6 +242,17 @@ AVX512 __m512 exp_neg(__m512 x) {
     return _mm512_scalef_ps(p, j);
 }
 
+__attribute__((target("avx512f,avx512dq,fma"))) static void silu_mul_avx512(
+    float *out, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(k, gate + i), u = _mm512_maskz_loadu_ps(k, up + i);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));   /* e^-g */
+        __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(s, u));
+    }
+}
+
 /* Stable softmax of sc[0..n) in place: the maximum off, e^x, normalised. */
 AVX512 void softmax_avx512(float *sc, int32_t n) {
     __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
@@ -253,7 +264,7 @@ AVX512 void softmax_avx512(float *sc, int32_t n) {
     __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     for (t = 0; t < n; t += 16) {
         __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
-        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + t), m));
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + t), m));
         sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
         _mm512_mask_storeu_ps(sc + t, k, e);
     }
@@ -411,6 +422,14 @@ static int have_avx512(void) {
                  __builtin_cpu_supports("fma");
     }
     return cached;
+}
+
+void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n) {
+    if (have_avx512()) {
+        silu_mul_avx512(out, gate, up, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 int32_t cgemm_argmax(const float *v, int32_t n) {

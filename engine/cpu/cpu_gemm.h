@@ -42,6 +42,9 @@ void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t 
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores);
 
+/* out[i] = silu(gate[i]) up[i] = gate[i] / (1 + e^-gate[i]) up[i]; out may be gate. */
+void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n);
+
 /* The index of the largest of v[0..n), the lowest on ties: sampler_argmax's result
  * (engine/sampler.h), vectorised. */
 int32_t cgemm_argmax(const float *v, int32_t n);
