@@ -64,34 +64,43 @@ AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
             acc[i][j] = t->acc ? _mm512_maskz_loadu_ps(mask[j], t->y + (size_t)(t->m0 + i) * n +
                                                                   (t->p0 + j) * PW)
                                : _mm512_setzero_ps();
-    int32_t due = 0;
-    for (int32_t kk = t->k0; kk < t->k1; kk++) {
-        __m512 w[4];
-        due += t->pn_steps;
-        if (due >= span) {
-            due -= span;
-            for (int j = 0; j < t->pn_np; j++)
-                _mm_prefetch((const char *)(pn + (size_t)j * PW * k), _MM_HINT_T0);
-            pn += PW;
-        }
-        if (t->pf)
-#pragma GCC unroll 4
-            for (int j = 0; j < NV_; j++)
+    /* one k step: NV_ weight vectors (kept in registers: GCC would otherwise fold the
+     * load into every FMA, MR_ loads of one vector per step, and the load ports become
+     * the limit), MR_ broadcasts of x, MR_ x NV_ FMAs */
+#define PSTEP(kk)                                                                       \
+    do {                                                                                \
+        __m512 w[4];                                                                    \
+        _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++) {                         \
+            w[j] = _mm512_load_ps(wv[j] + (size_t)(kk) * PW);                           \
+            __asm__("" : "+v"(w[j]));                                                   \
+        }                                                                               \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR_; i++) {                        \
+            __m512 xv = _mm512_set1_ps(xb[(size_t)(kk) * MR_ + i]);                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)                       \
+                acc[i][j] = _mm512_fmadd_ps(xv, w[j], acc[i][j]);                       \
+        }                                                                               \
+    } while (0)
+    /* two loops rather than a test per step */
+    if (t->pf) {
+        for (int32_t kk = t->k0; kk < t->k1; kk++) {
+            _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)
                 _mm_prefetch((const char *)(wv[j] + (size_t)kk * PW + PF_DIST), _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int j = 0; j < NV_; j++) {
-            w[j] = _mm512_load_ps(wv[j] + (size_t)kk * PW);
-            /* keep it in a register: GCC would otherwise fold the load into every FMA,
-             * MR_ loads of one vector per step, and the load ports become the limit */
-            __asm__("" : "+v"(w[j]));
+            PSTEP(kk);
         }
-#pragma GCC unroll 16
-        for (int i = 0; i < MR_; i++) {
-            __m512 xv = _mm512_set1_ps(xb[(size_t)kk * MR_ + i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_fmadd_ps(xv, w[j], acc[i][j]);
+    } else {
+        int32_t due = 0, steps = t->pn_steps, np = t->pn_np;
+        for (int32_t kk = t->k0; kk < t->k1; kk++) {
+            due += steps;
+            if (due >= span) {
+                due -= span;
+                for (int j = 0; j < np; j++)
+                    _mm_prefetch((const char *)(pn + (size_t)j * PW * k), _MM_HINT_T0);
+                pn += PW;
+            }
+            PSTEP(kk);
         }
     }
+#undef PSTEP
 #pragma GCC unroll 4
     for (int j = 0; j < NV_; j++)
 #pragma GCC unroll 16
