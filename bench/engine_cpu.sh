@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for i in $(seq 1 "$n"); do
-    "$bin" bench --model dummy:smollm2-135m --batch 1,8,32 --ctx 128 --steps 16 --json "$@" \
+    "$bin" bench --model dummy:smollm2-135m --batch 1,8,16,32 --ctx 128 --steps 16 --json "$@" \
         > "$out/run$i.json"
 done
 python3 - "$out" "$n" <<'PY'
