@@ -113,7 +113,8 @@ static int upload_model(fwd_t *f, const model_t *m) {
             !(d->wqkv = upload_mats(f, 3, qkv, rqkv, dim)) ||
             !(d->wo = upload_mat(f, w->wo, dim, f->q_dim)) ||
             !(d->ffn_norm = upload1(f, w->ffn_norm, (size_t)dim)) ||
-            !(d->w13 = upload_mats(f, 2, gu, rgu, dim)) || !(d->w2 = upload_mat(f, w->w2, dim, hid)))
+            !(d->w13 = upload_mats(f, 2, gu, rgu, dim)) ||
+            !(d->w2 = upload_mat(f, w->w2, dim, hid)))
             return -1;
     }
     if (!(f->tok_emb = upload_mat(f, m->tok_emb, c->vocab, dim)) ||
@@ -288,8 +289,10 @@ int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
             BK(b->matmul(b, f->qkv, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
         } else {
             BK(b->matmul(b, q, f->xb, w->wqkv, m, (int32_t)qd, dim));
-            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m, (int32_t)kvd, dim));
-            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m, (int32_t)kvd, dim));
+            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m, (int32_t)kvd,
+                         dim));
+            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m, (int32_t)kvd,
+                         dim));
         }
         BK(b->rope_kv(b, q, k, v, l, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_theta));
         BK(b->attention(b, f->att, q, l, c->n_heads, c->n_kv_heads, c->head_dim));

@@ -1,8 +1,9 @@
 /* test_backend_cpu: every op of the CPU backend against a naive reference (double precision)
  * on random inputs: relative error (norm of the difference over norm of the reference)
  * under 1e-5. Products use weights packed by upload_matrix; shapes cover single-row,
- * few-row and many-row products, partial panels, aligned row slices and concatenations, head sizes with and without the AVX-512 attention path, GQA, and KV blocks
- * scattered through the pool. */
+ * few-row and many-row products on both kernels, partial panels, aligned row slices and
+ * concatenations, head sizes with and without the AVX-512 attention path, GQA, and KV
+ * blocks scattered through the pool. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
