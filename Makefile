@@ -90,6 +90,8 @@ demo-run: $(BIN)
 bench: $(BIN) $(BENCH_BIN)
 	@bash bench/sim_azure.sh $(BIN)
 	@$(BUILD)/bench/bench_policy
+	@bash bench/engine_cpu.sh $(BIN)
+	@bash bench/engine_replay.sh $(BIN)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
