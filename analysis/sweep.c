@@ -255,15 +255,6 @@ dberr:
     return -1;
 }
 
-static void unlink_db(const char *path) {
-    char side[1200];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-}
-
 /* ------------------------------------------------------------------ the children */
 
 /* In the child: one simulation into its own database; never returns. */
@@ -394,7 +385,7 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
 cleanup:
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/p%d.db", d, i);
-        unlink_db(path);
+        rec_remove(path);
     }
     rmdir(d);
 done:

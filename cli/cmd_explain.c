@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "traces/recorder.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 #include "sim/sim.h"
@@ -246,14 +247,7 @@ int cmd_explain(int argc, char **argv) {
     if (keep) printf("records: run %lld in %s\n", (long long)res.run_id, o.db_path);
     rc = 0;
 done:
-    if (tmpdb[0]) {
-        char side[1100];
-        unlink(tmpdb);
-        snprintf(side, sizeof side, "%s-wal", tmpdb);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", tmpdb);
-        unlink(side);
-    }
+    if (tmpdb[0]) rec_remove(tmpdb);
     free(sets);
     free(x.preempt);
     free(x.seen);

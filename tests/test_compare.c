@@ -173,21 +173,8 @@ static char db[256], db2[256], trace[256];
 static void setup(void) {
     ck_assert_ptr_nonnull(testutil_tmpfile(db, sizeof db, ".db"));
     ck_assert_ptr_nonnull(testutil_tmpfile(db2, sizeof db2, ".db"));
-    char err[256];
-    tgen_opts_t o;
-    tgen_opts_default(&o);
-    o.n = 300;
-    o.rate = 2;
-    o.seed = 7;
-    ck_assert_int_eq(tgen_dist_parse("lognormal:500:0.8", &o.prompt, err, sizeof err), 0);
-    ck_assert_int_eq(tgen_dist_parse("lognormal:100:0.8", &o.output, err, sizeof err), 0);
-    ck_assert_ptr_nonnull(testutil_tmpfile(trace, sizeof trace, ".csv"));
-    tgen_t *g = tgen_open(&o);
-    FILE *f = fopen(trace, "w");
-    ck_assert(g && !tgen_errmsg(g) && f);
-    ck_assert_int_eq(tgen_write_csv(g, f), 0);
-    fclose(f);
-    tgen_close(g);
+    testutil_gen_trace(trace, sizeof trace, 300, 2, 7, "lognormal:500:0.8",
+                       "lognormal:100:0.8");
 }
 
 static void teardown(void) {

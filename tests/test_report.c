@@ -72,21 +72,8 @@ static double *sql_values(sqlite3 *h, const char *sql, int64_t run, size_t *n) {
 }
 
 static void gen_trace(int n, double rate, uint64_t seed) {
-    char err[256];
-    tgen_opts_t o;
-    tgen_opts_default(&o);
-    o.n = n;
-    o.rate = rate;
-    o.seed = seed;
-    ck_assert_int_eq(tgen_dist_parse("lognormal:400:0.8", &o.prompt, err, sizeof err), 0);
-    ck_assert_int_eq(tgen_dist_parse("lognormal:100:0.8:600", &o.output, err, sizeof err), 0);
-    ck_assert_ptr_nonnull(testutil_tmpfile(trace, sizeof trace, ".csv"));
-    tgen_t *g = tgen_open(&o);
-    FILE *f = fopen(trace, "w");
-    ck_assert(g && !tgen_errmsg(g) && f);
-    ck_assert_int_eq(tgen_write_csv(g, f), 0);
-    fclose(f);
-    tgen_close(g);
+    testutil_gen_trace(trace, sizeof trace, n, rate, seed, "lognormal:400:0.8",
+                       "lognormal:100:0.8:600");
 }
 
 START_TEST(percentiles_match_the_requests_table) {

@@ -7,11 +7,15 @@
 #define TWIN_TESTUTIL_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "traces/recorder.h"
+#include "traces/trace_gen.h"
 
 /* Writes DATA_DIR/rel into buf and returns buf, or NULL (with a SKIP line) when missing. */
 static inline const char *testutil_data_path(const char *rel, char *buf, size_t len) {
@@ -47,13 +51,27 @@ static inline const char *testutil_write_tmp(char *buf, size_t len, const char *
 }
 
 /* Removes an SQLite database and its WAL side files. */
-static inline void testutil_unlink_db(const char *path) {
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
+static inline void testutil_unlink_db(const char *path) { rec_remove(path); }
+
+/* Writes a synthetic trace (`twinserve trace gen`: Poisson arrivals at rate req/s, lengths
+ * from the distribution specs, e.g. "lognormal:500:0.8") to a fresh temporary file. */
+static inline void testutil_gen_trace(char *buf, size_t len, int n, double rate,
+                                      uint64_t seed, const char *prompt, const char *output) {
+    char err[256];
+    tgen_opts_t o;
+    tgen_opts_default(&o);
+    o.n = n;
+    o.rate = rate;
+    o.seed = seed;
+    ck_assert_msg(tgen_dist_parse(prompt, &o.prompt, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tgen_dist_parse(output, &o.output, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(testutil_tmpfile(buf, len, ".csv"));
+    tgen_t *g = tgen_open(&o);
+    FILE *f = fopen(buf, "w");
+    ck_assert(g && !tgen_errmsg(g) && f);
+    ck_assert_int_eq(tgen_write_csv(g, f), 0);
+    fclose(f);
+    tgen_close(g);
 }
 
 /* Runs a suite (forking per test, so a crash is a failure, not the end of the suite);

@@ -100,6 +100,10 @@ int rec_set_async(rec_t *r, int on);
  * and compact tables. */
 void rec_policy_stem(const char *policy, char *out, size_t len);
 
+/* Deletes a database file and its WAL side files (PATH-wal, PATH-shm); missing ones are
+ * fine. For temporary databases (sweep children, explain). */
+void rec_remove(const char *path);
+
 /* The underlying connection, borrowed, for readers (analysis). */
 struct sqlite3 *rec_db(rec_t *r);
 
