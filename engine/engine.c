@@ -29,7 +29,8 @@ typedef struct {
 typedef struct {
     const engine_opts_t *o;
     replay_t rp;
-    model_t *model;
+    model_t *model;                  /* until its weights are on the backend */
+    char model_source[512];
     backend_t *bk;
     fwd_t *fwd;
     int32_t vocab, max_model_len;
@@ -189,6 +190,10 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
                       .n_blocks = blocks + e->scratch_n, .block_size = bs };
     if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
         return FAIL(e, "%s", err);
+    /* The backend holds its own copy of the weights now: free the host copy. */
+    snprintf(e->model_source, sizeof e->model_source, "%s", e->model->source);
+    model_free(e->model);
+    e->model = NULL;
 
     e->seq_cap = o->max_seqs + 1;
     if (grow_i32(e, &e->tokens, o->max_tokens) || grow_i32(e, &e->pos, o->max_tokens) ||
@@ -502,7 +507,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
              o->temperature, o->top_k, o->top_p, o->max_prompt, o->max_output);
     rec_run_info_t info = early;
     info.params = e.rp.host && !lhost_errmsg(e.rp.host) ? lhost_params_json(e.rp.host) : "{}";
-    info.model = e.model ? e.model->source : o->model;
+    info.model = e.model_source[0] ? e.model_source : o->model;
     info.config = config;
     if (replay_begin(&e.rp, &info) != 0) goto done;
     res->run_id = e.rp.run_id;

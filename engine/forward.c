@@ -102,6 +102,13 @@ static int upload_model(fwd_t *f, const model_t *m) {
     f->up_off = b->matrix_elems(b, hid, dim);
     f->fuse_qkv = al >= 1 && f->q_dim % al == 0 && f->kv_dim % al == 0;
     f->fuse_gu = al >= 1 && hid % al == 0;
+    /* Refuse before filling the memory: on the CPU the host copy is still held while the
+     * backend's copy is made, so a model larger than half the memory would be killed. */
+    size_t free_b = 0, total_b = 0;
+    double need = model_params(c) * (double)b->elem_size(b, BK_WEIGHT);
+    if (b->mem_info(b, &free_b, &total_b) == 0 && need > (double)free_b)
+        return fail(f, "the weights need %.2f GB on backend %s, only %.2f GB are free",
+                    need / 1e9, b->name, (double)free_b / 1e9);
     f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
     if (!f->layers) return fail(f, "out of memory");
     for (int32_t l = 0; l < c->n_layers; l++) {

@@ -409,6 +409,29 @@ START_TEST(bad_batches_are_rejected) {
 }
 END_TEST
 
+static int tiny_memory(backend_t *b, size_t *free_bytes, size_t *total_bytes) {
+    (void)b;
+    *free_bytes = 1000;
+    *total_bytes = 1000;
+    return 0;
+}
+
+/* Weights larger than the backend's free memory are refused before any upload. */
+START_TEST(weights_larger_than_free_memory_are_refused) {
+    model_t *m = make_model(16, 1, 2, 1, 8, 32, 40, 1);
+    char err[256];
+    backend_t *b = backend_new("cpu", NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(b);
+    b->mem_info = tiny_memory;
+    fwd_opts_t o = {8, 2, NBLOCKS, BS};
+    fwd_t *f = NULL;
+    ck_assert_int_ne(fwd_new(b, m, &o, &f, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "only 0.00 GB are free") != NULL, "%s", err);
+    b->destroy(b);
+    free_model(m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("forward");
     TCase *tc = tcase_create("core");
@@ -416,6 +439,7 @@ int main(void) {
     tcase_add_test(tc, matches_reference_gqa_tied);
     tcase_add_loop_test(tc, matches_reference_mqa_untied_wide_heads, 0, 2);
     tcase_add_test(tc, bad_batches_are_rejected);
+    tcase_add_test(tc, weights_larger_than_free_memory_are_refused);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
