@@ -6,6 +6,10 @@
  * element type depends on the kind: BK_WEIGHT holds the backend's weight type (fp32 on the
  * CPU; bf16/fp16/fp32 on the GPU), BK_ACT its activation type, BK_F32 floats, BK_I32 int32.
  * Sizes are element counts. upload_weight converts fp32 host data to the weight type.
+ * The residual stream (embed's output, rmsnorm's x) and the logits are BK_F32 buffers, so
+ * that a 16-bit backend rounds only what it multiplies: the stream accumulates every
+ * layer's output, and sampling compares logits. reserve_weights announces the total weight
+ * elements before the first BK_WEIGHT alloc, so a backend can hold them in one allocation.
  *
  * Weight matrices (the projections, the LM head, the embedding table) go through
  * upload_matrix instead, so that each backend stores them in the layout its product
@@ -28,6 +32,10 @@
  * its own. Position p of a sequence lives in block table[p / block_size], slot
  * p % block_size. rope_kv writes this step's K and V before attention reads the cache, so
  * a token attends to positions 0..pos of its own sequence (causal within the step too).
+ *
+ * Dummy weights: gen_matrix stores the matrix whose element (r, c) is
+ * dummy_weight(seed, tensor, r * cols + c) (engine/dummy_weight.h), generated where the
+ * weights live, so an 8B dummy model never exists on the host.
  *
  * Sampling happens on the device: only token ids come back to the host. A row's draw is a
  * pure function of its logits and its bk_sample_t (seed and output index), so a request's
@@ -91,12 +99,17 @@ struct backend {
     size_t (*elem_size)(backend_t *b, bk_kind_t kind);
     void *(*alloc)(backend_t *b, bk_kind_t kind, size_t n);   /* NULL + errmsg on failure */
     void (*release)(backend_t *b, void *p);
+    /* the weight elements (BK_WEIGHT) that will be allocated next, in total; 0 or -1 */
+    int (*reserve_weights)(backend_t *b, size_t n);
     int (*upload_weight)(backend_t *b, void *dst, const float *src, size_t n);
     int32_t matrix_row_align;   /* >= 1; see "Weight matrices" above */
     size_t (*matrix_elems)(backend_t *b, int32_t rows, int32_t cols);
     /* src host [rows][cols] row-major fp32; dst a BK_WEIGHT buffer of matrix_elems */
     int (*upload_matrix)(backend_t *b, void *dst, const float *src, int32_t rows,
                          int32_t cols);
+    /* dst a BK_WEIGHT buffer of matrix_elems(rows, cols): see "Dummy weights" above */
+    int (*gen_matrix)(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_t seed,
+                      uint64_t tensor);
     int (*upload)(backend_t *b, void *dst, const void *src, size_t bytes);  /* F32/I32 */
     /* dst host; src any buffer, converted to fp32 when it holds weights or activations */
     int (*download_f32)(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n);
@@ -107,13 +120,14 @@ struct backend {
     int (*prepare)(backend_t *b, const bk_batch_t *batch);
 
     /* ops over the prepared batch; act buffers are [n_tokens][width] unless stated */
-    /* x = table[tokens]; table a matrix (upload_matrix) of dim columns */
+    /* x (BK_F32) = table[tokens]; table a matrix (upload_matrix) of dim columns */
     int (*embed)(backend_t *b, void *x, const void *table, int32_t dim);
     /* y[m][n] = x[m][k] . w[n][k]^T: the projections (w a matrix from upload_matrix, or an
-     * aligned row slice of one) */
-    int (*matmul)(backend_t *b, void *y, const void *x, const void *w, int32_t m, int32_t n,
-                  int32_t k);
-    /* with residual: x += residual first (in place); then out = x / rms(x) * w */
+     * aligned row slice of one); x BK_ACT, y of y_kind (BK_ACT, or BK_F32 for logits) */
+    int (*matmul)(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
+                  int32_t m, int32_t n, int32_t k);
+    /* x the residual stream (BK_F32), residual and out BK_ACT: with residual, x += residual
+     * first (in place); then out = x / rms(x) * w */
     int (*rmsnorm)(backend_t *b, void *out, void *x, const void *residual, const void *w,
                    int32_t m, int32_t dim, float eps);
     /* rotates q [n_tokens][n_heads*hd] and k [n_tokens][n_kv*hd] in place at the batch
@@ -124,13 +138,16 @@ struct backend {
     int (*attention)(backend_t *b, void *out, const void *q, int32_t layer, int32_t n_heads,
                      int32_t n_kv_heads, int32_t head_dim);
     int (*silu_mul)(backend_t *b, void *out, const void *gate, const void *up, size_t n);
-    int (*add)(backend_t *b, void *x, const void *y, size_t n);              /* x += y */
-    /* out [n_sample][dim] = x[sample_rows[i]] */
-    int (*gather_rows)(backend_t *b, void *out, const void *x, int32_t dim);
+    int (*add)(backend_t *b, void *x, const void *y, size_t n);     /* x += y, BK_ACT */
+    /* out [n_sample][dim] = x[sample_rows[i]], both of `kind` */
+    int (*gather_rows)(backend_t *b, void *out, const void *x, bk_kind_t kind, int32_t dim);
     /* ids_host [n_sample]: draws from logits [n_sample][vocab] (BK_F32 or BK_ACT as kind) */
     int (*sample)(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
                   int32_t vocab);
     int (*sync)(backend_t *b);
+    /* the device's own ceilings, measured now: memory read bandwidth (bytes/s) and the
+     * matrix-product rate of the weight type (FLOP/s); each the best of reps runs */
+    int (*roofs)(backend_t *b, int reps, double *mem_bw, double *gemm_flops);
     void (*destroy)(backend_t *b);
 };
 
@@ -143,6 +160,10 @@ typedef struct {
 /* name: "cpu" or "cuda". NULL with a message in err when unknown or unavailable (a build
  * without CUDA, or no GPU). */
 backend_t *backend_new(const char *name, const bk_opts_t *opts, char *err, size_t errlen);
+
+/* 1 when backend `name` can be created here; 0 when it is known but unavailable (a build
+ * without CUDA, a machine without a GPU: tests skip, with the reason in err); -1 unknown. */
+int backend_available(const char *name, char *err, size_t errlen);
 
 /* Sets b->errmsg; returns -1 so ops can `return bk_fail(b, ...)`. */
 int bk_fail(backend_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

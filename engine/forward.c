@@ -11,6 +11,8 @@
  * cases. The embedding table is a matrix too ([vocab][dim]), so a tied LM head shares it. */
 #include "engine/forward.h"
 
+#include "engine/dummy_weight.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,9 +34,11 @@ struct fwd {
     void *tok_emb, *lm_head, *final_norm;   /* lm_head == tok_emb when tied */
     /* activations: x, xb [max_tokens][dim]; qkv [max_tokens][q_dim + 2 kv_dim];
      * att [max_tokens][q_dim]; hb [max_tokens][2 hidden]; xs, xsn [max_sample][dim];
-     * logits [max_sample][vocab] */
+     * logits [max_sample][vocab]. x and xs (the residual stream) and logits are BK_F32. */
     void *x, *xb, *qkv, *att, *hb, *xs, *xsn, *logits;
     int32_t last_sample;                    /* rows in logits from the last step */
+    int shape_only;                         /* weights generated on the backend */
+    uint64_t seed;
     char errmsg[256];
 };
 
@@ -58,9 +62,16 @@ static void *alloc(fwd_t *f, bk_kind_t kind, size_t n) {
     return p;
 }
 
-/* Uploads `parts` host matrices [rows[i]][cols] one after the other into one new weight
- * buffer; part i starts matrix_elems of the parts before it into the buffer. */
-static void *upload_mats(fwd_t *f, int parts, const float *const *src, const int32_t *rows,
+/* Where a matrix comes from: host weights, or (a shape-only dummy model) generated on the
+ * backend as dummy tensor `tensor`. */
+typedef struct {
+    const float *host;
+    uint64_t tensor;
+} wsrc_t;
+
+/* Stores `parts` matrices [rows[i]][cols] one after the other in one new weight buffer;
+ * part i starts matrix_elems of the parts before it into the buffer. */
+static void *upload_mats(fwd_t *f, int parts, const wsrc_t *src, const int32_t *rows,
                          int32_t cols) {
     backend_t *b = f->b;
     size_t total = 0;
@@ -69,9 +80,11 @@ static void *upload_mats(fwd_t *f, int parts, const float *const *src, const int
     if (!dst) return NULL;
     size_t off = 0;
     for (int i = 0; i < parts; i++) {
-        if (b->upload_matrix(b, at(f, BK_WEIGHT, dst, off), src[i], rows[i], cols)) {
-            fail(f, "backend %s: uploading a %d x %d matrix: %s", b->name, rows[i], cols,
-                 b->errmsg);
+        void *d = at(f, BK_WEIGHT, dst, off);
+        if (f->shape_only ? b->gen_matrix(b, d, rows[i], cols, f->seed, src[i].tensor)
+                          : b->upload_matrix(b, d, src[i].host, rows[i], cols)) {
+            fail(f, "backend %s: %s a %d x %d matrix: %s", b->name,
+                 f->shape_only ? "generating" : "uploading", rows[i], cols, b->errmsg);
             return NULL;
         }
         off += b->matrix_elems(b, rows[i], cols);
@@ -79,18 +92,44 @@ static void *upload_mats(fwd_t *f, int parts, const float *const *src, const int
     return dst;
 }
 
-static void *upload_mat(fwd_t *f, const float *src, int32_t rows, int32_t cols) {
-    return upload_mats(f, 1, &src, &rows, cols);
+static void *upload_mat(fwd_t *f, const float *host, uint64_t tensor, int32_t rows,
+                        int32_t cols) {
+    wsrc_t s = {host, tensor};
+    return upload_mats(f, 1, &s, &rows, cols);
 }
 
-/* A vector (norm weights): the backend's weight type, no layout. */
+/* A vector (norm weights): the backend's weight type, no layout. Shape-only dummy models
+ * have all-ones norms. */
 static void *upload1(fwd_t *f, const float *src, size_t n) {
+    float *ones = NULL;
+    if (!src) {
+        if (!(ones = malloc(n * sizeof *ones))) {
+            fail(f, "out of memory");
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+        src = ones;
+    }
     void *dst = alloc(f, BK_WEIGHT, n);
     if (dst && f->b->upload_weight(f->b, dst, src, n)) {
         fail(f, "backend %s: uploading weights: %s", f->b->name, f->b->errmsg);
-        return NULL;
+        dst = NULL;
     }
+    free(ones);
     return dst;
+}
+
+/* Weight elements upload_model allocates, so the backend can reserve them at once. */
+static size_t weight_elems(fwd_t *f) {
+    const model_config_t *c = &f->cfg;
+    backend_t *b = f->b;
+    size_t per = (size_t)2 * c->dim + b->matrix_elems(b, f->q_dim, c->dim) +
+                 2 * b->matrix_elems(b, f->kv_dim, c->dim) +
+                 b->matrix_elems(b, c->dim, f->q_dim) +
+                 2 * b->matrix_elems(b, c->hidden_dim, c->dim) +
+                 b->matrix_elems(b, c->dim, c->hidden_dim);
+    size_t emb = b->matrix_elems(b, c->vocab, c->dim);
+    return per * (size_t)c->n_layers + emb * (c->tied ? 1 : 2) + (size_t)c->dim;
 }
 
 static int upload_model(fwd_t *f, const model_t *m) {
@@ -105,30 +144,37 @@ static int upload_model(fwd_t *f, const model_t *m) {
     /* Refuse before filling the memory: on the CPU the host copy is still held while the
      * backend's copy is made, so a model larger than half the memory would be killed. */
     size_t free_b = 0, total_b = 0;
-    double need = model_params(c) * (double)b->elem_size(b, BK_WEIGHT);
+    double need = (double)weight_elems(f) * (double)b->elem_size(b, BK_WEIGHT);
     if (b->mem_info(b, &free_b, &total_b) == 0 && need > (double)free_b)
         return fail(f, "the weights need %.2f GB on backend %s, only %.2f GB are free",
                     need / 1e9, b->name, (double)free_b / 1e9);
+    if (b->reserve_weights(b, weight_elems(f)))
+        return fail(f, "backend %s: reserving %.2f GB of weights: %s", b->name, need / 1e9,
+                    b->errmsg);
     f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
     if (!f->layers) return fail(f, "out of memory");
     for (int32_t l = 0; l < c->n_layers; l++) {
-        const model_layer_t *w = &m->layers[l];
+        static const model_layer_t none;   /* shape-only: no host tensors */
+        const model_layer_t *w = m->layers ? &m->layers[l] : &none;
         fwd_layer_t *d = &f->layers[l];
-        const float *qkv[] = {w->wq, w->wk, w->wv}, *gu[] = {w->w1, w->w3};
+        wsrc_t qkv[] = {{w->wq, DUMMY_T_LAYER(l, DUMMY_K_WQ)},
+                        {w->wk, DUMMY_T_LAYER(l, DUMMY_K_WK)},
+                        {w->wv, DUMMY_T_LAYER(l, DUMMY_K_WV)}};
+        wsrc_t gu[] = {{w->w1, DUMMY_T_LAYER(l, DUMMY_K_W1)}, {w->w3, DUMMY_T_LAYER(l, DUMMY_K_W3)}};
         int32_t rqkv[] = {f->q_dim, f->kv_dim, f->kv_dim}, rgu[] = {hid, hid};
         if (!(d->attn_norm = upload1(f, w->attn_norm, (size_t)dim)) ||
             !(d->wqkv = upload_mats(f, 3, qkv, rqkv, dim)) ||
-            !(d->wo = upload_mat(f, w->wo, dim, f->q_dim)) ||
+            !(d->wo = upload_mat(f, w->wo, DUMMY_T_LAYER(l, DUMMY_K_WO), dim, f->q_dim)) ||
             !(d->ffn_norm = upload1(f, w->ffn_norm, (size_t)dim)) ||
             !(d->w13 = upload_mats(f, 2, gu, rgu, dim)) ||
-            !(d->w2 = upload_mat(f, w->w2, dim, hid)))
+            !(d->w2 = upload_mat(f, w->w2, DUMMY_T_LAYER(l, DUMMY_K_W2), dim, hid)))
             return -1;
     }
-    if (!(f->tok_emb = upload_mat(f, m->tok_emb, c->vocab, dim)) ||
+    if (!(f->tok_emb = upload_mat(f, m->tok_emb, DUMMY_T_TOK_EMB, c->vocab, dim)) ||
         !(f->final_norm = upload1(f, m->final_norm, (size_t)dim)))
         return -1;
-    if (m->lm_head == m->tok_emb || c->tied) f->lm_head = f->tok_emb;
-    else if (!(f->lm_head = upload_mat(f, m->lm_head, c->vocab, dim)))
+    if (c->tied || (m->lm_head && m->lm_head == m->tok_emb)) f->lm_head = f->tok_emb;
+    else if (!(f->lm_head = upload_mat(f, m->lm_head, DUMMY_T_LM_HEAD, c->vocab, dim)))
         return -1;
     return 0;
 }
@@ -162,15 +208,17 @@ int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, ch
     f->o = *o;
     f->q_dim = c->n_heads * c->head_dim;
     f->kv_dim = c->n_kv_heads * c->head_dim;
+    f->shape_only = m->shape_only;
+    f->seed = m->dummy_seed;
     size_t T = (size_t)o->max_tokens, S = (size_t)o->max_sample, dim = (size_t)c->dim;
     bk_kv_shape_t kvs = {c->n_layers, o->n_blocks, o->block_size, c->n_kv_heads, c->head_dim};
-    if (upload_model(f, m) || !(f->x = alloc(f, BK_ACT, T * dim)) ||
+    if (upload_model(f, m) || !(f->x = alloc(f, BK_F32, T * dim)) ||
         !(f->xb = alloc(f, BK_ACT, T * dim)) ||
         !(f->qkv = alloc(f, BK_ACT, T * (size_t)(f->q_dim + 2 * f->kv_dim))) ||
         !(f->att = alloc(f, BK_ACT, T * (size_t)f->q_dim)) ||
         !(f->hb = alloc(f, BK_ACT, T * 2 * (size_t)c->hidden_dim)) ||
-        !(f->xs = alloc(f, BK_ACT, S * dim)) || !(f->xsn = alloc(f, BK_ACT, S * dim)) ||
-        !(f->logits = alloc(f, BK_ACT, S * (size_t)c->vocab)))
+        !(f->xs = alloc(f, BK_F32, S * dim)) || !(f->xsn = alloc(f, BK_ACT, S * dim)) ||
+        !(f->logits = alloc(f, BK_F32, S * (size_t)c->vocab)))
         goto fail;
     if (b->kv_init(b, &kvs)) {
         fail(f, "backend %s: KV pool of %d blocks: %s", b->name, o->n_blocks, b->errmsg);
@@ -293,34 +341,35 @@ int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
         /* layer 0 normalises the embeddings; later layers first add the previous MLP output */
         BK(b->rmsnorm(b, f->xb, f->x, l ? f->xb : NULL, w->attn_norm, m, dim, c->norm_eps));
         if (m == 1 && f->fuse_qkv) {
-            BK(b->matmul(b, f->qkv, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
+            BK(b->matmul(b, f->qkv, BK_ACT, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
         } else {
-            BK(b->matmul(b, q, f->xb, w->wqkv, m, (int32_t)qd, dim));
-            BK(b->matmul(b, k, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m, (int32_t)kvd,
-                         dim));
-            BK(b->matmul(b, v, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m, (int32_t)kvd,
-                         dim));
+            BK(b->matmul(b, q, BK_ACT, f->xb, w->wqkv, m, (int32_t)qd, dim));
+            BK(b->matmul(b, k, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m,
+                         (int32_t)kvd, dim));
+            BK(b->matmul(b, v, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m,
+                         (int32_t)kvd, dim));
         }
         BK(b->rope_kv(b, q, k, v, l, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_theta));
         BK(b->attention(b, f->att, q, l, c->n_heads, c->n_kv_heads, c->head_dim));
-        BK(b->matmul(b, f->xb, f->att, w->wo, m, dim, (int32_t)qd));
+        BK(b->matmul(b, f->xb, BK_ACT, f->att, w->wo, m, dim, (int32_t)qd));
         BK(b->rmsnorm(b, f->xb, f->x, f->xb, w->ffn_norm, m, dim, c->norm_eps));
         if (m == 1 && f->fuse_gu) {
-            BK(b->matmul(b, f->hb, f->xb, w->w13, 1, 2 * hid, dim));
+            BK(b->matmul(b, f->hb, BK_ACT, f->xb, w->w13, 1, 2 * hid, dim));
         } else {
-            BK(b->matmul(b, gate, f->xb, w->w13, m, hid, dim));
-            BK(b->matmul(b, up, f->xb, at(f, BK_WEIGHT, w->w13, f->up_off), m, hid, dim));
+            BK(b->matmul(b, gate, BK_ACT, f->xb, w->w13, m, hid, dim));
+            BK(b->matmul(b, up, BK_ACT, f->xb, at(f, BK_WEIGHT, w->w13, f->up_off), m, hid,
+                         dim));
         }
         BK(b->silu_mul(b, gate, gate, up, (size_t)m * hid));
-        BK(b->matmul(b, f->xb, gate, w->w2, m, dim, hid));
+        BK(b->matmul(b, f->xb, BK_ACT, gate, w->w2, m, dim, hid));
     }
     if (bt->n_sample > 0) {
         /* the last MLP output joins the residual stream only in the sampled rows */
-        BK(b->gather_rows(b, f->xs, f->x, dim));
-        BK(b->gather_rows(b, f->xsn, f->xb, dim));
+        BK(b->gather_rows(b, f->xs, f->x, BK_F32, dim));
+        BK(b->gather_rows(b, f->xsn, f->xb, BK_ACT, dim));
         BK(b->rmsnorm(b, f->xsn, f->xs, f->xsn, f->final_norm, bt->n_sample, dim, c->norm_eps));
-        BK(b->matmul(b, f->logits, f->xsn, f->lm_head, bt->n_sample, c->vocab, dim));
-        BK(b->sample(b, ids, f->logits, BK_ACT, c->vocab));
+        BK(b->matmul(b, f->logits, BK_F32, f->xsn, f->lm_head, bt->n_sample, c->vocab, dim));
+        BK(b->sample(b, ids, f->logits, BK_F32, c->vocab));
     }
     BK(b->sync(b));
     f->last_sample = bt->n_sample;
@@ -332,7 +381,7 @@ done:
 int fwd_logits(fwd_t *f, float *dst) {
     backend_t *b = f->b;
     if (f->last_sample == 0) return 0;
-    if (b->download_f32(b, dst, f->logits, BK_ACT, (size_t)f->last_sample * f->cfg.vocab))
+    if (b->download_f32(b, dst, f->logits, BK_F32, (size_t)f->last_sample * f->cfg.vocab))
         return fail(f, "backend %s: %s", b->name, b->errmsg);
     return 0;
 }

@@ -84,7 +84,7 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     memset(st, 0, sizeof *st);
     double t0 = wall();
 
-    if (model_load(o->model, o->seed, &m, err, errlen) != 0) goto done;
+    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) goto done;
     if (load_tokenizer(o, m, &tok, err, errlen) != 0) goto done;
     const model_config_t *c = &m->cfg;
     if (tok && tok_vocab(tok) != c->vocab) {

@@ -142,12 +142,18 @@ void model_free(model_t *m) {
 }
 
 int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t errlen) {
+    return model_open(spec, seed, 0, out, err, errlen);
+}
+
+int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *err,
+               size_t errlen) {
     *out = NULL;
     if (!spec || !*spec) {
         snprintf(err, errlen, "no model given (a .bin or .gguf file, or dummy:PRESET)");
         return -1;
     }
-    if (strncmp(spec, "dummy:", 6) == 0) return model_load_dummy(spec + 6, seed, out, err, errlen);
+    if (strncmp(spec, "dummy:", 6) == 0)
+        return model_load_dummy(spec + 6, seed, flags, out, err, errlen);
     FILE *f = fopen(spec, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open model file", spec);

@@ -62,12 +62,23 @@ typedef struct model {
     char format[16];      /* "llama2c" | "gguf" | "dummy" */
     char weight_type[16]; /* the file's dominant tensor type ("F32", "Q8_0", ...) */
     void *arena;          /* loader-owned storage behind the pointers above */
+    /* A dummy model loaded with MODEL_SHAPE_ONLY has no host weights (every weight pointer
+     * NULL): the forward pass generates them on its backend from dummy_seed
+     * (engine/dummy_weight.h), the same values a host load would hold. */
+    int shape_only;
+    uint64_t dummy_seed;
 } model_t;
 
 /* spec: a path to a .bin (llama2.c) or .gguf file (detected by magic, not by extension), or
  * "dummy:PRESET" (a simulator preset name or preset file, weights drawn from seed).
  * Returns 0 with *out set, or -1 with a message in err (*out NULL). */
 int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t errlen);
+
+/* flags for model_open */
+#define MODEL_SHAPE_ONLY 1   /* dummy:PRESET without host weights (files load as usual) */
+/* model_load with flags; model_load(...) == model_open(..., 0, ...). */
+int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *err,
+               size_t errlen);
 void model_free(model_t *m);
 
 /* Checks a configuration read from a file: positive sizes within sane bounds, head
@@ -90,6 +101,7 @@ size_t model_body_floats(const model_config_t *c);
 /* Loaders, called by model_load (exposed for tests). */
 int model_load_llama2c(const char *path, model_t **out, char *err, size_t errlen);
 int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen);
-int model_load_dummy(const char *preset, uint64_t seed, model_t **out, char *err, size_t errlen);
+int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out, char *err,
+                     size_t errlen);
 
 #endif

@@ -1,17 +1,18 @@
 /* model_dummy: seeded random weights in the shape of a simulator preset (vLLM's
  * --load-format dummy), for timing studies where only the shape matters.
  *
- * Values: matrices uniform in [-a, a] with a = 0.02 * sqrt(3) (standard deviation 0.02, the
- * usual initialiser scale, so activations stay finite through many layers); RMSNorm weights
- * 1. The arena is filled in fixed chunks, each with its own xorshift64* stream seeded from
- * (seed, chunk index), so the weights depend only on the seed, never on the thread count.
- * rope_theta is 500000 for llama-3 presets (as those models use), 10000 otherwise. */
+ * Values: engine/dummy_weight.h, a pure function of (seed, tensor, element), so the weights
+ * depend only on the seed (never on the thread count) and a backend can generate the same
+ * ones where they live (MODEL_SHAPE_ONLY: the host holds no weights at all). RMSNorm weights
+ * are 1. rope_theta is 500000 for llama-3 presets (as those models use), 10000 otherwise. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "engine/dummy_weight.h"
 #include "engine/model.h"
 #include "sim/presets.h"
 
@@ -19,54 +20,45 @@
 #define MAX_THREADS 16
 
 typedef struct {
-    float *base;
-    size_t n;             /* floats in the arena */
-    uint64_t seed;
-    size_t next;          /* next chunk (shared, under lock) */
+    float *p;
+    size_t n;
+    uint64_t tensor;
+} tensor_job_t;
+
+typedef struct {
+    const tensor_job_t *t;
+    int n_t;
+    uint64_t key;
+    int cur;              /* next (tensor, chunk), shared under lock */
+    size_t cur_off;
     pthread_mutex_t lock;
 } fill_job_t;
-
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static void fill_chunk(float *p, size_t n, uint64_t state) {
-    const float scale = 0.0346410162f / 8388608.0f; /* a / 2^23 */
-    if (state == 0) state = 1;
-    for (size_t i = 0; i < n; i++) {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        uint64_t r = state * 0x2545F4914F6CDD1Dull;
-        /* 24 high bits -> [-2^23, 2^23) -> [-a, a) */
-        p[i] = (float)((int32_t)(r >> 40) - 8388608) * scale;
-    }
-}
 
 static void *fill_worker(void *arg) {
     fill_job_t *j = arg;
     for (;;) {
         pthread_mutex_lock(&j->lock);
-        size_t k = j->next++;
+        while (j->cur < j->n_t && j->cur_off >= j->t[j->cur].n) {
+            j->cur++;
+            j->cur_off = 0;
+        }
+        int t = j->cur;
+        size_t off = j->cur_off;
+        j->cur_off += CHUNK_FLOATS;
         pthread_mutex_unlock(&j->lock);
-        size_t off = k * CHUNK_FLOATS;
-        if (off >= j->n) break;
-        size_t n = j->n - off < CHUNK_FLOATS ? j->n - off : CHUNK_FLOATS;
-        fill_chunk(j->base + off, n, splitmix64(j->seed ^ splitmix64(k)));
+        if (t >= j->n_t) break;
+        const tensor_job_t *tj = &j->t[t];
+        size_t end = tj->n - off < CHUNK_FLOATS ? tj->n : off + CHUNK_FLOATS;
+        for (size_t i = off; i < end; i++) tj->p[i] = dummy_weight_k(j->key, tj->tensor, i);
     }
     return NULL;
 }
 
-static void fill_all(float *base, size_t n, uint64_t seed) {
-    fill_job_t j = {.base = base, .n = n, .seed = seed, .next = 0};
+static void fill_all(const tensor_job_t *t, int n_t, uint64_t seed) {
+    fill_job_t j = {.t = t, .n_t = n_t, .key = dummy_key(seed)};
     pthread_mutex_init(&j.lock, NULL);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t chunks = (n + CHUNK_FLOATS - 1) / CHUNK_FLOATS;
     int nt = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
-    if ((size_t)nt > chunks) nt = (int)chunks;
     pthread_t th[MAX_THREADS];
     int started = 0;
     for (int i = 1; i < nt; i++)
@@ -76,7 +68,37 @@ static void fill_all(float *base, size_t n, uint64_t seed) {
     pthread_mutex_destroy(&j.lock);
 }
 
-int model_load_dummy(const char *preset, uint64_t seed, model_t **out, char *err, size_t errlen) {
+static int fill_model(model_t *m, uint64_t seed, char *err, size_t errlen) {
+    const model_config_t *c = &m->cfg;
+    size_t dim = (size_t)c->dim, qd = (size_t)c->n_heads * c->head_dim;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, hid = (size_t)c->hidden_dim;
+    int n = 0;
+    tensor_job_t *t = malloc(((size_t)c->n_layers * 7 + 2) * sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory", m->source);
+        return -1;
+    }
+    t[n++] = (tensor_job_t){m->tok_emb, (size_t)c->vocab * dim, DUMMY_T_TOK_EMB};
+    if (!c->tied) t[n++] = (tensor_job_t){m->lm_head, (size_t)c->vocab * dim, DUMMY_T_LM_HEAD};
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        model_layer_t *L = &m->layers[l];
+        t[n++] = (tensor_job_t){L->wq, qd * dim, DUMMY_T_LAYER(l, DUMMY_K_WQ)};
+        t[n++] = (tensor_job_t){L->wk, kvd * dim, DUMMY_T_LAYER(l, DUMMY_K_WK)};
+        t[n++] = (tensor_job_t){L->wv, kvd * dim, DUMMY_T_LAYER(l, DUMMY_K_WV)};
+        t[n++] = (tensor_job_t){L->wo, dim * qd, DUMMY_T_LAYER(l, DUMMY_K_WO)};
+        t[n++] = (tensor_job_t){L->w1, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W1)};
+        t[n++] = (tensor_job_t){L->w2, dim * hid, DUMMY_T_LAYER(l, DUMMY_K_W2)};
+        t[n++] = (tensor_job_t){L->w3, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W3)};
+        for (size_t i = 0; i < dim; i++) L->attn_norm[i] = L->ffn_norm[i] = 1.0f;
+    }
+    for (size_t i = 0; i < dim; i++) m->final_norm[i] = 1.0f;
+    fill_all(t, n, seed);
+    free(t);
+    return 0;
+}
+
+int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out, char *err,
+                     size_t errlen) {
     *out = NULL;
     preset_model_t p;
     if (preset_model_get(preset, &p, err, errlen) != 0) return -1;
@@ -90,13 +112,27 @@ int model_load_dummy(const char *preset, uint64_t seed, model_t **out, char *err
     char source[512];
     snprintf(source, sizeof source, "dummy:%s", preset);
     model_t *m;
+    if (flags & MODEL_SHAPE_ONLY) {
+        if (model_config_check(&c, source, err, errlen)) return -1;
+        if (!(m = calloc(1, sizeof *m))) {
+            snprintf(err, errlen, "%s: out of memory", source);
+            return -1;
+        }
+        m->cfg = c;
+        m->shape_only = 1;
+        m->dummy_seed = seed;
+        snprintf(m->source, sizeof m->source, "%s", source);
+        snprintf(m->format, sizeof m->format, "dummy");
+        snprintf(m->weight_type, sizeof m->weight_type, "F32");
+        *out = m;
+        return 0;
+    }
     if (model_alloc(&c, source, "dummy", &m, err, errlen) != 0) return -1;
-    size_t n = model_body_floats(&c) + (c.tied ? 0 : (size_t)c.vocab * (size_t)c.dim);
-    fill_all(m->tok_emb, n, seed);
-    for (int32_t l = 0; l < c.n_layers; l++)
-        for (int32_t i = 0; i < c.dim; i++)
-            m->layers[l].attn_norm[i] = m->layers[l].ffn_norm[i] = 1.0f;
-    for (int32_t i = 0; i < c.dim; i++) m->final_norm[i] = 1.0f;
+    m->dummy_seed = seed;
+    if (fill_model(m, seed, err, errlen)) {
+        model_free(m);
+        return -1;
+    }
     *out = m;
     return 0;
 }

@@ -92,7 +92,7 @@ START_TEST(matmul_matches_reference) {
                 void *dx = put(b, x, (size_t)m * k), *dy = b->alloc(b, BK_ACT, (size_t)m * n);
                 void *dw = b->alloc(b, BK_WEIGHT, b->matrix_elems(b, n, k));
                 ck_assert_int_eq(b->upload_matrix(b, dw, w, n, k), 0);
-                ck_assert_int_eq(b->matmul(b, dy, dx, dw, m, n, k), 0);
+                ck_assert_int_eq(b->matmul(b, dy, BK_ACT, dx, dw, m, n, k), 0);
                 get(b, y, dy, (size_t)m * n);
                 double e = rel_err(y, ref, (size_t)m * n);
                 ck_assert_msg(e < TOL, "matmul (%s) m %d n %d k %d: rel err %g", cgemm_kernel(),
@@ -105,7 +105,7 @@ START_TEST(matmul_matches_reference) {
                 free(y);
                 free(ref);
             }
-    ck_assert_int_ne(b->matmul(b, NULL, NULL, NULL, 0, 1, 1), 0);
+    ck_assert_int_ne(b->matmul(b, NULL, BK_ACT, NULL, NULL, 0, 1, 1), 0);
     ck_assert(strstr(b->errmsg, "matmul") != NULL);
     b->destroy(b);
     cgemm_force_portable(0);
@@ -137,11 +137,11 @@ START_TEST(matmul_slices_and_concatenation) {
     size_t es = b->elem_size(b, BK_WEIGHT);
     ck_assert_int_eq(b->upload_matrix(b, dw, w, r1, k), 0);
     ck_assert_int_eq(b->upload_matrix(b, (char *)dw + e1 * es, w + (size_t)r1 * k, r2, k), 0);
-    ck_assert_int_eq(b->matmul(b, dy, dx, dw, m, n, k), 0);   /* the concatenation */
+    ck_assert_int_eq(b->matmul(b, dy, BK_ACT, dx, dw, m, n, k), 0);   /* the concatenation */
     get(b, y, dy, (size_t)m * n);
     ck_assert_msg(rel_err(y, ref, (size_t)m * n) < TOL, "concatenated parts");
     /* rows [al, n): a slice at an aligned row */
-    ck_assert_int_eq(b->matmul(b, dy, dx, (char *)dw + (size_t)al * k * es, m, n - al, k), 0);
+    ck_assert_int_eq(b->matmul(b, dy, BK_ACT, dx, (char *)dw + (size_t)al * k * es, m, n - al, k), 0);
     get(b, y, dy, (size_t)m * (n - al));
     for (int32_t i = 0; i < m; i++)
         for (int32_t j = al; j < n; j++)
@@ -407,7 +407,7 @@ START_TEST(elementwise_embed_gather_sample) {
     get(b, x, dx, 30);
     for (int32_t i = 0; i < nt; i++)
         ck_assert(memcmp(x + i * dim, table + tok[i] * dim, sizeof(float) * dim) == 0);
-    ck_assert_int_eq(b->gather_rows(b, ds, dx, dim), 0);
+    ck_assert_int_eq(b->gather_rows(b, ds, dx, BK_ACT, dim), 0);
     float sx[12];
     get(b, sx, ds, 12);
     ck_assert(memcmp(sx, table + 10 * dim, sizeof(float) * dim) == 0);

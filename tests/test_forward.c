@@ -330,6 +330,45 @@ START_TEST(matches_reference_mqa_untied_wide_heads) {
 }
 END_TEST
 
+/* A shape-only dummy model (weights generated on the backend) computes exactly what the
+ * host-loaded dummy model does: same weights, same packing, same logits bit for bit. */
+START_TEST(shape_only_dummy_matches_host_dummy) {
+    char err[256];
+    model_t *host = NULL, *shape = NULL;
+    ck_assert_msg(model_open("dummy:stories260k", 5, 0, &host, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_open("dummy:stories260k", 5, MODEL_SHAPE_ONLY, &shape, err,
+                             sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(shape->shape_only, 1);
+    ck_assert_ptr_null(shape->tok_emb);
+    backend_t *b1, *b2;
+    fwd_t *f1 = new_fwd(&b1, host), *f2 = new_fwd(&b2, shape);
+    int32_t V = host->cfg.vocab;
+    float *o1 = malloc(sizeof(float) * 2 * V), *o2 = malloc(sizeof(float) * 2 * V);
+    eng_seq_t a1, c1, a2, c2;
+    give_blocks(&a1, 0);
+    give_blocks(&c1, 1);
+    give_blocks(&a2, 0);
+    give_blocks(&c2, 1);
+    const int32_t p0[] = {1, 400, 22, 9, 301}, p1[] = {7, 8};
+    const int32_t *toks[] = {p0, p1}, cnt[] = {5, 2};
+    eng_seq_t *s1[] = {&a1, &c1}, *s2[] = {&a2, &c2};
+    run_step(f1, s1, toks, cnt, 2, o1);
+    run_step(f2, s2, toks, cnt, 2, o2);
+    ck_assert_int_eq(memcmp(o1, o2, sizeof(float) * 2 * V), 0);
+    double ss = 0;
+    for (int32_t i = 0; i < 2 * V; i++) ss += (double)o1[i] * o1[i];
+    ck_assert_msg(ss > 0 && isfinite(ss), "logits are all zero or not finite");
+    free(o1);
+    free(o2);
+    fwd_free(f1);
+    fwd_free(f2);
+    b1->destroy(b1);
+    b2->destroy(b2);
+    model_free(host);
+    model_free(shape);
+}
+END_TEST
+
 static void expect_reject(fwd_t *f, bk_batch_t *b, const char *what) {
     int32_t ids[8];
     ck_assert_int_eq(fwd_step(f, b, ids), -1);
@@ -439,6 +478,7 @@ int main(void) {
     tcase_add_test(tc, matches_reference_gqa_tied);
     tcase_add_loop_test(tc, matches_reference_mqa_untied_wide_heads, 0, 2);
     tcase_add_test(tc, bad_batches_are_rejected);
+    tcase_add_test(tc, shape_only_dummy_matches_host_dummy);
     tcase_add_test(tc, weights_larger_than_free_memory_are_refused);
     suite_add_tcase(s, tc);
     return testutil_run(s);

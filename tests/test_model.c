@@ -67,8 +67,8 @@ START_TEST(test_dummy_deterministic) {
     char err[512];
     model_t *a, *b, *c;
     ck_assert_msg(model_load("dummy:stories260k", 7, &a, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(model_load_dummy("stories260k", 7, &b, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(model_load_dummy("stories260k", 8, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_load_dummy("stories260k", 7, 0, &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_load_dummy("stories260k", 8, 0, &c, err, sizeof err) == 0, "%s", err);
     size_t n = (size_t)model_params(&a->cfg);
     ck_assert(memcmp(a->arena, b->arena, n * sizeof(float)) == 0);
     ck_assert(memcmp(a->arena, c->arena, n * sizeof(float)) != 0);
@@ -106,7 +106,7 @@ START_TEST(test_dummy_shapes) {
         model_t *m;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        ck_assert_msg(model_load_dummy(names[k], 1, &m, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(model_load_dummy(names[k], 1, 0, &m, err, sizeof err) == 0, "%s", err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
         fprintf(stderr, "dummy:%s: %.0f parameters (%.2f GB fp32) in %.3f s\n", names[k],

@@ -12,6 +12,8 @@
 
 #include "engine/cpu/cpu_gemm.h"
 #include "engine/cpu/cpu_pool.h"
+#include "engine/dummy_weight.h"
+#include "engine/roofs.h"
 #include "engine/sampler.h"
 
 /* Below this many items per thread an element-wise op stays on the calling thread. */
@@ -141,6 +143,39 @@ static int cpu_upload_matrix(backend_t *b, void *dst, const float *src, int32_t 
     return 0;
 }
 
+typedef struct {
+    float *p;
+    uint64_t key, tensor;
+} gen_job_t;
+
+static void gen_range(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    gen_job_t *j = ctx;
+    for (int64_t i = lo; i < hi; i++) j->p[i] = dummy_weight_k(j->key, j->tensor, (uint64_t)i);
+}
+
+/* Generated on the host a matrix at a time and packed like an upload: the peak is one
+ * matrix, never the model. */
+static int cpu_gen_matrix(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_t seed,
+                          uint64_t tensor) {
+    if (rows <= 0 || cols <= 0)
+        return bk_fail(b, "cpu: gen_matrix: bad shape %d x %d", rows, cols);
+    size_t n = (size_t)rows * (size_t)cols;
+    float *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) return bk_fail(b, "cpu: out of memory for a %d x %d matrix", rows, cols);
+    gen_job_t j = {tmp, dummy_key(seed), tensor};
+    cpool_run(CPU(b)->pool, (int64_t)n, GRAIN_ELEMS, gen_range, &j);
+    cgemm_pack(dst, tmp, rows, cols);
+    free(tmp);
+    return 0;
+}
+
+static int cpu_reserve_weights(backend_t *b, size_t n) {
+    (void)b;
+    (void)n;   /* one allocation per tensor: huge pages already keep them TLB-friendly */
+    return 0;
+}
+
 static int cpu_upload(backend_t *b, void *dst, const void *src, size_t bytes) {
     (void)b;
     memcpy(dst, src, bytes);
@@ -257,8 +292,10 @@ static int cpu_embed(backend_t *b, void *x, const void *table, int32_t dim) {
     return 0;
 }
 
-static int cpu_gather_rows(backend_t *b, void *out, const void *x, int32_t dim) {
+static int cpu_gather_rows(backend_t *b, void *out, const void *x, bk_kind_t kind,
+                           int32_t dim) {
     cpu_t *c = CPU(b);
+    (void)kind;   /* every kind is 4 bytes here */
     for (int32_t j = 0; j < c->n_sample; j++)
         memmove((float *)out + (size_t)j * dim,
                 (const float *)x + (size_t)c->sample_rows[j] * dim, (size_t)dim * sizeof(float));
@@ -278,8 +315,9 @@ static void mm_panels(void *ctx, int64_t lo, int64_t hi, int tid) {
                  j->c->scratch + (size_t)tid * j->c->scratch_per_thread);
 }
 
-static int cpu_matmul(backend_t *b, void *y, const void *x, const void *w, int32_t m,
-                      int32_t n, int32_t k) {
+static int cpu_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
+                      int32_t m, int32_t n, int32_t k) {
+    (void)y_kind;   /* activations are fp32 already */
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
     /* split the panels over the pool; each thread streams its share of the weights once
@@ -535,6 +573,15 @@ static int cpu_sync(backend_t *b) {
     return 0;
 }
 
+static int cpu_roofs(backend_t *b, int reps, double *mem_bw, double *gemm_flops) {
+    char err[256];
+    *mem_bw = roofs_mem_read_bw(0, CPU(b)->n_threads, reps, err, sizeof err);
+    if (*mem_bw < 0) return bk_fail(b, "cpu: read bandwidth: %s", err);
+    *gemm_flops = roofs_sgemm_flops(0, reps, err, sizeof err);
+    if (*gemm_flops < 0) return bk_fail(b, "cpu: sgemm rate: %s", err);
+    return 0;
+}
+
 static void cpu_destroy(backend_t *b) {
     if (!b) return;
     cpu_t *c = CPU(b);
@@ -578,10 +625,12 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->elem_size = cpu_elem_size;
     b->alloc = cpu_alloc;
     b->release = cpu_release;
+    b->reserve_weights = cpu_reserve_weights;
     b->upload_weight = cpu_upload_weight;
     b->matrix_row_align = CGEMM_PANEL;
     b->matrix_elems = cpu_matrix_elems;
     b->upload_matrix = cpu_upload_matrix;
+    b->gen_matrix = cpu_gen_matrix;
     b->upload = cpu_upload;
     b->download_f32 = cpu_download_f32;
     b->kv_init = cpu_kv_init;
@@ -597,6 +646,7 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->gather_rows = cpu_gather_rows;
     b->sample = cpu_sample;
     b->sync = cpu_sync;
+    b->roofs = cpu_roofs;
     b->destroy = cpu_destroy;
     return b;
 fail:
