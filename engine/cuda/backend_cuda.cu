@@ -1,0 +1,630 @@
+/* backend_cuda: see backend_cuda.h. This file holds the backend object: memory, uploads,
+ * the step's metadata, the cuBLAS products, and the dispatch of each op to its kernel file
+ * (cuda_ops.cu, cuda_attention.cu, cuda_sample.cu).
+ *
+ * Why one metadata upload: a step's ops all index the same batch (tokens, positions, block
+ * tables, attention work lists, sampling parameters); prepare packs them into one pinned
+ * host buffer and copies it with one cudaMemcpyAsync, so a decode step pays one transfer
+ * latency, not ten. The pinned buffer is reused only after an event says the last copy
+ * from it finished.
+ *
+ * Errors: every CUDA and cuBLAS call is checked; the message names the call and the op. An
+ * error inside a kernel surfaces at the next synchronising call (sync, download, sample),
+ * whose message then carries it. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/backend_cuda.h"
+#include "engine/cuda/cuda_kernels.h"
+
+namespace {
+
+const size_t ALIGN = 256;                    /* sub-allocations in the weight arena */
+const size_t STAGE_FLOATS = (size_t)16 << 20; /* fp32 staging for conversions: 64 MB */
+
+struct cuda_t {
+    int device;
+    ck_dtype_t dt;
+    cudaStream_t st;
+    cublasHandle_t blas;
+    ck_sampler_t *sampler;
+
+    char *warena;                   /* the weights: one cudaMalloc (reserve_weights) */
+    size_t wcap, wused;
+    void **allocs;                  /* every other live cudaMalloc, freed by destroy */
+    size_t n_allocs, cap_allocs;
+    float *stage;                   /* fp32 staging for uploads and downloads */
+
+    ck_kv_t kv;
+
+    /* the step: metadata packed on the host (pinned), uploaded into meta_dev */
+    char *meta_host, *meta_dev;
+    size_t meta_cap;
+    cudaEvent_t meta_done;          /* the last upload from meta_host has completed */
+    ck_batch_t batch;
+    bk_sample_t *sample_host;       /* the step's sampling parameters (host copy) */
+    size_t sample_cap;
+    int32_t *ids_dev, *ids_host;    /* sampled ids; ids_host pinned */
+    size_t ids_cap;
+    float *attn_scratch;
+    size_t attn_cap;
+
+    float *inv_freq;                /* RoPE frequencies for (rope_hd, rope_theta) */
+    int32_t rope_hd;
+    float rope_theta;
+};
+
+cuda_t *C(backend_t *b) { return (cuda_t *)b->impl; }
+
+int cu_fail(backend_t *b, const char *what, cudaError_t e) {
+    return bk_fail(b, "cuda: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define CU(b, call, what)                                                               \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) return cu_fail(b, what, e_);                             \
+    } while (0)
+
+#define BLAS(b, call, what)                                                             \
+    do {                                                                                \
+        cublasStatus_t s_ = (call);                                                     \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                \
+            return bk_fail(b, "cuda: %s: %s", what, cublasGetStatusString(s_));         \
+    } while (0)
+
+size_t dt_size(const cuda_t *c, bk_kind_t kind) {
+    return kind == BK_WEIGHT || kind == BK_ACT ? ck_dtype_size(c->dt) : 4;
+}
+
+cudaDataType_t blas_type(ck_dtype_t t) {
+    return t == CK_BF16 ? CUDA_R_16BF : t == CK_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+int cuda_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes) {
+    CU(b, cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+    return 0;
+}
+
+size_t cuda_elem_size(backend_t *b, bk_kind_t kind) { return dt_size(C(b), kind); }
+
+int track(backend_t *b, void *p) {
+    cuda_t *c = C(b);
+    if (c->n_allocs == c->cap_allocs) {
+        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        void **a = (void **)realloc(c->allocs, cap * sizeof *a);
+        if (!a) return bk_fail(b, "cuda: out of host memory");
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->n_allocs++] = p;
+    return 0;
+}
+
+void *dev_alloc(backend_t *b, size_t bytes, const char *what) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        bk_fail(b, "cuda: cudaMalloc of %.1f MB (%s): %s", bytes / 1e6, what,
+                cudaGetErrorString(e));
+        return NULL;
+    }
+    if (track(b, p)) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+void dev_free(backend_t *b, void *p) {
+    cuda_t *c = C(b);
+    if (!p) return;
+    for (size_t i = c->n_allocs; i-- > 0;)
+        if (c->allocs[i] == p) {
+            c->allocs[i] = c->allocs[--c->n_allocs];
+            cudaFree(p);
+            return;
+        }
+}
+
+int cuda_reserve_weights(backend_t *b, size_t n) {
+    cuda_t *c = C(b);
+    if (c->warena) return bk_fail(b, "cuda: reserve_weights called twice");
+    /* every tensor is rounded up to ALIGN: room for 4096 of them */
+    size_t bytes = n * ck_dtype_size(c->dt) + 4096 * ALIGN;
+    CU(b, cudaMalloc((void **)&c->warena, bytes), "cudaMalloc of the weights");
+    c->wcap = bytes;
+    c->wused = 0;
+    return 0;
+}
+
+void *cuda_alloc(backend_t *b, bk_kind_t kind, size_t n) {
+    cuda_t *c = C(b);
+    size_t bytes = n * dt_size(c, kind);
+    if (n > ((size_t)1 << 40)) {
+        bk_fail(b, "cuda: allocation of %zu elements is too large", n);
+        return NULL;
+    }
+    if (kind == BK_WEIGHT && c->warena) {
+        size_t need = (bytes + ALIGN - 1) & ~(ALIGN - 1);
+        if (c->wused + need <= c->wcap) {
+            void *p = c->warena + c->wused;
+            c->wused += need;
+            return p;
+        }
+    }
+    return dev_alloc(b, bytes, kind == BK_WEIGHT ? "weights" : "activations");
+}
+
+void cuda_release(backend_t *b, void *p) {
+    cuda_t *c = C(b);
+    if (c->warena && (char *)p >= c->warena && (char *)p < c->warena + c->wcap) return;
+    dev_free(b, p);   /* the arena goes with destroy */
+}
+
+/* fp32 host data into a buffer of the weight type, through the staging buffer. */
+int to_device(backend_t *b, void *dst, const float *src, size_t n) {
+    cuda_t *c = C(b);
+    if (c->dt == CK_F32) {
+        CU(b, cudaMemcpy(dst, src, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+        return 0;
+    }
+    for (size_t off = 0; off < n; off += STAGE_FLOATS) {
+        size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
+        CU(b, cudaMemcpyAsync(c->stage, src + off, k * 4, cudaMemcpyHostToDevice, c->st),
+           "cudaMemcpyAsync (upload)");
+        CU(b, ck_from_f32(c->st, c->dt, (char *)dst + off * ck_dtype_size(c->dt), c->stage, k),
+           "converting an upload");
+        /* the host source may be freed after return, and the stage is reused */
+        CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (upload)");
+    }
+    return 0;
+}
+
+int cuda_upload_weight(backend_t *b, void *dst, const float *src, size_t n) {
+    return to_device(b, dst, src, n);
+}
+
+size_t cuda_matrix_elems(backend_t *b, int32_t rows, int32_t cols) {
+    (void)b;
+    return (size_t)rows * (size_t)cols;
+}
+
+int cuda_upload_matrix(backend_t *b, void *dst, const float *src, int32_t rows, int32_t cols) {
+    if (rows <= 0 || cols <= 0)
+        return bk_fail(b, "cuda: upload_matrix: bad shape %d x %d", rows, cols);
+    return to_device(b, dst, src, (size_t)rows * (size_t)cols);
+}
+
+int cuda_gen_matrix(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_t seed,
+                    uint64_t tensor) {
+    if (rows <= 0 || cols <= 0)
+        return bk_fail(b, "cuda: gen_matrix: bad shape %d x %d", rows, cols);
+    CU(b, ck_gen_dummy(C(b)->st, C(b)->dt, dst, (size_t)rows * (size_t)cols, seed, tensor, 0),
+       "generating dummy weights");
+    return 0;
+}
+
+int cuda_upload(backend_t *b, void *dst, const void *src, size_t bytes) {
+    CU(b, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+    return 0;
+}
+
+int cuda_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n) {
+    cuda_t *c = C(b);
+    CU(b, cudaStreamSynchronize(c->st), "a step before download (cudaStreamSynchronize)");
+    if (dt_size(c, kind) == 4) {   /* fp32 or int32 as stored: no conversion */
+        CU(b, cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+        return 0;
+    }
+    for (size_t off = 0; off < n; off += STAGE_FLOATS) {
+        size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
+        CU(b, ck_to_f32(c->st, c->dt, c->stage, (const char *)src + off * 2, k),
+           "converting a download");
+        CU(b, cudaMemcpyAsync(dst + off, c->stage, k * 4, cudaMemcpyDeviceToHost, c->st),
+           "cudaMemcpyAsync (download)");
+        CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (download)");
+    }
+    return 0;
+}
+
+size_t cuda_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
+    return (size_t)s->n_layers * 2 * (size_t)s->block_size * (size_t)s->n_kv_heads *
+           (size_t)s->head_dim * ck_dtype_size(C(b)->dt);
+}
+
+int cuda_kv_init(backend_t *b, const bk_kv_shape_t *s) {
+    cuda_t *c = C(b);
+    if (s->n_layers <= 0 || s->n_blocks <= 0 || s->block_size <= 0 || s->n_kv_heads <= 0 ||
+        s->head_dim <= 0)
+        return bk_fail(b, "cuda: kv_init: every size must be positive (layers %d, blocks %d, "
+                       "block size %d, kv heads %d, head dim %d)", s->n_layers, s->n_blocks,
+                       s->block_size, s->n_kv_heads, s->head_dim);
+    size_t bytes = cuda_kv_block_bytes(b, s) * (size_t)s->n_blocks;
+    dev_free(b, c->kv.base);
+    c->kv.base = NULL;
+    if (!(c->kv.base = dev_alloc(b, bytes, "the KV pool"))) return -1;
+    /* zeroed: timing runs that only set positions then read finite numbers */
+    CU(b, cudaMemsetAsync(c->kv.base, 0, bytes, c->st), "cudaMemsetAsync (KV pool)");
+    c->kv.dtype = c->dt;
+    c->kv.n_layers = s->n_layers;
+    c->kv.n_blocks = s->n_blocks;
+    c->kv.block_size = s->block_size;
+    c->kv.n_kv_heads = s->n_kv_heads;
+    c->kv.head_dim = s->head_dim;
+    return 0;
+}
+
+/* ---- the step's batch ------------------------------------------------------------------ */
+
+/* Grows a pinned host buffer and its device twin to at least `bytes` (contents dropped). */
+int grow_meta(backend_t *b, size_t bytes) {
+    cuda_t *c = C(b);
+    if (bytes <= c->meta_cap) return 0;
+    size_t cap = c->meta_cap ? c->meta_cap : 4096;
+    while (cap < bytes) cap *= 2;
+    CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (metadata)");
+    cudaFreeHost(c->meta_host);
+    dev_free(b, c->meta_dev);
+    c->meta_host = NULL;
+    c->meta_dev = NULL;
+    c->meta_cap = 0;
+    CU(b, cudaMallocHost((void **)&c->meta_host, cap), "cudaMallocHost (metadata)");
+    if (!(c->meta_dev = (char *)dev_alloc(b, cap, "step metadata"))) return -1;
+    c->meta_cap = cap;
+    return 0;
+}
+
+/* Appends n items of `size` bytes at an 8-byte aligned offset; returns the offset. */
+size_t pack(char *base, size_t *used, const void *src, size_t n, size_t size) {
+    size_t off = (*used + 7) & ~(size_t)7;
+    if (src && n) memcpy(base + off, src, n * size);
+    *used = off + n * size;
+    return off;
+}
+
+int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
+    cuda_t *c = C(b);
+    int32_t nt = bt->n_tokens, ns = bt->n_seqs, nsm = bt->n_sample;
+    size_t nbt = (size_t)bt->bt_start[ns];
+    size_t plan_cap = ck_attn_plan_cap(bt);
+    size_t bytes = 8 * 12 + 4 * (2 * (size_t)nt + 3 * (size_t)ns + 2 + nbt + (size_t)nsm +
+                                 plan_cap) +
+                   sizeof(bk_sample_t) * (size_t)nsm + (size_t)nt * 4;
+    if (grow_meta(b, bytes)) return -1;
+    /* the previous step's copy must have left meta_host before it is overwritten */
+    CU(b, cudaEventSynchronize(c->meta_done), "cudaEventSynchronize (metadata)");
+    if ((size_t)nsm > c->sample_cap) {
+        bk_sample_t *p = (bk_sample_t *)realloc(c->sample_host, (size_t)nsm * sizeof *p);
+        if (!p) return bk_fail(b, "cuda: out of host memory");
+        c->sample_host = p;
+        c->sample_cap = (size_t)nsm;
+    }
+    if (nsm) memcpy(c->sample_host, bt->sample, (size_t)nsm * sizeof *bt->sample);
+    if ((size_t)nsm > c->ids_cap) {
+        cudaFreeHost(c->ids_host);
+        dev_free(b, c->ids_dev);
+        c->ids_host = NULL;
+        c->ids_dev = NULL;
+        c->ids_cap = 0;
+        size_t cap = (size_t)nsm < 256 ? 256 : (size_t)nsm;
+        CU(b, cudaMallocHost((void **)&c->ids_host, cap * 4), "cudaMallocHost (ids)");
+        if (!(c->ids_dev = (int32_t *)dev_alloc(b, cap * 4, "sampled ids"))) return -1;
+        c->ids_cap = cap;
+    }
+
+    char *h = c->meta_host;
+    size_t used = 0;
+    ck_batch_t *k = &c->batch;
+    memset(k, 0, sizeof *k);
+    k->n_tokens = nt;
+    k->n_seqs = ns;
+    k->n_sample = nsm;
+    /* the sequence of each token, and the largest context */
+    size_t o_tokseq = pack(h, &used, NULL, (size_t)nt, 4);
+    int32_t *tok_seq = (int32_t *)(h + o_tokseq);
+    k->max_ctx = 1;
+    for (int32_t s = 0; s < ns; s++)
+        for (int32_t i = bt->seq_start[s]; i < bt->seq_start[s + 1]; i++) {
+            tok_seq[i] = s;
+            if (bt->pos[i] + 1 > k->max_ctx) k->max_ctx = bt->pos[i] + 1;
+        }
+    size_t o_tok = pack(h, &used, bt->tokens, (size_t)nt, 4);
+    size_t o_pos = pack(h, &used, bt->pos, (size_t)nt, 4);
+    size_t o_ss = pack(h, &used, bt->seq_start, (size_t)ns + 1, 4);
+    size_t o_sl = pack(h, &used, bt->seq_len, (size_t)ns, 4);
+    size_t o_bs = pack(h, &used, bt->bt_start, (size_t)ns + 1, 4);
+    size_t o_bt = pack(h, &used, bt->block_table, nbt, 4);
+    size_t o_sr = pack(h, &used, bt->sample_rows, (size_t)nsm, 4);
+    size_t o_sp = pack(h, &used, bt->sample, (size_t)nsm, sizeof(bk_sample_t));
+    size_t o_plan = pack(h, &used, NULL, plan_cap, 4);
+    size_t dec_off = 0, pf_off = 0;
+    size_t n_plan = ck_attn_plan(bt, c->kv.block_size > 0 ? c->kv.block_size : 16,
+                                 (int32_t *)(h + o_plan), k, &dec_off, &pf_off);
+    used = o_plan + n_plan * 4;
+    if (used > c->meta_cap) return bk_fail(b, "cuda: prepare: metadata overflow (a bug)");
+    CU(b, cudaMemcpyAsync(c->meta_dev, h, used, cudaMemcpyHostToDevice, c->st),
+       "cudaMemcpyAsync (step metadata)");
+    CU(b, cudaEventRecord(c->meta_done, c->st), "cudaEventRecord (metadata)");
+    const char *d = c->meta_dev;
+    k->tok_seq = (const int32_t *)(d + o_tokseq);
+    k->tokens = (const int32_t *)(d + o_tok);
+    k->pos = (const int32_t *)(d + o_pos);
+    k->seq_start = (const int32_t *)(d + o_ss);
+    k->seq_len = (const int32_t *)(d + o_sl);
+    k->bt_start = (const int32_t *)(d + o_bs);
+    k->block_table = (const int32_t *)(d + o_bt);
+    k->sample_rows = (const int32_t *)(d + o_sr);
+    k->sample = (const bk_sample_t *)(d + o_sp);
+    k->dec_tok = (const int32_t *)(d + o_plan) + dec_off;
+    k->pf_tile = (const int32_t *)(d + o_plan) + pf_off;
+    return 0;
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
+    CU(b, ck_embed(C(b)->st, C(b)->dt, (float *)x, table, dim, &C(b)->batch), "embed");
+    return 0;
+}
+
+/* Row-major y[m][n] = x[m][k] w[n][k]^T is column-major y^T = w x^T: cuBLAS with the
+ * weights transposed, the activations as they are, every leading dimension the row length. */
+int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
+                int32_t m, int32_t n, int32_t k) {
+    cuda_t *c = C(b);
+    if (m <= 0 || n <= 0 || k <= 0)
+        return bk_fail(b, "cuda: matmul: bad shape m %d n %d k %d", m, n, k);
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = blas_type(c->dt), yt = y_kind == BK_F32 ? CUDA_R_32F : t;
+    BLAS(b, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, t, k, x, t, k,
+                         &zero, y, yt, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+         "cublasGemmEx");
+    return 0;
+}
+
+int cuda_rmsnorm(backend_t *b, void *out, void *x, const void *residual, const void *w,
+                 int32_t m, int32_t dim, float eps) {
+    CU(b, ck_rmsnorm(C(b)->st, C(b)->dt, out, (float *)x, residual, w, m, dim, eps), "rmsnorm");
+    return 0;
+}
+
+int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads, int32_t n_kv_heads,
+             int32_t head_dim) {
+    const ck_kv_t *kv = &C(b)->kv;
+    if (!kv->base) return bk_fail(b, "cuda: %s before kv_init", op);
+    if (layer < 0 || layer >= kv->n_layers || n_kv_heads != kv->n_kv_heads ||
+        head_dim != kv->head_dim || n_heads <= 0 || n_heads % n_kv_heads)
+        return bk_fail(b, "cuda: %s: layer %d, %d heads / %d kv heads of %d do not match the "
+                       "KV pool (%d layers, %d kv heads of %d)", op, layer, n_heads, n_kv_heads,
+                       head_dim, kv->n_layers, kv->n_kv_heads, kv->head_dim);
+    return 0;
+}
+
+int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, int32_t n_heads,
+                 int32_t n_kv_heads, int32_t head_dim, float theta) {
+    cuda_t *c = C(b);
+    if (check_kv(b, "rope_kv", layer, n_heads, n_kv_heads, head_dim)) return -1;
+    if (head_dim % 2) return bk_fail(b, "cuda: rope_kv: head_dim %d is odd", head_dim);
+    if (c->rope_hd != head_dim || c->rope_theta != theta) {
+        /* the CPU reference's frequencies, computed the same way on the host; uploaded
+         * once per model, not per step */
+        float f[1024];
+        if (head_dim / 2 > 1024) return bk_fail(b, "cuda: rope_kv: head_dim %d too large", head_dim);
+        for (int32_t i = 0; i < head_dim / 2; i++) f[i] = (float)pow(theta, -2.0 * i / head_dim);
+        dev_free(b, c->inv_freq);
+        if (!(c->inv_freq = (float *)dev_alloc(b, (size_t)head_dim / 2 * 4, "RoPE"))) return -1;
+        CU(b, cudaMemcpy(c->inv_freq, f, (size_t)head_dim / 2 * 4, cudaMemcpyHostToDevice),
+           "cudaMemcpy (RoPE frequencies)");
+        c->rope_hd = head_dim;
+        c->rope_theta = theta;
+    }
+    CU(b, ck_rope_kv(c->st, &c->kv, layer, q, k, v, n_heads, c->inv_freq, &c->batch), "rope_kv");
+    return 0;
+}
+
+int cuda_attention(backend_t *b, void *out, const void *q, int32_t layer, int32_t n_heads,
+                   int32_t n_kv_heads, int32_t head_dim) {
+    cuda_t *c = C(b);
+    if (check_kv(b, "attention", layer, n_heads, n_kv_heads, head_dim)) return -1;
+    size_t need = ck_attn_scratch_floats(&c->batch, n_heads, head_dim);
+    if (need > c->attn_cap) {
+        size_t cap = need + need / 2;
+        CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (attention scratch)");
+        dev_free(b, c->attn_scratch);
+        c->attn_scratch = NULL;
+        c->attn_cap = 0;
+        if (!(c->attn_scratch = (float *)dev_alloc(b, cap * 4, "attention scratch"))) return -1;
+        c->attn_cap = cap;
+    }
+    CU(b, ck_attention(c->st, &c->kv, layer, out, q, n_heads, &c->batch, c->attn_scratch),
+       "attention");
+    return 0;
+}
+
+int cuda_silu_mul(backend_t *b, void *out, const void *gate, const void *up, size_t n) {
+    CU(b, ck_silu_mul(C(b)->st, C(b)->dt, out, gate, up, n), "silu_mul");
+    return 0;
+}
+
+int cuda_add(backend_t *b, void *x, const void *y, size_t n) {
+    CU(b, ck_add(C(b)->st, C(b)->dt, x, 0, y, 0, n), "add");
+    return 0;
+}
+
+int cuda_gather_rows(backend_t *b, void *out, const void *x, bk_kind_t kind, int32_t dim) {
+    CU(b, ck_gather_rows(C(b)->st, out, x, dim, dt_size(C(b), kind), &C(b)->batch),
+       "gather_rows");
+    return 0;
+}
+
+int cuda_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
+                int32_t vocab) {
+    cuda_t *c = C(b);
+    int32_t n = c->batch.n_sample;
+    if (n <= 0) return 0;
+    if (kind != BK_F32) return bk_fail(b, "cuda: sample: logits must be fp32 (BK_F32)");
+    char msg[200] = "";
+    cudaError_t e = ck_sample(c->sampler, c->st, c->ids_dev, (const float *)logits, n, vocab,
+                              c->batch.sample, c->sample_host, msg, sizeof msg);
+    if (e != cudaSuccess)
+        return bk_fail(b, "cuda: sample: %s (%s)", msg[0] ? msg : cudaGetErrorString(e),
+                       cudaGetErrorName(e));
+    CU(b, cudaMemcpyAsync(c->ids_host, c->ids_dev, (size_t)n * 4, cudaMemcpyDeviceToHost, c->st),
+       "cudaMemcpyAsync (sampled ids)");
+    CU(b, cudaStreamSynchronize(c->st), "the step (cudaStreamSynchronize after sampling)");
+    memcpy(ids_host, c->ids_host, (size_t)n * 4);
+    return 0;
+}
+
+int cuda_sync(backend_t *b) {
+    CU(b, cudaStreamSynchronize(C(b)->st), "the step (cudaStreamSynchronize)");
+    CU(b, cudaGetLastError(), "the step");
+    return 0;
+}
+
+int cuda_roofs(backend_t *b, int reps, double *mem_bw, double *gemm_flops) {
+    char msg[200];
+    if (ck_roof_read_bw(reps, mem_bw, msg, sizeof msg))
+        return bk_fail(b, "cuda: read bandwidth: %s", msg);
+    if (ck_roof_gemm((int)C(b)->dt, 0, reps, gemm_flops, msg, sizeof msg))
+        return bk_fail(b, "cuda: GEMM rate: %s", msg);
+    return 0;
+}
+
+void cuda_destroy(backend_t *b) {
+    if (!b) return;
+    cuda_t *c = C(b);
+    if (c) {
+        if (c->st) cudaStreamSynchronize(c->st);
+        ck_sampler_free(c->sampler);
+        if (c->blas) cublasDestroy(c->blas);
+        for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
+        free(c->allocs);
+        cudaFree(c->warena);
+        cudaFree(c->stage);
+        cudaFreeHost(c->meta_host);
+        cudaFreeHost(c->ids_host);
+        if (c->meta_done) cudaEventDestroy(c->meta_done);
+        if (c->st) cudaStreamDestroy(c->st);
+        free(c->sample_host);
+        free(c);
+    }
+    free(b);
+}
+
+int parse_dtype(const char *s, ck_dtype_t *t) {
+    if (!s || !strcmp(s, "bf16")) *t = CK_BF16;
+    else if (!strcmp(s, "f16") || !strcmp(s, "fp16")) *t = CK_F16;
+    else if (!strcmp(s, "f32") || !strcmp(s, "fp32")) *t = CK_F32;
+    else return -1;
+    return 0;
+}
+
+}  // namespace
+
+extern "C" int backend_cuda_available(int device, char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        /* no driver (cudaErrorInsufficientDriver, 35) or no device (100): a machine without
+         * a GPU, which is not an error of ours */
+        snprintf(err, errlen, "no GPU here (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        cudaGetLastError();
+        return 0;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(err, errlen, "no GPU %d here (%d device%s)", device, n, n == 1 ? "" : "s");
+        return 0;
+    }
+    return 1;
+}
+
+extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t errlen) {
+    bk_opts_t def = {};
+    if (!opts) opts = &def;
+    ck_dtype_t dt;
+    if (parse_dtype(opts->dtype, &dt)) {
+        snprintf(err, errlen, "backend cuda: --dtype '%s' is not bf16, f16 or f32", opts->dtype);
+        return NULL;
+    }
+    char why[200];
+    if (!backend_cuda_available(opts->device, why, sizeof why)) {
+        snprintf(err, errlen, "backend cuda: %s", why);
+        return NULL;
+    }
+    backend_t *b = (backend_t *)calloc(1, sizeof *b);
+    cuda_t *c = (cuda_t *)calloc(1, sizeof *c);
+    cudaError_t e = cudaSuccess;
+    const char *what = "";
+    if (!b || !c) {
+        snprintf(err, errlen, "backend cuda: out of host memory");
+        free(b);
+        free(c);
+        return NULL;
+    }
+    b->impl = c;
+    c->device = opts->device;
+    c->dt = dt;
+    if ((e = cudaSetDevice(c->device)) != cudaSuccess) what = "cudaSetDevice";
+    else if ((e = cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) != cudaSuccess)
+        what = "cudaStreamCreate";
+    else if ((e = cudaEventCreateWithFlags(&c->meta_done, cudaEventDisableTiming)) != cudaSuccess)
+        what = "cudaEventCreate";
+    else if ((e = cudaMalloc((void **)&c->stage, STAGE_FLOATS * 4)) != cudaSuccess)
+        what = "cudaMalloc (staging)";
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "backend cuda: %s: %s", what, cudaGetErrorString(e));
+        goto fail;
+    }
+    /* recorded once so the first prepare's wait returns at once */
+    cudaEventRecord(c->meta_done, c->st);
+    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(c->blas, c->st) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "backend cuda: cublasCreate failed");
+        goto fail;
+    }
+    if (!(c->sampler = ck_sampler_new())) {
+        snprintf(err, errlen, "backend cuda: cannot create the sampler");
+        goto fail;
+    }
+    b->name = "cuda";
+    b->weight_type = dt == CK_BF16 ? "bf16" : dt == CK_F16 ? "f16" : "f32";
+    b->mem_info = cuda_mem_info;
+    b->elem_size = cuda_elem_size;
+    b->alloc = cuda_alloc;
+    b->release = cuda_release;
+    b->reserve_weights = cuda_reserve_weights;
+    b->upload_weight = cuda_upload_weight;
+    b->matrix_row_align = 1;
+    b->matrix_elems = cuda_matrix_elems;
+    b->upload_matrix = cuda_upload_matrix;
+    b->gen_matrix = cuda_gen_matrix;
+    b->upload = cuda_upload;
+    b->download_f32 = cuda_download_f32;
+    b->kv_init = cuda_kv_init;
+    b->kv_block_bytes = cuda_kv_block_bytes;
+    b->prepare = cuda_prepare;
+    b->embed = cuda_embed;
+    b->matmul = cuda_matmul;
+    b->rmsnorm = cuda_rmsnorm;
+    b->rope_kv = cuda_rope_kv;
+    b->attention = cuda_attention;
+    b->silu_mul = cuda_silu_mul;
+    b->add = cuda_add;
+    b->gather_rows = cuda_gather_rows;
+    b->sample = cuda_sample;
+    b->sync = cuda_sync;
+    b->roofs = cuda_roofs;
+    b->destroy = cuda_destroy;
+    return b;
+fail:
+    cuda_destroy(b);
+    return NULL;
+}
