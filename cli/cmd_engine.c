@@ -43,8 +43,11 @@ static void usage(FILE *f) {
         "  --max-seqs N          per-step sequence limit (64)\n"
         "  --max-model-len N     context length (default: the model's)\n"
         "  --kv-blocks N         KV pool size in blocks (default: from --kv-mem)\n"
-        "  --kv-mem GB           KV pool size in GB (default: max-seqs full contexts, at\n"
-        "                        most a quarter of the free memory)\n"
+        "  --kv-mem GB           KV pool size in GB (default on cpu: max-seqs full\n"
+        "                        contexts, at most a quarter of the free memory)\n"
+        "  --gpu-util F          the KV pool takes what this fraction of the device's memory\n"
+        "                        leaves after weights and activations (default 0.9 on cuda,\n"
+        "                        as vLLM's gpu_memory_utilization)\n"
         "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
         "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
         "  -q, --quiet           no progress line or summary\n"
@@ -57,7 +60,7 @@ enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_HELP
+    O_GPUUTIL, O_HELP
 };
 
 static const struct option opts[] = {
@@ -73,6 +76,7 @@ static const struct option opts[] = {
     { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
     { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
+    { "gpu-util", 1, 0, O_GPUUTIL },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -109,6 +113,7 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
     case O_PTIME: return cli_double(a, 1e-3, 3600, &o->limits.time_limit_s);
     case O_PMEM: return cli_double(a, 1, 1e6, &o->limits.mem_limit_mb);
+    case O_GPUUTIL: return cli_double(a, 0.01, 1, &o->gpu_util);
     }
     return 0;
 }

@@ -18,6 +18,7 @@
 
 /* Logits of the sampled rows are fp32 [n_sample][vocab]: their buffer is capped at this. */
 #define ENGINE_LOGITS_BYTES (256.0 * 1024 * 1024)
+#define ENGINE_GPU_UTIL 0.9   /* vLLM's default gpu_memory_utilization */
 
 /* Per request: every known token (prompt, then output), then room for drafts. */
 typedef struct {
@@ -156,11 +157,18 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
     if (!e->bk) return FAIL(e, "--backend: %s", err);
     snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, e->bk->weight_type);
 
-    /* KV: every block the core hands out, plus padding's scratch (one full context). */
+    /* KV: every block the core hands out, plus padding's scratch (one full context). On a
+     * GPU, by default, whatever --gpu-util of the device's memory leaves after the weights
+     * and activations (vLLM's gpu_memory_utilization); the pool is then reserved after
+     * fwd_new, when that is known. */
     int32_t bs = o->block_size;
     e->scratch_n = (e->max_model_len + bs - 1) / bs;
+    double util = o->gpu_util;
+    int by_util = o->kv_blocks <= 0 && o->kv_mem_gb <= 0 &&
+                  (util > 0 || strcmp(e->bk->name, "cuda") == 0);
+    if (by_util && util <= 0) util = ENGINE_GPU_UTIL;
     int32_t blocks = o->kv_blocks;
-    if (blocks <= 0) {
+    if (!by_util && blocks <= 0) {
         size_t free_b = 0, total_b = 0;
         double bytes = o->kv_mem_gb * 1e9;
         if (bytes <= 0) {
@@ -173,8 +181,28 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
         } else {
             blocks = fwd_kv_blocks_for(e->bk, c, bs, bytes);
         }
+        if (blocks < 1) return FAIL(e, "no room for a KV cache (check --kv-mem / --kv-blocks)");
     }
-    if (blocks < 1) return FAIL(e, "no room for a KV cache (check --kv-mem / --kv-blocks)");
+    double logits_rows = ENGINE_LOGITS_BYTES / (4.0 * c->vocab);
+    e->max_sample = logits_rows < o->max_tokens ? (int32_t)logits_rows : o->max_tokens;
+    if (e->max_sample < 1) e->max_sample = 1;
+    fwd_opts_t fo = { .max_tokens = o->max_tokens, .max_sample = e->max_sample,
+                      .n_blocks = 0, .block_size = bs };
+    if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
+        return FAIL(e, "%s", err);
+    if (by_util) {
+        size_t free_b = 0, total_b = 0;
+        if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
+            return FAIL(e, "backend memory: %s", e->bk->errmsg);
+        double budget = (double)free_b - (1.0 - util) * (double)total_b;
+        int32_t all = fwd_kv_blocks_for(e->bk, c, bs, budget);
+        if (all <= e->scratch_n)
+            return FAIL(e, "--gpu-util %.2f leaves %.2f GB of the %.1f GB on %s for the KV "
+                        "cache after the weights and activations: too little (raise "
+                        "--gpu-util or set --kv-blocks)", util, budget / 1e9,
+                        (double)total_b / 1e9, e->bk->name);
+        blocks = all - e->scratch_n;
+    }
     /* Block ids are int32 and padding's scratch blocks come after the core's. */
     if (blocks > INT32_MAX - e->scratch_n)
         return FAIL(e, "a KV pool of %d blocks (plus %d scratch blocks for padding) exceeds the "
@@ -182,14 +210,8 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
                     INT32_MAX);
     e->num_blocks = blocks;
     e->scratch_base = blocks;
-
-    double logits_rows = ENGINE_LOGITS_BYTES / (4.0 * c->vocab);
-    e->max_sample = logits_rows < o->max_tokens ? (int32_t)logits_rows : o->max_tokens;
-    if (e->max_sample < 1) e->max_sample = 1;
-    fwd_opts_t fo = { .max_tokens = o->max_tokens, .max_sample = e->max_sample,
-                      .n_blocks = blocks + e->scratch_n, .block_size = bs };
-    if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
-        return FAIL(e, "%s", err);
+    if (fwd_kv_init(e->fwd, blocks + e->scratch_n) != 0)
+        return FAIL(e, "%s: %s", e->model->source, fwd_errmsg(e->fwd));
     /* The backend holds its own copy of the weights now: free the host copy. */
     snprintf(e->model_source, sizeof e->model_source, "%s", e->model->source);
     model_free(e->model);

@@ -54,6 +54,9 @@ typedef struct {
     int32_t max_model_len;    /* 0: the model's context */
     int32_t kv_blocks;        /* KV pool in blocks; 0: from kv_mem_gb */
     double kv_mem_gb;         /* 0: enough for max_seqs full contexts, at most 1/4 of free memory */
+    double gpu_util;          /* > 0: the KV pool takes what this fraction of the device's
+                               * memory leaves after weights and activations (the default,
+                               * ENGINE_GPU_UTIL, on cuda when no kv_blocks/kv_mem_gb) */
     double watermark;         /* 0.01 */
     lhost_limits_t limits;
     int progress;

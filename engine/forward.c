@@ -192,9 +192,10 @@ int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, ch
         return -1;
     }
     if (o->max_tokens <= 0 || o->max_sample <= 0 || o->max_sample > o->max_tokens ||
-        o->n_blocks <= 0 || o->block_size <= 0) {
+        o->n_blocks < 0 || o->block_size <= 0) {
         snprintf(err, errlen, "forward: bad options (max_tokens %d, max_sample %d, n_blocks "
-                 "%d, block_size %d): each must be positive, max_sample <= max_tokens",
+                 "%d, block_size %d): each must be positive (n_blocks may be 0), max_sample "
+                 "<= max_tokens",
                  o->max_tokens, o->max_sample, o->n_blocks, o->block_size);
         return -1;
     }
@@ -211,7 +212,6 @@ int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, ch
     f->shape_only = m->shape_only;
     f->seed = m->dummy_seed;
     size_t T = (size_t)o->max_tokens, S = (size_t)o->max_sample, dim = (size_t)c->dim;
-    bk_kv_shape_t kvs = {c->n_layers, o->n_blocks, o->block_size, c->n_kv_heads, c->head_dim};
     if (upload_model(f, m) || !(f->x = alloc(f, BK_F32, T * dim)) ||
         !(f->xb = alloc(f, BK_ACT, T * dim)) ||
         !(f->qkv = alloc(f, BK_ACT, T * (size_t)(f->q_dim + 2 * f->kv_dim))) ||
@@ -220,16 +220,26 @@ int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, ch
         !(f->xs = alloc(f, BK_F32, S * dim)) || !(f->xsn = alloc(f, BK_ACT, S * dim)) ||
         !(f->logits = alloc(f, BK_F32, S * (size_t)c->vocab)))
         goto fail;
-    if (b->kv_init(b, &kvs)) {
-        fail(f, "backend %s: KV pool of %d blocks: %s", b->name, o->n_blocks, b->errmsg);
-        goto fail;
-    }
+    f->o.n_blocks = 0;
+    if (o->n_blocks > 0 && fwd_kv_init(f, o->n_blocks)) goto fail;
     *out = f;
     return 0;
 fail:
     snprintf(err, errlen, "%s: %s", m->source, f->errmsg);
     fwd_free(f);
     return -1;
+}
+
+int fwd_kv_init(fwd_t *f, int32_t n_blocks) {
+    backend_t *b = f->b;
+    const model_config_t *c = &f->cfg;
+    if (f->o.n_blocks > 0) return fail(f, "forward: the KV pool is already reserved");
+    if (n_blocks <= 0) return fail(f, "forward: a KV pool of %d blocks", n_blocks);
+    bk_kv_shape_t kvs = {c->n_layers, n_blocks, f->o.block_size, c->n_kv_heads, c->head_dim};
+    if (b->kv_init(b, &kvs))
+        return fail(f, "backend %s: KV pool of %d blocks: %s", b->name, n_blocks, b->errmsg);
+    f->o.n_blocks = n_blocks;
+    return 0;
 }
 
 void fwd_free(fwd_t *f) {
@@ -261,6 +271,7 @@ const model_config_t *fwd_config(const fwd_t *f) { return &f->cfg; }
 static int check_batch(fwd_t *f, const bk_batch_t *bt) {
     const fwd_opts_t *o = &f->o;
     int32_t nt = bt->n_tokens, ns = bt->n_seqs;
+    if (o->n_blocks <= 0) return fail(f, "batch: no KV pool yet (fwd_kv_init)");
     if (nt <= 0 || nt > o->max_tokens)
         return fail(f, "batch: %d tokens (this forward pass takes 1..%d)", nt, o->max_tokens);
     if (ns <= 0 || ns > nt)

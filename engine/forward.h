@@ -24,7 +24,7 @@
 typedef struct {
     int32_t max_tokens;   /* tokens per step */
     int32_t max_sample;   /* sampled rows per step */
-    int32_t n_blocks;     /* KV pool size */
+    int32_t n_blocks;     /* KV pool size; 0: later, with fwd_kv_init */
     int32_t block_size;
 } fwd_opts_t;
 
@@ -33,6 +33,10 @@ typedef struct fwd fwd_t;
 int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, char *err,
             size_t errlen);
 void fwd_free(fwd_t *f);
+/* Reserves the KV pool of a forward pass made with n_blocks 0, so that its size can come
+ * from the memory left after the weights and activations (vLLM's gpu_memory_utilization).
+ * Once only; 0, or -1 with a message in fwd_errmsg. */
+int fwd_kv_init(fwd_t *f, int32_t n_blocks);
 const char *fwd_errmsg(const fwd_t *f);
 
 /* Runs the batch; ids [batch->n_sample] receives the sampled tokens. 0 or -1. */

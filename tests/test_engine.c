@@ -1,5 +1,9 @@
 /* test_engine: the engine loop (engine/engine.c), its draft proposer (engine/spec.c) and
- * text generation (engine/generate.c), on the real stories260K model where present. */
+ * text generation (engine/generate.c), on the real stories260K model where present.
+ *
+ * TWIN_TEST_BACKEND (cpu by default) and TWIN_TEST_DTYPE run the whole suite on another
+ * backend: bench/gpu.sh runs it with cuda and f32, so every policy's greedy tokens are
+ * checked on the GPU against the GPU's own one-request-at-a-time reference. */
 #include <math.h>
 #include <sqlite3.h>
 
@@ -10,6 +14,16 @@
 #include "engine/model.h"
 #include "engine/spec.h"
 #include "testutil.h"
+
+static const char *test_backend(void) {
+    const char *b = getenv("TWIN_TEST_BACKEND");
+    return b && *b ? b : "cpu";
+}
+
+static const char *test_dtype(void) {
+    const char *d = getenv("TWIN_TEST_DTYPE");
+    return d && *d ? d : NULL;
+}
 
 /* ------------------------------------------------------------------ proposer */
 
@@ -90,6 +104,8 @@ static int run_engine(const char *model, const char *trace, const char *db, cons
     o.temperature = temp;
     o.top_p = temp > 0 ? 0.9f : 1.0f;
     o.n_threads = 2;
+    o.backend = test_backend();
+    o.dtype = test_dtype();
     o.seed = 11;
     o.max_seqs = 8;
     o.kv_blocks = kv_blocks;
@@ -121,7 +137,9 @@ static void reference_outputs(const char *model_path, outputs_t *ref) {
     model_t *m;
     char err[512];
     ck_assert_msg(model_load(model_path, 0, &m, err, sizeof err) == 0, "%s", err);
-    backend_t *b = backend_new("cpu", &(bk_opts_t){ .n_threads = 2 }, err, sizeof err);
+    backend_t *b = backend_new(test_backend(),
+                               &(bk_opts_t){ .n_threads = 2, .dtype = test_dtype() }, err,
+                               sizeof err);
     ck_assert_msg(b != NULL, "%s", err);
     fwd_t *f;
     fwd_opts_t fo = { .max_tokens = 128, .max_sample = 1, .n_blocks = 32, .block_size = 16 };
@@ -357,6 +375,8 @@ static char *generate(const char *model, int32_t n, gen_stats_t *st) {
     o.model = model;
     o.n = n;
     o.n_threads = 2;
+    o.backend = test_backend();
+    o.dtype = test_dtype();
     char *text = NULL, err[1024];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -398,4 +418,14 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) { return testutil_run(suite()); }
+int main(void) {
+    char why[256];
+    if (backend_available(test_backend(), why, sizeof why) != 1) {
+        fprintf(stderr, "test_engine: backend %s: skipped: %s\n", test_backend(), why);
+        return 0;
+    }
+    if (strcmp(test_backend(), "cpu"))
+        fprintf(stderr, "test_engine: on backend %s (%s)\n", test_backend(),
+                test_dtype() ? test_dtype() : "its default dtype");
+    return testutil_run(suite());
+}
