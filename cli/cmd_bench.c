@@ -1,12 +1,27 @@
-/* cmd_bench: `twinserve bench`, decode throughput of the real forward pass against the
- * machine's own roofs (engine/roofs.h), all measured by the same process.
+/* cmd_bench: `twinserve bench`, the real forward pass on any backend against the device's
+ * own roofs (backend.h: b->roofs, measured by the same process before the timing).
  *
- * Each batch size runs B sequences that each decode one token per step at a context of
- * --ctx tokens (the KV pool is zeroed, not prefilled: attention reads as many positions as a
- * real decode would, and its values do not change the timing). Per batch size: tokens/s,
- * the weight-read bandwidth it implies (weight bytes x steps / time), and the fractions of
- * the memory roof (that bandwidth over the measured read bandwidth) and of the compute roof
- * (sgemm rate / (2 x params) tokens/s). */
+ * Decode (--batch): each batch size runs B sequences that each decode one token per step
+ * at a context of --ctx tokens (the KV pool is zeroed, not prefilled: attention reads as
+ * many positions as a real decode would, and its values do not change the timing). Per
+ * batch size: tokens/s, the weight-read bandwidth it implies (weight bytes x steps / time),
+ * and the fractions of the memory roof (that bandwidth over the measured read bandwidth)
+ * and of the compute roof (GEMM rate / (2 x params) tokens/s). Beside them, the bytes a
+ * step really has to read (every weight but an untied embedding table, of which it
+ * gathers B rows, plus the KV cache it attends over) as a fraction of the bandwidth: for
+ * an untied model or a large batch x context that is the truer figure.
+ *
+ * Prefill (--prefill N): one step of N new tokens of one sequence (the whole prompt as one
+ * chunk), timed --steps times after one warm-up; best and median. Its work is counted as
+ * the matrix products the step performs: 2 x N x (the layers' matrix parameters) + 2 x
+ * dim x vocab (the LM head, for the one sampled row) + attention 2 x 2 x N^2/2 x n_heads x
+ * head_dim x n_layers (QK^T and PV over the causal half); the rate over the measured GEMM
+ * rate is its fraction of the compute roof. The usual 2 x params x N + attention (which
+ * counts the embedding table and the LM head for every token) is reported beside it.
+ *
+ * Dummy models are opened shape-only (model.h: MODEL_SHAPE_ONLY): the backend generates
+ * the weights where they live, so dummy:llama-3-8b never exists on the host. Weight bytes
+ * are params x the backend's weight element size. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +37,23 @@
 
 #define MAX_BATCHES 16
 #define BLOCK_SIZE 16
+#define ROOF_REPS 5
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: twinserve bench --model FILE|dummy:PRESET [--batch 1,8,32] [--ctx N]\n"
-            "                       [--steps N] [--threads N] [--backend cpu] [--seed S] [--json]\n"
+            "                       [--prefill N] [--steps N] [--backend cpu|cuda]\n"
+            "                       [--dtype bf16|f16|f32] [--threads N] [--seed S] [--json]\n"
             "Decode tokens/s per batch size at a context of --ctx tokens (default 128), the\n"
-            "weight-read bandwidth that implies, and the machine's memory read bandwidth and\n"
-            "fp32 sgemm rate measured by this command, with the roofs they give.\n");
+            "weight-read bandwidth that implies, and the device's memory read bandwidth and\n"
+            "GEMM rate of the weight type (fp32 sgemm on the CPU) measured by this command,\n"
+            "with the roofs they give.\n"
+            "--prefill N times one step of N new tokens of one sequence (best and median of\n"
+            "--steps runs after a warm-up; decode runs too only when --batch is also given).\n"
+            "Its work is the products it performs: 2 N x layer matrix params + 2 dim x vocab\n"
+            "(LM head, one row) + attention 2 x 2 x N^2/2 x n_heads x head_dim x n_layers;\n"
+            "the usual 2 x params x N + attention is printed beside it.\n"
+            "--dtype: the GPU's weight type (default bf16); the CPU backend is fp32 only.\n");
 }
 
 static int parse_batches(const char *s, int32_t *out, int *n) {
@@ -45,10 +69,44 @@ static int parse_batches(const char *s, int32_t *out, int *n) {
     return *n > 0 ? 0 : -1;
 }
 
+/* --dtype's spellings to bk_opts_t.dtype's ("bf16", "f16", "f32"); NULL if unknown. */
+static const char *norm_dtype(const char *s) {
+    if (!strcmp(s, "bf16")) return "bf16";
+    if (!strcmp(s, "f16") || !strcmp(s, "fp16")) return "f16";
+    if (!strcmp(s, "f32") || !strcmp(s, "fp32")) return "f32";
+    return NULL;
+}
+
+/* A weight type as people write it: f32 -> fp32, f16 -> fp16. */
+static const char *type_label(const char *wt) {
+    if (!strcmp(wt, "f32")) return "fp32";
+    if (!strcmp(wt, "f16")) return "fp16";
+    return wt;
+}
+
 typedef struct {
     int32_t batch;
     double tok_s, step_ms, weight_gbs, frac_mem, frac_compute;
+    double read_bytes;   /* bytes a step reads, mean over the timed steps */
+    double read_gbs, frac_read;
 } bench_row_t;
+
+typedef struct {
+    int32_t n;           /* tokens */
+    int32_t runs;
+    double best_ms, median_ms, tok_s, tok_s_best;
+    double flops, flops_params;          /* per step: as performed; 2 x params x N + attn */
+    double tflops, frac_gemm, frac_gemm_best;
+} prefill_t;
+
+/* What a measurement run knows about the model and the device. */
+typedef struct {
+    const char *spec, *backend, *wtype, *gemm_label;
+    int threads;
+    model_config_t c;
+    double params, wbytes, esize, bw, gemm;
+    int32_t ctx, steps;
+} bench_ctx_t;
 
 /* Times `steps` decode steps of B sequences; 0 with *secs, or -1 (message printed). */
 static int time_batch(fwd_t *f, int32_t B, int32_t ctx, int32_t steps, int32_t per_seq,
@@ -108,51 +166,146 @@ done:
     return rc;
 }
 
-static void print_results(int json, const char *spec, const char *backend, int threads,
-                          const model_config_t *c, double params, double wbytes, double bw,
-                          double gemm, int32_t ctx, int32_t steps, const bench_row_t *r, int n) {
-    double mem_roof = bw / wbytes, comp_roof = gemm / (2 * params);
-    if (json) {
-        printf("{\"model\": ");
-        report_json_str(stdout, spec);   /* a path may hold quotes or backslashes */
-        printf(", \"backend\": ");
-        report_json_str(stdout, backend);
-        printf(", \"threads\": %d, \"params\": %.0f, "
-               "\"weight_bytes\": %.0f, \"ctx\": %d, \"steps\": %d, \"mem_bw_gbs\": %.2f, "
-               "\"sgemm_gflops\": %.2f, \"mem_roof_tok_per_s_batch1\": %.2f, "
-               "\"compute_roof_tok_per_s\": %.2f, \"results\": [", threads,
-               params, wbytes, ctx, steps, bw / 1e9, gemm / 1e9, mem_roof, comp_roof);
-        for (int i = 0; i < n; i++)
-            printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
-                   "%.3f, \"frac_mem_roof\": %.4f, \"frac_compute_roof\": %.4f}",
-                   i ? ", " : "", r[i].batch, r[i].tok_s, r[i].step_ms, r[i].weight_gbs,
-                   r[i].frac_mem, r[i].frac_compute);
-        printf("]}\n");
-        return;
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times `runs` prefill steps of N tokens of one sequence (positions 0..N-1, blocks
+ * 0..ceil(N / BLOCK_SIZE) - 1) after one warm-up; 0 with best and median seconds, or -1
+ * (message printed). fwd_step returns the sampled id, so each step is complete when it
+ * returns. */
+static int time_prefill(fwd_t *f, int32_t N, int32_t runs, double *best, double *median) {
+    int rc = -1;
+    const model_config_t *c = fwd_config(f);
+    int32_t nb = (N + BLOCK_SIZE - 1) / BLOCK_SIZE;
+    int32_t *tokens = calloc((size_t)N, sizeof *tokens), *pos = calloc((size_t)N, sizeof *pos);
+    int32_t *table = calloc((size_t)nb, sizeof *table);
+    double *t = calloc((size_t)runs, sizeof *t);
+    if (!tokens || !pos || !table || !t) {
+        fprintf(stderr, "twinserve bench: out of memory\n");
+        goto done;
     }
-    printf("model %s: %d layers, dim %d, %.1fM params, %.1f MB of %s weights\n", spec,
-           c->n_layers, c->dim, params / 1e6, wbytes / 1e6, "fp32");
-    printf("backend %s, %d threads; decode at context %d, %d timed steps per batch size\n",
-           backend, threads, ctx, steps);
+    for (int32_t i = 0; i < N; i++) {
+        tokens[i] = (int32_t)(((int64_t)i * 7919 + 1) % c->vocab);
+        pos[i] = i;
+    }
+    for (int32_t i = 0; i < nb; i++) table[i] = i;
+    int32_t seq_start[2] = {0, N}, seq_len[1] = {N}, bt_start[2] = {0, nb}, row[1] = {N - 1};
+    int32_t id;
+    bk_sample_t smp = {0, 0, 1, 0, 0};
+    bk_batch_t bt = {N, 1, tokens, pos, seq_start, seq_len, bt_start, table, 1, row, &smp};
+    for (int32_t r = -1; r < runs; r++) {
+        double t0 = roofs_now();
+        if (fwd_step(f, &bt, &id)) {
+            fprintf(stderr, "twinserve bench: prefill of %d tokens: %s\n", N, fwd_errmsg(f));
+            goto done;
+        }
+        if (r >= 0) t[r] = roofs_now() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    *best = t[0];
+    *median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+    rc = 0;
+done:
+    free(tokens);
+    free(pos);
+    free(table);
+    free(t);
+    return rc;
+}
+
+/* Matrix parameters of the layers (the projections and the MLP): 2 FLOPs each per token. */
+static double layer_matrix_params(const model_config_t *c) {
+    double dim = c->dim, q = (double)c->n_heads * c->head_dim;
+    double kv = (double)c->n_kv_heads * c->head_dim, hid = c->hidden_dim;
+    return c->n_layers * (dim * q + 2 * dim * kv + q * dim + 3 * dim * hid);
+}
+
+static double attention_flops(const model_config_t *c, double n) {
+    return 2.0 * 2.0 * (n * n / 2) * c->n_heads * c->head_dim * c->n_layers;
+}
+
+static void print_json(const bench_ctx_t *x, const bench_row_t *r, int n, const prefill_t *p) {
+    double mem_roof = x->bw / x->wbytes, comp_roof = x->gemm / (2 * x->params);
+    printf("{\"model\": ");
+    report_json_str(stdout, x->spec);   /* a path may hold quotes or backslashes */
+    printf(", \"backend\": ");
+    report_json_str(stdout, x->backend);
+    printf(", \"threads\": %d, \"params\": %.0f, "
+           "\"weight_bytes\": %.0f, \"ctx\": %d, \"steps\": %d, \"mem_bw_gbs\": %.2f, "
+           "\"sgemm_gflops\": %.2f, \"mem_roof_tok_per_s_batch1\": %.2f, "
+           "\"compute_roof_tok_per_s\": %.2f, ", x->threads, x->params, x->wbytes, x->ctx,
+           x->steps, x->bw / 1e9, x->gemm / 1e9, mem_roof, comp_roof);
+    printf("\"weight_type\": \"%s\", \"weight_elem_bytes\": %.0f, \"gemm_label\": \"%s\", "
+           "\"gemm_gflops\": %.2f, \"results\": [", x->wtype, x->esize, x->gemm_label,
+           x->gemm / 1e9);
+    for (int i = 0; i < n; i++)
+        printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
+               "%.3f, \"frac_mem_roof\": %.4f, \"frac_compute_roof\": %.4f, "
+               "\"read_bytes_per_step\": %.0f, \"read_gbs\": %.3f, \"frac_read_bw\": %.4f}",
+               i ? ", " : "", r[i].batch, r[i].tok_s, r[i].step_ms, r[i].weight_gbs,
+               r[i].frac_mem, r[i].frac_compute, r[i].read_bytes, r[i].read_gbs,
+               r[i].frac_read);
+    printf("], \"prefill\": ");
+    if (p)
+        printf("{\"tokens\": %d, \"runs\": %d, \"best_ms\": %.3f, \"median_ms\": %.3f, "
+               "\"tok_per_s\": %.3f, \"tok_per_s_best\": %.3f, \"flops\": %.6g, "
+               "\"flops_2pn\": %.6g, \"tflops\": %.3f, \"frac_gemm_roof\": %.4f, "
+               "\"frac_gemm_roof_best\": %.4f}",
+               p->n, p->runs, p->best_ms, p->median_ms, p->tok_s, p->tok_s_best, p->flops,
+               p->flops_params, p->tflops, p->frac_gemm, p->frac_gemm_best);
+    else
+        printf("null");
+    printf("}\n");
+}
+
+static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const prefill_t *p) {
+    const model_config_t *c = &x->c;
+    double mem_roof = x->bw / x->wbytes, comp_roof = x->gemm / (2 * x->params);
+    printf("model %s: %d layers, dim %d, %.1fM params, %.1f MB of %s weights\n", x->spec,
+           c->n_layers, c->dim, x->params / 1e6, x->wbytes / 1e6, type_label(x->wtype));
+    if (!strcmp(x->backend, "cpu"))
+        printf("backend %s, %d threads", x->backend, x->threads);
+    else
+        printf("backend %s", x->backend);
+    if (n)
+        printf("; decode at context %d, %d timed steps per batch size\n", x->ctx, x->steps);
+    else
+        printf("\n");
     printf("memory read bandwidth %.1f GB/s -> memory roof %.1f tok/s at batch 1 "
-           "(bandwidth / weight bytes; B x that at batch B)\n", bw / 1e9, mem_roof);
-    printf("sgemm %.1f GFLOP/s -> compute roof %.1f tok/s (GEMM rate / (2 x params))\n",
-           gemm / 1e9, comp_roof);
-    printf("%6s %10s %9s %12s %9s %9s %12s %9s\n", "batch", "tok/s", "step_ms", "weight_GB/s",
-           "mem_roof", "of_mem", "compute_roof", "of_comp");
-    for (int i = 0; i < n; i++) {
-        printf("%6d %10.1f %9.2f %12.1f %9.1f %8.1f%% %12.1f %8.1f%%\n", r[i].batch, r[i].tok_s,
-               r[i].step_ms, r[i].weight_gbs, mem_roof * r[i].batch, 100 * r[i].frac_mem,
-               comp_roof, 100 * r[i].frac_compute);
+           "(bandwidth / weight bytes; B x that at batch B)\n", x->bw / 1e9, mem_roof);
+    printf("%s %.1f GFLOP/s -> compute roof %.1f tok/s (GEMM rate / (2 x params))\n",
+           x->gemm_label, x->gemm / 1e9, comp_roof);
+    if (n) {
+        printf("%6s %10s %9s %12s %9s %9s %12s %9s %10s %7s\n", "batch", "tok/s", "step_ms",
+               "weight_GB/s", "mem_roof", "of_mem", "compute_roof", "of_comp", "read_GB/s",
+               "of_bw");
+        for (int i = 0; i < n; i++)
+            printf("%6d %10.1f %9.2f %12.1f %9.1f %8.1f%% %12.1f %8.1f%% %10.1f %6.1f%%\n",
+                   r[i].batch, r[i].tok_s, r[i].step_ms, r[i].weight_gbs,
+                   mem_roof * r[i].batch, 100 * r[i].frac_mem, comp_roof,
+                   100 * r[i].frac_compute, r[i].read_gbs, 100 * r[i].frac_read);
+        printf("(read_GB/s: the bytes a step reads -- weights but an untied embedding table, "
+               "plus the KV cache -- per second; of_bw: over the read bandwidth)\n");
+    }
+    if (p) {
+        printf("prefill of %d tokens (one sequence, one step): median %.2f ms, best %.2f ms "
+               "over %d runs; %.1f tok/s (median), %.1f (best)\n", p->n, p->median_ms,
+               p->best_ms, p->runs, p->tok_s, p->tok_s_best);
+        printf("  work %.4g FLOP (products performed; 2 x params x N + attention would be "
+               "%.4g): %.2f TFLOP/s = %.1f%% of the %s roof (median), %.1f%% (best)\n",
+               p->flops, p->flops_params, p->tflops, 100 * p->frac_gemm, x->gemm_label,
+               100 * p->frac_gemm_best);
     }
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *spec = NULL, *bname = "cpu";
-    int32_t batches[MAX_BATCHES] = {1, 8, 32}, ctx = 128, steps = 16, threads = 0;
-    int nb = 3, json = 0, rc = 1;
+    const char *spec = NULL, *bname = "cpu", *dtype = NULL;
+    int32_t batches[MAX_BATCHES] = {1, 8, 32}, ctx = 128, steps = 16, threads = 0, prefill = 0;
+    int nb = 3, json = 0, rc = 1, batch_given = 0;
     uint64_t seed = 1;
-    char err[512];
+    char err[512], label[32];
     model_t *m = NULL;
     backend_t *b = NULL;
     fwd_t *f = NULL;
@@ -176,8 +329,13 @@ int cmd_bench(int argc, char **argv) {
         int ok = 1;
         if (!strcmp(a, "--model")) spec = v;
         else if (!strcmp(a, "--backend")) bname = v;
-        else if (!strcmp(a, "--batch")) ok = parse_batches(v, batches, &nb) == 0;
+        else if (!strcmp(a, "--dtype")) ok = (dtype = norm_dtype(v)) != NULL;
+        else if (!strcmp(a, "--batch")) {
+            ok = parse_batches(v, batches, &nb) == 0;
+            batch_given = 1;
+        }
         else if (!strcmp(a, "--ctx")) ok = cli_int(v, 0, 1 << 24, &ctx);
+        else if (!strcmp(a, "--prefill")) ok = cli_int(v, 1, 1 << 20, &prefill);
         else if (!strcmp(a, "--steps")) ok = cli_int(v, 1, 1 << 20, &steps);
         else if (!strcmp(a, "--threads")) ok = cli_int(v, 0, 1024, &threads);
         else if (!strcmp(a, "--seed")) ok = cli_u64(v, &seed);
@@ -194,56 +352,114 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "twinserve bench: --model FILE|dummy:PRESET is required\n");
         return 2;
     }
+    if (prefill && !batch_given) nb = 0;   /* --prefill alone: no decode */
     int32_t maxb = 0;
     for (int i = 0; i < nb; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
 
-    if (model_load(spec, seed, &m, err, sizeof err)) {
+    if (model_open(spec, seed, MODEL_SHAPE_ONLY, &m, err, sizeof err)) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
     }
     const model_config_t *c = &m->cfg;
-    if (ctx + steps + 2 > c->max_seq) {
+    if (nb && ctx + steps + 2 > c->max_seq) {
         fprintf(stderr, "twinserve bench: --ctx %d + %d steps exceeds %s's context of %d\n", ctx,
                 steps, spec, c->max_seq);
         goto done;
     }
-    bk_opts_t bo = {threads, NULL, 0};
+    if (prefill > c->max_seq) {
+        fprintf(stderr, "twinserve bench: --prefill %d exceeds %s's context of %d\n", prefill,
+                spec, c->max_seq);
+        goto done;
+    }
+    bk_opts_t bo = {threads, dtype, 0};
     if (!(b = backend_new(bname, &bo, err, sizeof err))) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
     }
+    if (dtype && strcmp(dtype, b->weight_type)) {
+        fprintf(stderr, "twinserve bench: --dtype %s: backend %s holds %s weights\n", dtype,
+                b->name, b->weight_type);
+        goto done;
+    }
     int32_t per_seq = (ctx + steps + BLOCK_SIZE) / BLOCK_SIZE + 1;
-    fwd_opts_t fo = {maxb, maxb, maxb * per_seq, BLOCK_SIZE};
+    int32_t pf_blocks = (prefill + BLOCK_SIZE - 1) / BLOCK_SIZE;
+    int32_t max_tok = maxb > prefill ? maxb : prefill;
+    int32_t n_blocks = maxb * per_seq > pf_blocks ? maxb * per_seq : pf_blocks;
+    fwd_opts_t fo = {max_tok, maxb > 1 ? maxb : 1, n_blocks, BLOCK_SIZE};
     if (fwd_new(b, m, &fo, &f, err, sizeof err)) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
     }
-    double params = model_params(c), wbytes = params * sizeof(float);
-    model_free(m);   /* the backend holds its own copy; the host copy would only crowd RAM */
+    bench_ctx_t x = {0};
+    x.c = *fwd_config(f);
+    x.spec = spec;
+    x.backend = bname;
+    x.wtype = b->weight_type;
+    x.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    x.params = model_params(&x.c);
+    x.esize = (double)b->elem_size(b, BK_WEIGHT);
+    x.wbytes = x.params * x.esize;
+    x.ctx = ctx;
+    x.steps = steps;
+    model_free(m);   /* the backend holds the weights; a file's host copy would crowd RAM */
     m = NULL;
+    if (!strcmp(b->name, "cpu") && !strcmp(b->weight_type, "f32"))
+        snprintf(label, sizeof label, "fp32 sgemm");
+    else
+        snprintf(label, sizeof label, "%s GEMM", type_label(b->weight_type));
+    x.gemm_label = label;
 
-    int nthreads = threads > 0 ? threads : 0;
-    double bw = roofs_mem_read_bw(0, nthreads, 5, err, sizeof err);
-    double gemm = bw > 0 ? roofs_sgemm_flops(0, 5, err, sizeof err) : -1;
-    if (bw <= 0 || gemm <= 0) {
-        fprintf(stderr, "twinserve bench: %s\n", err);
+    if (b->roofs(b, ROOF_REPS, &x.bw, &x.gemm) || x.bw <= 0 || x.gemm <= 0) {
+        fprintf(stderr, "twinserve bench: measuring backend %s's roofs: %s\n", b->name,
+                b->errmsg);
         goto done;
     }
+    /* Bytes read per decode step: the weights, except that an untied embedding table is
+     * only gathered (B rows); the KV cache of every sequence up to its position, all layers
+     * (kv_block_bytes / block_size per position). */
+    bk_kv_shape_t kvs = {x.c.n_layers, 1, BLOCK_SIZE, x.c.n_kv_heads, x.c.head_dim};
+    double kv_pos = (double)b->kv_block_bytes(b, &kvs) / BLOCK_SIZE;
+    double emb_bytes = (double)x.c.vocab * x.c.dim * x.esize;
+    double w_read = x.wbytes - (x.c.tied ? 0 : emb_bytes);
+    /* mean context read per step: positions 0..ctx+step over steps 0..steps-1 */
+    double mean_ctx = ctx + 1 + (steps - 1) / 2.0;
     bench_row_t rows[MAX_BATCHES];
     for (int i = 0; i < nb; i++) {
         double secs;
         if (time_batch(f, batches[i], ctx, steps, per_seq, &secs)) goto done;
         bench_row_t *r = &rows[i];
-        r->batch = batches[i];
-        r->tok_s = (double)batches[i] * steps / secs;
+        int32_t B = batches[i];
+        r->batch = B;
+        r->tok_s = (double)B * steps / secs;
         r->step_ms = secs / steps * 1e3;
-        r->weight_gbs = wbytes * steps / secs / 1e9;
-        r->frac_mem = r->weight_gbs * 1e9 / bw;
-        r->frac_compute = r->tok_s / (gemm / (2 * params));
+        r->weight_gbs = x.wbytes * steps / secs / 1e9;
+        r->frac_mem = r->weight_gbs * 1e9 / x.bw;
+        r->frac_compute = r->tok_s / (x.gemm / (2 * x.params));
+        r->read_bytes = w_read + (x.c.tied ? 0 : (double)B * x.c.dim * x.esize) +
+                        (double)B * mean_ctx * kv_pos;
+        r->read_gbs = r->read_bytes * steps / secs / 1e9;
+        r->frac_read = r->read_gbs * 1e9 / x.bw;
     }
-    model_config_t cfg = *fwd_config(f);
-    print_results(json, spec, bname, threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
-                  &cfg, params, wbytes, bw, gemm, ctx, steps, rows, nb);
+    prefill_t pf = {0}, *pp = NULL;
+    if (prefill) {
+        double best, med;
+        if (time_prefill(f, prefill, steps, &best, &med)) goto done;
+        pf.n = prefill;
+        pf.runs = steps;
+        pf.best_ms = best * 1e3;
+        pf.median_ms = med * 1e3;
+        pf.tok_s = prefill / med;
+        pf.tok_s_best = prefill / best;
+        double attn = attention_flops(&x.c, prefill);
+        pf.flops = 2.0 * prefill * layer_matrix_params(&x.c) + 2.0 * x.c.dim * x.c.vocab + attn;
+        pf.flops_params = 2.0 * prefill * x.params + attn;
+        pf.tflops = pf.flops / med / 1e12;
+        pf.frac_gemm = pf.flops / med / x.gemm;
+        pf.frac_gemm_best = pf.flops / best / x.gemm;
+        pp = &pf;
+    }
+    if (json) print_json(&x, rows, nb, pp);
+    else print_text(&x, rows, nb, pp);
     rc = 0;
 done:
     fwd_free(f);
