@@ -52,6 +52,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {   /* the CUDA backend (C++) implements and calls this interface */
+#endif
+
 typedef enum { BK_WEIGHT = 0, BK_ACT = 1, BK_F32 = 2, BK_I32 = 3 } bk_kind_t;
 
 /* Per sampled row. temperature 0 = greedy (argmax, lowest id on ties); top_k 0 = off;
@@ -167,5 +171,9 @@ int backend_available(const char *name, char *err, size_t errlen);
 
 /* Sets b->errmsg; returns -1 so ops can `return bk_fail(b, ...)`. */
 int bk_fail(backend_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

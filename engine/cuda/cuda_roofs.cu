@@ -42,10 +42,6 @@
 
 #include "engine/cuda/cuda_kernels.h"
 
-/* Not (yet) in cuda_kernels.h, which declares ck_roof_read_bw and ck_roof_gemm:
- * bytes per second of a device-to-device copy, read + written; best of reps. 0 or -1. */
-extern "C" int ck_roof_copy_bw(int reps, double *bytes_per_s, char *err, size_t errlen);
-
 #define READ_THREADS 256
 #define READ_UNROLL 4
 #define FILL_THREADS 256
