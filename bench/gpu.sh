@@ -138,7 +138,7 @@ record preflight INFO 0 "GPU: $gpu_name; C libraries: $deps_note"
 # ---- 2. build --------------------------------------------------------------------------
 tests=(test_backend_cuda test_cuda_plan)
 targets=(all)
-for t in "${tests[@]}"; do [ -f "tests/$t.c" ] && targets+=("$build/tests/$t"); done
+for t in "${tests[@]}" test_engine; do [ -f "tests/$t.c" ] && targets+=("$build/tests/$t"); done
 # shellcheck disable=SC2086
 run_step build 300 "" make -k -j16 BUILD="$build" ${GPU_MAKE_ARGS:-} "${targets[@]}"
 st=$(verdict "$logdir/build.log")
@@ -160,6 +160,16 @@ for t in "${tests[@]}"; do
     [ "$st" = FAIL ] && note="rc $RC; $note $(grep -m1 -E ':[EF]:' "$logdir/$t.log")"
     record "$t" "$st" "$DT" "$note"
 done
+# The engine suite on the GPU in fp32: every policy's greedy tokens (static with padding,
+# continuous, chunked prefill, speculative, preemption) equal each request decoded alone,
+# sampling is independent of batching, and the story matches across file formats.
+if [ -x "$build/tests/test_engine" ]; then
+    TWIN_TEST_BACKEND=cuda TWIN_TEST_DTYPE=f32 run_step test_engine_cuda 180 "" "$build/tests/test_engine"
+    st=$(verdict "$logdir/test_engine_cuda.log")
+    note=$(grep -m1 -E '^SKIP|^[0-9]+%: Checks' "$logdir/test_engine_cuda.log")
+    [ "$st" = FAIL ] && note="rc $RC; $note $(grep -m1 -E ':[EF]:' "$logdir/test_engine_cuda.log")"
+    record test_engine_cuda "$st" "$DT" "$note"
+fi
 if [ -f tests/e2e_cuda.sh ]; then
     TWIN_BIN=$bin run_step e2e_cuda 120 "" bash tests/e2e_cuda.sh
     st=$(verdict "$logdir/e2e_cuda.log")

@@ -421,7 +421,7 @@ static Suite *suite(void) {
 int main(void) {
     char why[256];
     if (backend_available(test_backend(), why, sizeof why) != 1) {
-        fprintf(stderr, "test_engine: backend %s: skipped: %s\n", test_backend(), why);
+        fprintf(stderr, "SKIP: test_engine on backend %s: %s\n", test_backend(), why);
         return 0;
     }
     if (strcmp(test_backend(), "cpu"))
