@@ -29,6 +29,7 @@ const size_t STAGE_FLOATS = (size_t)16 << 20; /* fp32 staging for conversions: 6
 struct cuda_t {
     int device;
     ck_dtype_t dt;
+    int use_gemv;                   /* small-m products on our kernel (TWIN_CUDA_GEMV=0: off) */
     cudaStream_t st;
     cublasHandle_t blas;
     ck_sampler_t *sampler;
@@ -374,13 +375,19 @@ int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
     return 0;
 }
 
-/* Row-major y[m][n] = x[m][k] w[n][k]^T is column-major y^T = w x^T: cuBLAS with the
- * weights transposed, the activations as they are, every leading dimension the row length. */
+/* A few rows (decode steps of a few sequences) go to our bandwidth-bound kernel
+ * (cuda_gemv.cu); the rest to cuBLAS. Row-major y[m][n] = x[m][k] w[n][k]^T is
+ * column-major y^T = w x^T: cuBLAS with the weights transposed, the activations as they
+ * are, every leading dimension the row length. */
 int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
                 int32_t m, int32_t n, int32_t k) {
     cuda_t *c = C(b);
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cuda: matmul: bad shape m %d n %d k %d", m, n, k);
+    if (c->use_gemv && ck_gemv_ok(c->dt, x, w, m, k)) {
+        CU(b, ck_gemv(c->st, c->dt, y, y_kind == BK_F32, x, w, m, n, k), "matmul (gemv)");
+        return 0;
+    }
     const float one = 1.0f, zero = 0.0f;
     cudaDataType_t t = blas_type(c->dt), yt = y_kind == BK_F32 ? CUDA_R_32F : t;
     BLAS(b, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, t, k, x, t, k,
@@ -572,6 +579,10 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     b->impl = c;
     c->device = opts->device;
     c->dt = dt;
+    {
+        const char *g = getenv("TWIN_CUDA_GEMV");
+        c->use_gemv = !(g && !strcmp(g, "0"));
+    }
     if ((e = cudaSetDevice(c->device)) != cudaSuccess) what = "cudaSetDevice";
     else if ((e = cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) != cudaSuccess)
         what = "cudaStreamCreate";

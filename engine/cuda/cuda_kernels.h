@@ -139,6 +139,16 @@ cudaError_t ck_add(cudaStream_t st, ck_dtype_t t, void *x, int x_f32, const void
 cudaError_t ck_gather_rows(cudaStream_t st, void *out, const void *x, int32_t dim, size_t esize,
                            const ck_batch_t *b);
 
+/* ---- small-batch products (cuda_gemv.cu) -------------------------------------------------- */
+
+#define CK_GEMV_MAX_M 8
+/* 1 when ck_gemv takes this product: 1 <= m <= CK_GEMV_MAX_M, k a multiple of the 16-byte
+ * vector, x and w 16-byte aligned. */
+int ck_gemv_ok(ck_dtype_t t, const void *x, const void *w, int32_t m, int32_t k);
+/* y[m][n] (fp32 when y_f32, else dtype) = x[m][k] . w[n][k]^T, x and w of dtype. */
+cudaError_t ck_gemv(cudaStream_t st, ck_dtype_t t, void *y, int y_f32, const void *x,
+                    const void *w, int32_t m, int32_t n, int32_t k);
+
 /* ---- the device's roofs (cuda_roofs.cu) --------------------------------------------------- */
 
 /* Device memory read bandwidth (bytes/s), the best of reps after a warm-up. 0, or -1 with
