@@ -196,6 +196,8 @@ bench() {
 }
 # 8B bf16: ~16 GB of weights, ~4 ms a batch-1 step, tens of ms at batch 256; 66 steps each.
 bench decode_bf16 150 --model dummy:llama-3-8b --dtype bf16 --batch 1,64,256 --ctx 1024 --steps 64
+# the same batch-1 decode with every product on cuBLAS (our gemv kernel off): which is faster
+TWIN_CUDA_GEMV=0 bench decode_bf16_cublas 60 --model dummy:llama-3-8b --dtype bf16 --batch 1 --ctx 1024 --steps 64
 # 4096-token prefill: ~60 TFLOP, ~0.1 s a run at the target; a warm-up and 8 runs.
 bench prefill_bf16 120 --model dummy:llama-3-8b --dtype bf16 --prefill 4096 --steps 8
 # a smaller model in fp32 (~5 GB of weights), batch 1
@@ -261,6 +263,11 @@ if dec:
 else:
     targets_met = False
     row("decode llama-3-8b bf16 b=1,64,256", "no result", "", "", ">= 80%", note("decode_bf16"))
+cub = load("decode_bf16_cublas")
+if cub:
+    x = cub["results"][0]
+    row("  b=1 with cuBLAS only (no gemv)", f"{x['tok_per_s']:.1f} tok/s",
+        f"{cub['mem_roof_tok_per_s_batch1']:.1f} tok/s", f"{100*x['frac_mem_roof']:.1f}%", "", "")
 if pre and pre.get("prefill"):
     x = pre["prefill"]
     v = x["frac_gemm_roof"] >= 0.60
