@@ -21,13 +21,31 @@ ifneq ($(SAN),)
   BUILD   := build-san
 endif
 
+# The CUDA backend (engine/cuda/*.cu) is compiled where nvcc is found (on PATH or in
+# /usr/local/cuda); CUDA=0 builds without it. Hopper machine code plus compute_90 PTX, which
+# newer GPUs compile at load. The C side links cudart and cuBLAS with an rpath, and
+# libstdc++ for the nvcc objects.
+CUDA    ?= auto
+ifneq ($(CUDA),0)
+  NVCC  ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+endif
+ifneq ($(NVCC),)
+  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+  CUDA_SRC  := $(wildcard engine/cuda/*.cu)
+  CFLAGS    += -DTWIN_HAVE_CUDA -I$(CUDA_HOME)/include
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  NVCCFLAGS ?= -O3 -lineinfo
+  NVCCFLAGS += -std=c++17 -I. -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
+endif
+
 MODULE_DIRS := policies traces sim analysis engine engine/cpu
 LIB_SRC  := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c $(BUILD)/gen/views_sql.c
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
@@ -47,6 +65,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 
 # Text compiled in as C strings: the record schema and the policy prelude stay readable
 # files (traces/schema.sql, policies/prelude.lua) and remain the single source.

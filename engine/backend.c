@@ -12,8 +12,10 @@
 #include "engine/cuda/backend_cuda.h"
 #endif
 
+#ifndef TWIN_HAVE_CUDA
 static const char *NO_CUDA = "backend 'cuda': this build has no CUDA backend (it is compiled "
                              "only where nvcc is found); use --backend cpu";
+#endif
 
 backend_t *backend_new(const char *name, const bk_opts_t *opts, char *err, size_t errlen) {
     bk_opts_t def = {0};

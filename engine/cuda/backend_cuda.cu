@@ -147,11 +147,11 @@ int cuda_reserve_weights(backend_t *b, size_t n) {
 
 void *cuda_alloc(backend_t *b, bk_kind_t kind, size_t n) {
     cuda_t *c = C(b);
-    size_t bytes = n * dt_size(c, kind);
     if (n > ((size_t)1 << 40)) {
         bk_fail(b, "cuda: allocation of %zu elements is too large", n);
         return NULL;
     }
+    size_t bytes = n * dt_size(c, kind);
     if (kind == BK_WEIGHT && c->warena) {
         size_t need = (bytes + ALIGN - 1) & ~(ALIGN - 1);
         if (c->wused + need <= c->wcap) {
@@ -169,13 +169,20 @@ void cuda_release(backend_t *b, void *p) {
     dev_free(b, p);   /* the arena goes with destroy */
 }
 
+/* Host to device on the backend's stream, complete on return. A plain cudaMemcpy would go
+ * on the legacy stream, which is not ordered with ours (created non-blocking), and from
+ * pageable memory may return before the data lands. */
+int copy_in(backend_t *b, void *dst, const void *src, size_t bytes, const char *what) {
+    cuda_t *c = C(b);
+    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->st), what);
+    CU(b, cudaStreamSynchronize(c->st), what);
+    return 0;
+}
+
 /* fp32 host data into a buffer of the weight type, through the staging buffer. */
 int to_device(backend_t *b, void *dst, const float *src, size_t n) {
     cuda_t *c = C(b);
-    if (c->dt == CK_F32) {
-        CU(b, cudaMemcpy(dst, src, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-        return 0;
-    }
+    if (c->dt == CK_F32) return copy_in(b, dst, src, n * 4, "upload");
     for (size_t off = 0; off < n; off += STAGE_FLOATS) {
         size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
         CU(b, cudaMemcpyAsync(c->stage, src + off, k * 4, cudaMemcpyHostToDevice, c->st),
@@ -213,15 +220,16 @@ int cuda_gen_matrix(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_
 }
 
 int cuda_upload(backend_t *b, void *dst, const void *src, size_t bytes) {
-    CU(b, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-    return 0;
+    return copy_in(b, dst, src, bytes, "upload");
 }
 
 int cuda_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n) {
     cuda_t *c = C(b);
     CU(b, cudaStreamSynchronize(c->st), "a step before download (cudaStreamSynchronize)");
     if (dt_size(c, kind) == 4) {   /* fp32 or int32 as stored: no conversion */
-        CU(b, cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+        CU(b, cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, c->st),
+           "cudaMemcpyAsync (download)");
+        CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (download)");
         return 0;
     }
     for (size_t off = 0; off < n; off += STAGE_FLOATS) {
@@ -427,8 +435,7 @@ int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, i
         for (int32_t i = 0; i < head_dim / 2; i++) f[i] = (float)pow(theta, -2.0 * i / head_dim);
         dev_free(b, c->inv_freq);
         if (!(c->inv_freq = (float *)dev_alloc(b, (size_t)head_dim / 2 * 4, "RoPE"))) return -1;
-        CU(b, cudaMemcpy(c->inv_freq, f, (size_t)head_dim / 2 * 4, cudaMemcpyHostToDevice),
-           "cudaMemcpy (RoPE frequencies)");
+        if (copy_in(b, c->inv_freq, f, (size_t)head_dim / 2 * 4, "RoPE frequencies")) return -1;
         c->rope_hd = head_dim;
         c->rope_theta = theta;
     }
