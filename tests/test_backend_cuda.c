@@ -830,20 +830,8 @@ START_TEST(errors_are_reported) {
 }
 END_TEST
 
-START_TEST(skipped) { fprintf(stderr, "test_backend_cuda: skipped: %s\n", skip_why); }
+START_TEST(skipped) { fprintf(stderr, "SKIP: test_backend_cuda: %s\n", skip_why); }
 END_TEST
-
-/* 1 when a GPU is there, asked in a child process (see the top of the file); without
- * one, the parent asks again for the reason: there is no context to keep out of it. */
-static int probe_cuda(char *why, size_t len) {
-    int st = 0;
-    pid_t pid = fork();
-    if (pid == 0) _exit(backend_available("cuda", why, len) == 1 ? 7 : 0);
-    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7)
-        return 1;
-    if (backend_available("cuda", why, len) == 1) snprintf(why, len, "the CUDA probe failed");
-    return 0;
-}
 
 int main(void) {
     const char *env = getenv("TWIN_TEST_SEED");
@@ -852,7 +840,7 @@ int main(void) {
     Suite *s = suite_create("backend_cuda");
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 300);
-    if (!probe_cuda(skip_why, sizeof skip_why)) {
+    if (!testutil_backend_available("cuda", skip_why, sizeof skip_why)) {
         tcase_add_test(tc, skipped);
     } else {
         fprintf(stderr, "test_backend_cuda: seed %llu (TWIN_TEST_SEED=%llu replays this run)\n",

@@ -420,7 +420,7 @@ static Suite *suite(void) {
 
 int main(void) {
     char why[256];
-    if (backend_available(test_backend(), why, sizeof why) != 1) {
+    if (!testutil_backend_available(test_backend(), why, sizeof why)) {
         fprintf(stderr, "SKIP: test_engine on backend %s: %s\n", test_backend(), why);
         return 0;
     }

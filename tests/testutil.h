@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "engine/backend.h"
 
 #include "traces/recorder.h"
 #include "traces/trace_gen.h"
@@ -76,6 +79,20 @@ static inline void testutil_gen_trace(char *buf, size_t len, int n, double rate,
 
 /* Runs a suite (forking per test, so a crash is a failure, not the end of the suite);
  * returns the process exit status. */
+/* 1 when backend `name` can run here, asked in a child process: a CUDA context does not
+ * survive fork, and Check forks every test (CK_FORK), so a suite's parent must never touch
+ * the device. Without it, the parent asks again for the reason (there is no context then
+ * to keep out of it). */
+static inline int testutil_backend_available(const char *name, char *why, size_t len) {
+    int st = 0;
+    pid_t pid = fork();
+    if (pid == 0) _exit(backend_available(name, why, len) == 1 ? 7 : 0);
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7)
+        return 1;
+    if (backend_available(name, why, len) == 1) snprintf(why, len, "the %s probe failed", name);
+    return 0;
+}
+
 static inline int testutil_run(Suite *s) {
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
