@@ -371,7 +371,7 @@ int cmd_bench(int argc, char **argv) {
                 spec, c->max_seq);
         goto done;
     }
-    bk_opts_t bo = {threads, dtype, 0};
+    bk_opts_t bo = {.n_threads = threads, .dtype = dtype};
     if (!(b = backend_new(bname, &bo, err, sizeof err))) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;

@@ -28,6 +28,9 @@ static void usage(FILE *f) {
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default: all cores)\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
+        "  --batch-invariant     every request's output independent of its batch: one\n"
+        "                        product and one attention kernel for all shapes on the GPU\n"
+        "                        (slower; the CPU backend is always batch-invariant)\n"
         "  --db FILE             SQLite database (default twinserve.db)\n"
         "  --name RUN            run name (default engine-<policy>-<id>)\n"
         "  --seed N              prompts, sampling, dummy weights, policy randomness (0)\n"
@@ -60,7 +63,7 @@ enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_GPUUTIL, O_HELP
+    O_GPUUTIL, O_INVARIANT, O_HELP
 };
 
 static const struct option opts[] = {
@@ -76,7 +79,7 @@ static const struct option opts[] = {
     { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
     { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
-    { "gpu-util", 1, 0, O_GPUUTIL },
+    { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -113,7 +116,8 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
     case O_PTIME: return cli_double(a, 1e-3, 3600, &o->limits.time_limit_s);
     case O_PMEM: return cli_double(a, 1, 1e6, &o->limits.mem_limit_mb);
-    case O_GPUUTIL: return cli_double(a, 0.01, 1, &o->gpu_util);
+    case O_GPUUTIL: return cli_double(a, 0.01, 0.99, &o->gpu_util);
+    case O_INVARIANT: o->batch_invariant = 1; return 1;
     }
     return 0;
 }

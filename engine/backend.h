@@ -145,7 +145,8 @@ struct backend {
     int (*add)(backend_t *b, void *x, const void *y, size_t n);     /* x += y, BK_ACT */
     /* out [n_sample][dim] = x[sample_rows[i]], both of `kind` */
     int (*gather_rows)(backend_t *b, void *out, const void *x, bk_kind_t kind, int32_t dim);
-    /* ids_host [n_sample]: draws from logits [n_sample][vocab] (BK_F32 or BK_ACT as kind) */
+    /* ids_host [n_sample]: draws from logits [n_sample][vocab]; kind BK_F32 (the forward
+     * pass's logits) is the one every backend takes */
     int (*sample)(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
                   int32_t vocab);
     int (*sync)(backend_t *b);
@@ -159,6 +160,10 @@ typedef struct {
     int n_threads;              /* CPU: 0 = all cores */
     const char *dtype;          /* GPU weights: "bf16" (default), "f16", "f32" */
     int device;                 /* GPU ordinal */
+    /* 1: a row's result never depends on the rest of its batch (the CPU backend always
+     * holds this; the GPU then uses one product kernel and one attention kernel for every
+     * shape, slower for large steps): greedy outputs are identical under every policy */
+    int batch_invariant;
 } bk_opts_t;
 
 /* name: "cpu" or "cuda". NULL with a message in err when unknown or unavailable (a build

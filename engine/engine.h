@@ -39,6 +39,7 @@ typedef struct {
     const char *backend;      /* "cpu" (default) or "cuda" */
     int n_threads;            /* CPU threads, 0 = all cores */
     const char *dtype;        /* GPU weight type (NULL = backend default) */
+    int batch_invariant;      /* bk_opts_t.batch_invariant: outputs independent of batching */
     const char *db_path;      /* default twinserve.db */
     const char *run_name;
     uint64_t seed;            /* prompts, sampling, dummy weights, policy randomness */

@@ -30,12 +30,13 @@ struct cuda_t {
     int device;
     ck_dtype_t dt;
     int use_gemv;                   /* small-m products on our kernel (TWIN_CUDA_GEMV=0: off) */
+    int invariant;                  /* bk_opts_t.batch_invariant */
     cudaStream_t st;
     cublasHandle_t blas;
     ck_sampler_t *sampler;
 
     char *warena;                   /* the weights: one cudaMalloc (reserve_weights) */
-    size_t wcap, wused;
+    size_t wcap, wused, wlive;      /* wlive: tensors carved and not yet released */
     void **allocs;                  /* every other live cudaMalloc, freed by destroy */
     size_t n_allocs, cap_allocs;
     float *stage;                   /* fp32 staging for uploads and downloads */
@@ -134,9 +135,18 @@ void dev_free(backend_t *b, void *p) {
         }
 }
 
+void free_arena(cuda_t *c) {
+    cudaFree(c->warena);
+    c->warena = NULL;
+    c->wcap = c->wused = c->wlive = 0;
+}
+
 int cuda_reserve_weights(backend_t *b, size_t n) {
     cuda_t *c = C(b);
-    if (c->warena) return bk_fail(b, "cuda: reserve_weights called twice");
+    if (c->warena && c->wlive)
+        return bk_fail(b, "cuda: reserve_weights while %zu weight tensors are still held",
+                       c->wlive);
+    if (c->warena) free_arena(c);
     /* every tensor is rounded up to ALIGN: room for 4096 of them */
     size_t bytes = n * ck_dtype_size(c->dt) + 4096 * ALIGN;
     CU(b, cudaMalloc((void **)&c->warena, bytes), "cudaMalloc of the weights");
@@ -157,6 +167,7 @@ void *cuda_alloc(backend_t *b, bk_kind_t kind, size_t n) {
         if (c->wused + need <= c->wcap) {
             void *p = c->warena + c->wused;
             c->wused += need;
+            c->wlive++;
             return p;
         }
     }
@@ -165,8 +176,15 @@ void *cuda_alloc(backend_t *b, bk_kind_t kind, size_t n) {
 
 void cuda_release(backend_t *b, void *p) {
     cuda_t *c = C(b);
-    if (c->warena && (char *)p >= c->warena && (char *)p < c->warena + c->wcap) return;
-    dev_free(b, p);   /* the arena goes with destroy */
+    if (c->warena && (char *)p >= c->warena && (char *)p < c->warena + c->wcap) {
+        /* the arena goes back when its last tensor does (a second model can follow) */
+        if (--c->wlive == 0) {
+            cudaStreamSynchronize(c->st);
+            free_arena(c);
+        }
+        return;
+    }
+    dev_free(b, p);
 }
 
 /* Host to device on the backend's stream, complete on return. A plain cudaMemcpy would go
@@ -300,6 +318,7 @@ size_t pack(char *base, size_t *used, const void *src, size_t n, size_t size) {
 
 int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     cuda_t *c = C(b);
+    memset(&c->batch, 0, sizeof c->batch);   /* the last step's may point at freed metadata */
     int32_t nt = bt->n_tokens, ns = bt->n_seqs, nsm = bt->n_sample;
     size_t nbt = (size_t)bt->bt_start[ns];
     size_t plan_cap = ck_attn_plan_cap(bt);
@@ -330,8 +349,12 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
 
     char *h = c->meta_host;
     size_t used = 0;
-    ck_batch_t *k = &c->batch;
-    memset(k, 0, sizeof *k);
+    /* filled locally and kept only on success: a failed prepare leaves no half-made
+     * batch for an op to launch on */
+    ck_batch_t kb;
+    memset(&kb, 0, sizeof kb);
+    ck_batch_t *k = &kb;
+    k->invariant = c->invariant;
     k->n_tokens = nt;
     k->n_seqs = ns;
     k->n_sample = nsm;
@@ -373,6 +396,7 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     k->sample = (const bk_sample_t *)(d + o_sp);
     k->dec_tok = (const int32_t *)(d + o_plan) + dec_off;
     k->pf_tile = (const int32_t *)(d + o_plan) + pf_off;
+    c->batch = kb;
     return 0;
 }
 
@@ -384,7 +408,8 @@ int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
 }
 
 /* A few rows (decode steps of a few sequences) go to our bandwidth-bound kernel
- * (cuda_gemv.cu); the rest to cuBLAS. Row-major y[m][n] = x[m][k] w[n][k]^T is
+ * (cuda_gemv.cu), and every product in the batch-invariant mode, because cuBLAS chooses
+ * its kernel (and its summation order) by shape; the rest to cuBLAS. Row-major y[m][n] = x[m][k] w[n][k]^T is
  * column-major y^T = w x^T: cuBLAS with the weights transposed, the activations as they
  * are, every leading dimension the row length. */
 int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
@@ -392,7 +417,7 @@ int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const vo
     cuda_t *c = C(b);
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cuda: matmul: bad shape m %d n %d k %d", m, n, k);
-    if (c->use_gemv && ck_gemv_ok(c->dt, x, w, m, k)) {
+    if (c->invariant || (c->use_gemv && ck_gemv_ok(c->dt, x, w, m, k))) {
         CU(b, ck_gemv(c->st, c->dt, y, y_kind == BK_F32, x, w, m, n, k), "matmul (gemv)");
         return 0;
     }
@@ -433,6 +458,7 @@ int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, i
         float f[1024];
         if (head_dim / 2 > 1024) return bk_fail(b, "cuda: rope_kv: head_dim %d too large", head_dim);
         for (int32_t i = 0; i < head_dim / 2; i++) f[i] = (float)pow(theta, -2.0 * i / head_dim);
+        c->rope_hd = 0;   /* no table until the new one is in place */
         dev_free(b, c->inv_freq);
         if (!(c->inv_freq = (float *)dev_alloc(b, (size_t)head_dim / 2 * 4, "RoPE"))) return -1;
         if (copy_in(b, c->inv_freq, f, (size_t)head_dim / 2 * 4, "RoPE frequencies")) return -1;
@@ -521,7 +547,7 @@ void cuda_destroy(backend_t *b) {
         if (c->blas) cublasDestroy(c->blas);
         for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
         free(c->allocs);
-        cudaFree(c->warena);
+        free_arena(c);
         cudaFree(c->stage);
         cudaFreeHost(c->meta_host);
         cudaFreeHost(c->ids_host);
@@ -586,6 +612,7 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     b->impl = c;
     c->device = opts->device;
     c->dt = dt;
+    c->invariant = opts->batch_invariant != 0;
     {
         const char *g = getenv("TWIN_CUDA_GEMV");
         c->use_gemv = !(g && !strcmp(g, "0"));

@@ -70,9 +70,10 @@ extern "C" size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t
                                ck_batch_t *b, size_t *dec_off, size_t *pf_off) {
     size_t k = 0;
     int64_t ctx = 1; /* the longest decode context */
+    const int32_t dec_max_q = b->invariant ? INT32_MAX : CK_DEC_MAX_Q;
     for (int32_t s = 0; s < bt->n_seqs; s++) {
         int32_t lo = bt->seq_start[s], hi = bt->seq_start[s + 1];
-        if (hi - lo > CK_DEC_MAX_Q) continue;
+        if (hi - lo > dec_max_q) continue;
         for (int32_t i = lo; i < hi; i++) {
             ints[k++] = i;
             if ((int64_t)bt->pos[i] + 1 > ctx) ctx = (int64_t)bt->pos[i] + 1;
@@ -83,7 +84,7 @@ extern "C" size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t
     b->n_dec = (int32_t)k;
     for (int32_t s = 0; s < bt->n_seqs; s++) {
         int32_t lo = bt->seq_start[s], hi = bt->seq_start[s + 1];
-        if (hi - lo <= CK_DEC_MAX_Q) continue;
+        if (hi - lo <= dec_max_q) continue;
         for (int32_t f = lo; f < hi; f += CK_PF_TILE_Q) {
             ints[k++] = s;
             ints[k++] = f;
@@ -97,7 +98,7 @@ extern "C" size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t
     if (splits > by_len) splits = by_len;
     if (splits > DEC_MAX_SPLITS) splits = DEC_MAX_SPLITS;
     if (splits < 1) splits = 1;
-    int64_t len = (ctx + splits - 1) / splits;
+    int64_t len = b->invariant ? CK_INV_SPLIT : (ctx + splits - 1) / splits;
     len = (len + bs - 1) / bs * bs;
     b->dec_split_len = (int32_t)len;
     b->dec_splits = (int32_t)((ctx + len - 1) / len); /* no split left empty by rounding */

@@ -9,10 +9,13 @@
  * at most 128 KB), and reduce the m sums across the warp at the end. Each weight is read
  * once for all m rows, so the traffic is the matrix, whatever m is.
  *
- * Preconditions (ck_gemv_ok): 1 <= m <= CK_GEMV_MAX_M, k a multiple of the vector width,
- * w and x 16-byte aligned. The backend falls back to cuBLAS otherwise, and whenever
- * TWIN_CUDA_GEMV=0 is set (so bench/gpu.sh can time both paths in one run). fp32
- * accumulation; the sum order differs from cuBLAS's, so results agree to rounding. */
+ * The fast path (ck_gemv_ok): 1 <= m <= CK_GEMV_MAX_M, k a multiple of the vector width,
+ * w and x 16-byte aligned; the backend sends such products here and larger ones to cuBLAS
+ * (TWIN_CUDA_GEMV=0: everything to cuBLAS, so bench/gpu.sh can time both in one run).
+ * ck_gemv itself takes any m (chunks of CK_GEMV_MAX_M rows) and any alignment (scalar
+ * loads, in the same summation order): the batch-invariant mode sends every product here,
+ * because a row's result then never depends on the rest of the batch. fp32 accumulation;
+ * the sum order differs from cuBLAS's, so results agree with it to rounding. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -58,6 +61,10 @@ template <> struct vec<__half> {
     }
 };
 
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+
 template <typename T> __device__ __forceinline__ void store(T *p, float v);
 template <> __device__ __forceinline__ void store<float>(float *p, float v) { *p = v; }
 template <> __device__ __forceinline__ void store<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
@@ -67,44 +74,62 @@ template <> __device__ __forceinline__ void store<__half>(__half *p, float v) {
     *p = __float2half_rn(v);
 }
 
-template <typename T, typename Y, int M>
+/* Lane `lane` owns vectors lane, lane + 32, ... of the row (V elements each; a last,
+ * partial vector when V does not divide k) and sums them in that order, element by element:
+ * the same order whether the loads are 16-byte vectors (VEC) or scalars, so the result
+ * for a row depends on k and the type alone, never on m, on the row's place in x or on
+ * alignment. That is what the batch-invariant mode relies on. */
+template <typename T, typename Y, int M, bool VEC>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv_k(Y *y, const T *x, const T *w, int32_t n, int32_t k) {
     const int V = vec<T>::N;
     int lane = threadIdx.x & 31;
     int32_t row = blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= n) return;   /* whole warps leave together: no barrier below */
+    x += (size_t)blockIdx.y * M * k;   /* this block's chunk of M activation rows */
+    y += (size_t)blockIdx.y * M * n;
     const T *wr = w + (size_t)row * k;
     float acc[M];
 #pragma unroll
     for (int r = 0; r < M; r++) acc[r] = 0.0f;
-    int32_t nv = k / V;     /* vectors in the row */
+    int32_t nv = k / V;     /* whole vectors in the row */
     int32_t j = lane;
-    /* the unrolled body: UNROLL independent weight loads issued before any is used */
-    for (; j + 32 * (UNROLL - 1) < nv; j += 32 * UNROLL) {
-        float wv[UNROLL][V];
+    if (VEC) {
+        /* UNROLL independent weight loads issued before any is used */
+        for (; j + 32 * (UNROLL - 1) < nv; j += 32 * UNROLL) {
+            float wv[UNROLL][V];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) vec<T>::load(wr + (size_t)(j + 32 * u) * V, wv[u]);
+            for (int u = 0; u < UNROLL; u++) vec<T>::load(wr + (size_t)(j + 32 * u) * V, wv[u]);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
+            for (int u = 0; u < UNROLL; u++) {
+#pragma unroll
+                for (int r = 0; r < M; r++) {
+                    float xv[V];
+                    vec<T>::load(x + (size_t)r * k + (size_t)(j + 32 * u) * V, xv);
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc[r] += wv[u][e] * xv[e];
+                }
+            }
+        }
+        for (; j < nv; j += 32) {
+            float wv[V];
+            vec<T>::load(wr + (size_t)j * V, wv);
 #pragma unroll
             for (int r = 0; r < M; r++) {
                 float xv[V];
-                vec<T>::load(x + (size_t)r * k + (size_t)(j + 32 * u) * V, xv);
+                vec<T>::load(x + (size_t)r * k + (size_t)j * V, xv);
 #pragma unroll
-                for (int e = 0; e < V; e++) acc[r] += wv[u][e] * xv[e];
+                for (int e = 0; e < V; e++) acc[r] += wv[e] * xv[e];
             }
         }
     }
-    for (; j < nv; j += 32) {
-        float wv[V];
-        vec<T>::load(wr + (size_t)j * V, wv);
+    /* scalar loads: every vector when !VEC, then the partial vector */
+    for (; j * V < k; j += 32) {
+        int32_t e_end = k - j * V < V ? k - j * V : V;
+        for (int e = 0; e < e_end; e++) {
+            float wv = to_f(wr[(size_t)j * V + e]);
 #pragma unroll
-        for (int r = 0; r < M; r++) {
-            float xv[V];
-            vec<T>::load(x + (size_t)r * k + (size_t)j * V, xv);
-#pragma unroll
-            for (int e = 0; e < V; e++) acc[r] += wv[e] * xv[e];
+            for (int r = 0; r < M; r++) acc[r] += wv * to_f(x[(size_t)r * k + (size_t)j * V + e]);
         }
     }
 #pragma unroll
@@ -116,24 +141,37 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
 }
 
-template <typename T, typename Y>
+/* Rows in chunks of CK_GEMV_MAX_M (grid y), then the remaining rows. */
+template <typename T, typename Y, bool VEC>
 cudaError_t launch(cudaStream_t st, Y *y, const T *x, const T *w, int32_t m, int32_t n,
                    int32_t k) {
-    dim3 grid((unsigned)((n + WARPS - 1) / WARPS)), block(WARPS * 32);
-    switch (m) {
-#define CASE(M) case M: gemv_k<T, Y, M><<<grid, block, 0, st>>>(y, x, w, n, k); break;
-        CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8)
+    const int MM = CK_GEMV_MAX_M;
+    unsigned gx = (unsigned)((n + WARPS - 1) / WARPS);
+    int32_t full = m / MM, rest = m % MM;
+    if (full > 65535) return cudaErrorInvalidValue;
+    if (full) gemv_k<T, Y, MM, VEC><<<dim3(gx, (unsigned)full), WARPS * 32, 0, st>>>(y, x, w, n, k);
+    if (rest) {
+        const T *xr = x + (size_t)full * MM * k;
+        Y *yr = y + (size_t)full * MM * n;
+        dim3 grid(gx, 1);
+        switch (rest) {
+#define CASE(R) case R: gemv_k<T, Y, R, VEC><<<grid, WARPS * 32, 0, st>>>(yr, xr, w, n, k); break;
+            CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7)
 #undef CASE
-    default: return cudaErrorInvalidValue;
+        }
     }
     return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dispatch_y(cudaStream_t st, int y_f32, void *y, const void *x, const void *w,
-                       int32_t m, int32_t n, int32_t k) {
-    if (y_f32) return launch<T, float>(st, (float *)y, (const T *)x, (const T *)w, m, n, k);
-    return launch<T, T>(st, (T *)y, (const T *)x, (const T *)w, m, n, k);
+cudaError_t dispatch_y(cudaStream_t st, int y_f32, int vec_ok, void *y, const void *x,
+                       const void *w, int32_t m, int32_t n, int32_t k) {
+    if (vec_ok) {
+        if (y_f32) return launch<T, float, true>(st, (float *)y, (const T *)x, (const T *)w, m, n, k);
+        return launch<T, T, true>(st, (T *)y, (const T *)x, (const T *)w, m, n, k);
+    }
+    if (y_f32) return launch<T, float, false>(st, (float *)y, (const T *)x, (const T *)w, m, n, k);
+    return launch<T, T, false>(st, (T *)y, (const T *)x, (const T *)w, m, n, k);
 }
 
 }  // namespace
@@ -146,11 +184,14 @@ extern "C" int ck_gemv_ok(ck_dtype_t t, const void *x, const void *w, int32_t m,
 
 extern "C" cudaError_t ck_gemv(cudaStream_t st, ck_dtype_t t, void *y, int y_f32, const void *x,
                                const void *w, int32_t m, int32_t n, int32_t k) {
-    if (n <= 0 || !ck_gemv_ok(t, x, w, m, k)) return cudaErrorInvalidValue;
+    if (n <= 0 || m <= 0 || k <= 0) return cudaErrorInvalidValue;
+    int v = t == CK_F32 ? 4 : 8;
+    /* 16-byte loads when every row start is 16-byte aligned */
+    int vec_ok = k % v == 0 && ((uintptr_t)x % 16) == 0 && ((uintptr_t)w % 16) == 0;
     switch (t) {
-    case CK_F32: return dispatch_y<float>(st, y_f32, y, x, w, m, n, k);
-    case CK_BF16: return dispatch_y<__nv_bfloat16>(st, y_f32, y, x, w, m, n, k);
-    case CK_F16: return dispatch_y<__half>(st, y_f32, y, x, w, m, n, k);
+    case CK_F32: return dispatch_y<float>(st, y_f32, vec_ok, y, x, w, m, n, k);
+    case CK_BF16: return dispatch_y<__nv_bfloat16>(st, y_f32, vec_ok, y, x, w, m, n, k);
+    case CK_F16: return dispatch_y<__half>(st, y_f32, vec_ok, y, x, w, m, n, k);
     }
     return cudaErrorInvalidValue;
 }

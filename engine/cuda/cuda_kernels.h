@@ -63,6 +63,8 @@ static inline CK_HD size_t ck_kv_at(const ck_kv_t *kv, int32_t layer, int32_t bl
 #define CK_PF_TILE_Q 64
 /* Sequences with at most this many new tokens in the step go to the decode kernel. */
 #define CK_DEC_MAX_Q 8
+/* The batch-invariant plan's context split, in positions. */
+#define CK_INV_SPLIT 256
 
 typedef struct {
     /* host scalars */
@@ -72,6 +74,7 @@ typedef struct {
     int32_t n_pf;               /* prefill tiles */
     int32_t dec_splits;         /* context splits of the decode kernel (>= 1) */
     int32_t dec_split_len;      /* positions per split, a multiple of the block size */
+    int32_t invariant;          /* set before ck_attn_plan: batch-invariant plan (below) */
     /* device arrays */
     const int32_t *tokens, *pos, *tok_seq, *seq_start, *seq_len, *bt_start, *block_table;
     const int32_t *sample_rows;
@@ -86,6 +89,9 @@ typedef struct {
 size_t ck_attn_plan_cap(const bk_batch_t *bt);
 /* Fills ints[0 .. returned) with the decode token list then the prefill tiles, and sets
  * the host scalars n_dec, n_pf, dec_splits, dec_split_len of *b (max_ctx must be set).
+ * With b->invariant set, every token goes to the decode kernel and the split length is
+ * fixed (CK_INV_SPLIT rounded up to whole blocks): a token's attention is then computed
+ * the same way whatever else is in the step.
  * *dec_off / *pf_off: where each list starts in ints (the backend turns them into device
  * pointers after the upload). */
 size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t *ints, ck_batch_t *b,
@@ -142,10 +148,12 @@ cudaError_t ck_gather_rows(cudaStream_t st, void *out, const void *x, int32_t di
 /* ---- small-batch products (cuda_gemv.cu) -------------------------------------------------- */
 
 #define CK_GEMV_MAX_M 8
-/* 1 when ck_gemv takes this product: 1 <= m <= CK_GEMV_MAX_M, k a multiple of the 16-byte
- * vector, x and w 16-byte aligned. */
+/* 1 when ck_gemv's fast path takes this product: 1 <= m <= CK_GEMV_MAX_M, k a multiple
+ * of the 16-byte vector, x and w 16-byte aligned. */
 int ck_gemv_ok(ck_dtype_t t, const void *x, const void *w, int32_t m, int32_t k);
-/* y[m][n] (fp32 when y_f32, else dtype) = x[m][k] . w[n][k]^T, x and w of dtype. */
+/* y[m][n] (fp32 when y_f32, else dtype) = x[m][k] . w[n][k]^T, x and w of dtype; any
+ * m >= 1 (chunks of CK_GEMV_MAX_M rows) and alignment. A row's result depends on k and
+ * the type only (the batch-invariant mode's products). */
 cudaError_t ck_gemv(cudaStream_t st, ck_dtype_t t, void *y, int y_f32, const void *x,
                     const void *w, int32_t m, int32_t n, int32_t k);
 

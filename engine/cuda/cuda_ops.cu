@@ -122,8 +122,9 @@ __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t l
         T *vec = h < n_heads ? q + t * qd + (size_t)h * hd : k + t * kvd + (size_t)(h - n_heads) * hd;
         float x0 = ld(vec, 2 * f), x1 = ld(vec, 2 * f + 1);
         float c = cs_sn[f], sn = cs_sn[pairs + f];
-        st(vec, 2 * f, x0 * c - x1 * sn);
-        st(vec, 2 * f + 1, x0 * sn + x1 * c);
+        /* products rounded before the sum, as the CPU computes it (nvcc would fuse) */
+        st(vec, 2 * f, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+        st(vec, 2 * f + 1, __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c)));
     }
     __syncthreads();   /* the rotated k is read back below by other threads */
     int32_t blk = b.block_table[b.bt_start[s] + p / kv.block_size], slot = p % kv.block_size;
