@@ -4,8 +4,9 @@
 # Where there is no GPU (or a build without CUDA) every command must say so plainly, exit 1
 # and, for the engine, record the run as failed: those checks run everywhere. With a GPU:
 # the fp32 greedy story equals the CPU backend's byte for byte, bf16 tells a story too, an
-# engine replay on the GPU is recorded like any run and `report` reads it, `bench` measures
-# the device's roofs, and a bad --dtype or --gpu-util is refused with a message.
+# engine replay on the GPU is recorded like any run and `report` reads it, --batch-invariant
+# makes bf16 outputs independent of the policy, `bench` measures the device's roofs, and a
+# bad --dtype or --gpu-util is refused with a message.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_cuda
 
@@ -67,6 +68,21 @@ if [ -f "$BINM" ]; then
     want_out "TTFT"
     end
 fi
+
+begin "cuda: --batch-invariant gives bf16 outputs that do not depend on the policy"
+run inv_a "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" --batch-invariant \
+    --model dummy:stories260k --backend cuda --dtype bf16 --db "$T/i.db" --name a --save-tokens -q
+want_rc 0
+run inv_b "$BIN" engine --trace "$T/small.csv" --policy "$POL/chunked_prefill.lua" --set chunk=8 \
+    --batch-invariant --model dummy:stories260k --backend cuda --dtype bf16 --db "$T/i.db" \
+    --name b --save-tokens -q
+want_rc 0
+want_sql "$T/i.db" "select count(*) > 0 from tokens" 1
+want_sql "$T/i.db" "select count(*) from tokens x join runs rx on rx.id = x.run_id and rx.name = 'a'
+    left join (select t.req_id, t.idx, t.token_id from tokens t join runs r on r.id = t.run_id
+    and r.name = 'b') y on y.req_id = x.req_id and y.idx = x.idx
+    where y.token_id is null or y.token_id != x.token_id" 0
+end
 
 begin "cuda: dummy weights generated on the device run the engine (gpu-util sizing)"
 run eng_dummy "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
