@@ -91,6 +91,32 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	$(CC) $(CFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) $(LDFLAGS) -o $@ $< $(LIB) \
 	    $(shell pkg-config --libs $(CHECK_PKG)) $(LDLIBS)
 
+# tests/cuda_emu: the CUDA kernels (engine/cuda/cuda_{attention,ops,gemv,sample}.cu) run on
+# the CPU under a host emulator of the execution model, so `check` tests them where no GPU
+# is. CUDA builds only (it compiles against the CUDA headers); g++ on copies of the kernel
+# files that tests/cuda_emu/gen.py rewrites into C++ (tests/cuda_emu/emu.h says how).
+ifneq ($(NVCC),)
+EMU_BIN := $(patsubst tests/cuda_emu/test_%.cpp,$(BUILD)/tests/test_cuda_emu_%,\
+	$(wildcard tests/cuda_emu/test_*.cpp))
+EMU_CXXFLAGS := -std=c++17 -O1 -g -ffp-contract=off -Wall -Wextra -Wno-unknown-pragmas \
+	-I. -Itests/cuda_emu -I$(BUILD)/cuda_emu -I$(CUDA_HOME)/include \
+	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
+.PRECIOUS: $(BUILD)/cuda_emu/gen_%.inc
+$(BUILD)/cuda_emu/gen_%.inc: engine/cuda/cuda_%.cu tests/cuda_emu/gen.py
+	@mkdir -p $(dir $@)
+	python3 tests/cuda_emu/gen.py $< $@
+$(BUILD)/cuda_emu/emu.o: tests/cuda_emu/emu.cpp $(wildcard tests/cuda_emu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+$(BUILD)/tests/test_cuda_emu_sample: $(BUILD)/engine/sampler.o
+$(BUILD)/tests/test_cuda_emu_%: tests/cuda_emu/test_%.cpp $(BUILD)/cuda_emu/gen_%.inc \
+		$(BUILD)/cuda_emu/emu.o $(wildcard tests/cuda_emu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) -o $@ $< \
+	    $(filter %.o,$^) $(shell pkg-config --libs $(CHECK_PKG)) -lm
+check: $(EMU_BIN)
+endif
+
 # `make test` and `make demo` first make sure the dependencies are there (a sub-make, so
 # that pkg-config is asked again after an install).
 test:
