@@ -8,6 +8,9 @@ missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# python3: the end-to-end scripts parse --json with it and the CUDA emulator's build
+# rewrites kernel sources with it; any python3 on PATH will do (not only Debian's).
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 [ ${#missing[@]} -eq 0 ] && exit 0
 cmd="apt-get install -y --no-install-recommends ${missing[*]}"
 if [ "$(id -u)" -eq 0 ]; then
