@@ -160,7 +160,8 @@ static int upload_model(fwd_t *f, const model_t *m) {
         wsrc_t qkv[] = {{w->wq, DUMMY_T_LAYER(l, DUMMY_K_WQ)},
                         {w->wk, DUMMY_T_LAYER(l, DUMMY_K_WK)},
                         {w->wv, DUMMY_T_LAYER(l, DUMMY_K_WV)}};
-        wsrc_t gu[] = {{w->w1, DUMMY_T_LAYER(l, DUMMY_K_W1)}, {w->w3, DUMMY_T_LAYER(l, DUMMY_K_W3)}};
+        wsrc_t gu[] = {{w->w1, DUMMY_T_LAYER(l, DUMMY_K_W1)},
+                       {w->w3, DUMMY_T_LAYER(l, DUMMY_K_W3)}};
         int32_t rqkv[] = {f->q_dim, f->kv_dim, f->kv_dim}, rgu[] = {hid, hid};
         if (!(d->attn_norm = upload1(f, w->attn_norm, (size_t)dim)) ||
             !(d->wqkv = upload_mats(f, 3, qkv, rqkv, dim)) ||

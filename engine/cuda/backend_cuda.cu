@@ -409,9 +409,9 @@ int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
 
 /* A few rows (decode steps of a few sequences) go to our bandwidth-bound kernel
  * (cuda_gemv.cu), and every product in the batch-invariant mode, because cuBLAS chooses
- * its kernel (and its summation order) by shape; the rest to cuBLAS. Row-major y[m][n] = x[m][k] w[n][k]^T is
- * column-major y^T = w x^T: cuBLAS with the weights transposed, the activations as they
- * are, every leading dimension the row length. */
+ * its kernel (and its summation order) by shape; the rest to cuBLAS. Row-major
+ * y[m][n] = x[m][k] w[n][k]^T is column-major y^T = w x^T: cuBLAS with the weights
+ * transposed, the activations as they are, every leading dimension the row length. */
 int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
                 int32_t m, int32_t n, int32_t k) {
     cuda_t *c = C(b);
@@ -456,7 +456,8 @@ int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, i
         /* the CPU reference's frequencies, computed the same way on the host; uploaded
          * once per model, not per step */
         float f[1024];
-        if (head_dim / 2 > 1024) return bk_fail(b, "cuda: rope_kv: head_dim %d too large", head_dim);
+        if (head_dim / 2 > 1024)
+            return bk_fail(b, "cuda: rope_kv: head_dim %d too large", head_dim);
         for (int32_t i = 0; i < head_dim / 2; i++) f[i] = (float)pow(theta, -2.0 * i / head_dim);
         c->rope_hd = 0;   /* no table until the new one is in place */
         dev_free(b, c->inv_freq);

@@ -166,12 +166,13 @@ cudaError_t launch(cudaStream_t st, Y *y, const T *x, const T *w, int32_t m, int
 template <typename T>
 cudaError_t dispatch_y(cudaStream_t st, int y_f32, int vec_ok, void *y, const void *x,
                        const void *w, int32_t m, int32_t n, int32_t k) {
+    const T *xt = (const T *)x, *wt = (const T *)w;
     if (vec_ok) {
-        if (y_f32) return launch<T, float, true>(st, (float *)y, (const T *)x, (const T *)w, m, n, k);
-        return launch<T, T, true>(st, (T *)y, (const T *)x, (const T *)w, m, n, k);
+        if (y_f32) return launch<T, float, true>(st, (float *)y, xt, wt, m, n, k);
+        return launch<T, T, true>(st, (T *)y, xt, wt, m, n, k);
     }
-    if (y_f32) return launch<T, float, false>(st, (float *)y, (const T *)x, (const T *)w, m, n, k);
-    return launch<T, T, false>(st, (T *)y, (const T *)x, (const T *)w, m, n, k);
+    if (y_f32) return launch<T, float, false>(st, (float *)y, xt, wt, m, n, k);
+    return launch<T, T, false>(st, (T *)y, xt, wt, m, n, k);
 }
 
 }  // namespace

@@ -119,7 +119,8 @@ __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t l
     int32_t rows = n_heads + nkv;
     for (int32_t i = threadIdx.x; i < rows * pairs; i += blockDim.x) {
         int32_t h = i / pairs, f = i % pairs;
-        T *vec = h < n_heads ? q + t * qd + (size_t)h * hd : k + t * kvd + (size_t)(h - n_heads) * hd;
+        T *vec = h < n_heads ? q + t * qd + (size_t)h * hd
+                             : k + t * kvd + (size_t)(h - n_heads) * hd;
         float x0 = ld(vec, 2 * f), x1 = ld(vec, 2 * f + 1);
         float c = cs_sn[f], sn = cs_sn[pairs + f];
         /* products rounded before the sum, as the CPU computes it (nvcc would fuse) */
