@@ -152,6 +152,7 @@ sanitize:
 # policy watchdog). The full-trace simulator suite takes several minutes under valgrind.
 valgrind: $(TEST_BIN)
 	@for t in $(TEST_BIN); do valgrind -q --trace-children=yes --error-exitcode=9 \
+	    --suppressions=tests/valgrind.supp \
 	    --leak-check=full $$t || exit 1; done
 
 deps:
