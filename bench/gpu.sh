@@ -36,7 +36,6 @@ root=$PWD
 
 if [ "${1:-}" = "--fetch-deps" ]; then
     mkdir -p .gpu-deps && (cd .gpu-deps && apt-get download "${deps_pkgs[@]}") || exit 1
-    grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo '/.gpu-deps/' >>.git/info/exclude
     du -sh .gpu-deps
     echo "carry .gpu-deps with the tree (run's carry: [\".gpu-deps\"])"
     exit 0
