@@ -110,7 +110,8 @@ $(BUILD)/cuda_emu/emu.o: tests/cuda_emu/emu.cpp $(wildcard tests/cuda_emu/*.h)
 	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
 $(BUILD)/tests/test_cuda_emu_sample: $(BUILD)/engine/sampler.o
 $(BUILD)/tests/test_cuda_emu_%: tests/cuda_emu/test_%.cpp $(BUILD)/cuda_emu/gen_%.inc \
-		$(BUILD)/cuda_emu/emu.o $(wildcard tests/cuda_emu/*.h)
+		$(BUILD)/cuda_emu/emu.o $(wildcard tests/cuda_emu/*.h) $(wildcard engine/cuda/*.cuh) \
+		engine/cuda/cuda_kernels.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) -o $@ $< \
 	    $(filter %.o,$^) $(shell pkg-config --libs $(CHECK_PKG)) -lm

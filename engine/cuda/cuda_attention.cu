@@ -38,6 +38,7 @@
 #include <mma.h>
 #include <stdint.h>
 
+#include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
 
 /* Flash-decoding split rule (ck_attn_plan). The planner does not know the kv head count,
@@ -115,18 +116,6 @@ extern "C" size_t ck_attn_scratch_floats(const ck_batch_t *b, int32_t n_heads,
 /* ---- device helpers --------------------------------------------------------------------- */
 
 namespace {
-
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float x) {
-    return __float2half_rn(x);
-}
 
 /* E elements of T as one load of 4, 8 or 16 bytes */
 template <int BYTES> struct raw_of;

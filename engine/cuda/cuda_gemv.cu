@@ -20,6 +20,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
 
 namespace {
@@ -60,19 +61,6 @@ template <> struct vec<__half> {
         }
     }
 };
-
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-
-template <typename T> __device__ __forceinline__ void store(T *p, float v);
-template <> __device__ __forceinline__ void store<float>(float *p, float v) { *p = v; }
-template <> __device__ __forceinline__ void store<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-template <> __device__ __forceinline__ void store<__half>(__half *p, float v) {
-    *p = __float2half_rn(v);
-}
 
 /* Lane `lane` owns vectors lane, lane + 32, ... of the row (V elements each; a last,
  * partial vector when V does not divide k) and sums them in that order, element by element:
@@ -137,7 +125,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         float v = acc[r];
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) store(y + (size_t)r * n + row, v);
+        if (lane == 0) y[(size_t)r * n + row] = from_f<Y>(v);
     }
 }
 

@@ -11,28 +11,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/dummy_weight.h"
 
 namespace {
 
-template <typename T> __device__ __forceinline__ float ld(const T *p, size_t i);
-template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) { return p[i]; }
-template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
-    return __bfloat162float(p[i]);
+template <typename T> __device__ __forceinline__ float ld(const T *p, size_t i) {
+    return to_f(p[i]);
 }
-template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) {
-    return __half2float(p[i]);
-}
-
-template <typename T> __device__ __forceinline__ void st(T *p, size_t i, float v);
-template <> __device__ __forceinline__ void st<float>(float *p, size_t i, float v) { p[i] = v; }
-template <> __device__ __forceinline__ void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i,
-                                                              float v) {
-    p[i] = __float2bfloat16_rn(v);
-}
-template <> __device__ __forceinline__ void st<__half>(__half *p, size_t i, float v) {
-    p[i] = __float2half_rn(v);
+template <typename T> __device__ __forceinline__ void st(T *p, size_t i, float v) {
+    p[i] = from_f<T>(v);
 }
 
 /* Grid size for n independent items: enough blocks to fill the GPU a few times over; the
