@@ -22,18 +22,31 @@ ifneq ($(SAN),)
 endif
 
 # The CUDA backend (engine/cuda/*.cu) is compiled where nvcc is found (on PATH or in
-# /usr/local/cuda); CUDA=0 builds without it. Hopper machine code plus compute_90 PTX, which
-# newer GPUs compile at load. The C side links cudart and cuBLAS with an rpath, and
-# libstdc++ for the nvcc objects.
+# /usr/local/cuda) together with cuBLAS and cudart; CUDA=0 builds without it. Hopper machine
+# code plus compute_90 PTX, which newer GPUs compile at load. The C side links cudart and
+# cuBLAS with an rpath, and libstdc++ for the nvcc objects.
+# CUDA_HOME is asked of nvcc itself (its TOP), not derived from nvcc's path: nvcc on PATH
+# may be a wrapper script outside the toolkit. The libraries may be in lib64 or in
+# targets/<arch>/lib; a toolkit without them builds without CUDA, and says so.
 CUDA    ?= auto
 ifneq ($(CUDA),0)
   NVCC  ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 endif
 ifneq ($(NVCC),)
-  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+  CUDA_HOME ?= $(or $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 \
+	| sed -n 's/^#\$$ TOP=//p')),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
+  CUDA_LIBDIR := $(patsubst %/,%,$(firstword $(dir $(wildcard \
+	$(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/targets/*/lib/libcublas.so))))
+  ifeq ($(or $(CUDA_LIBDIR),$(filter 1,$(CUDA))),)
+    $(warning nvcc found ($(NVCC)) but no libcublas.so under $(CUDA_HOME)/lib64 or \
+	$(CUDA_HOME)/targets/*/lib: building without the CUDA backend (set CUDA_HOME to the toolkit))
+    NVCC :=
+  endif
+endif
+ifneq ($(NVCC),)
   CUDA_SRC  := $(wildcard engine/cuda/*.cu)
   CFLAGS    += -DTWIN_HAVE_CUDA -I$(CUDA_HOME)/include
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  LDLIBS    += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart -lstdc++
   NVCCFLAGS ?= -O3 -lineinfo
   NVCCFLAGS += -std=c++17 -I. -gencode arch=compute_90,code=sm_90 \
                -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
