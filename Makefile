@@ -40,7 +40,7 @@ ifneq ($(NVCC),)
   ifeq ($(or $(CUDA_LIBDIR),$(filter 1,$(CUDA))),)
     $(warning nvcc found ($(NVCC)) but no libcublas.so under $(CUDA_HOME)/lib64 or \
 	$(CUDA_HOME)/targets/*/lib: building without the CUDA backend (set CUDA_HOME to the toolkit))
-    NVCC :=
+    override NVCC :=
   endif
 endif
 ifneq ($(NVCC),)
