@@ -13,8 +13,8 @@
 #endif
 
 #ifndef TWIN_HAVE_CUDA
-static const char *NO_CUDA = "backend 'cuda': this build has no CUDA backend (it is compiled "
-                             "only where nvcc is found); use --backend cpu";
+static const char *NO_CUDA = "backend 'cuda': this build has no CUDA backend (it is "
+                             "compiled only where nvcc and cuBLAS are found); use --backend cpu";
 #endif
 
 backend_t *backend_new(const char *name, const bk_opts_t *opts, char *err, size_t errlen) {
