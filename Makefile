@@ -35,11 +35,12 @@ endif
 ifneq ($(NVCC),)
   CUDA_HOME ?= $(or $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 \
 	| sed -n 's/^#\$$ TOP=//p')),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
-  CUDA_LIBDIR := $(patsubst %/,%,$(firstword $(dir $(wildcard \
-	$(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/targets/*/lib/libcublas.so))))
+  CUDA_LIBDIR := $(patsubst %/libcudart.so,%,$(firstword $(wildcard $(addsuffix libcudart.so,\
+	$(dir $(wildcard $(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/targets/*/lib/libcublas.so))))))
   ifeq ($(or $(CUDA_LIBDIR),$(filter 1,$(CUDA))),)
-    $(warning nvcc found ($(NVCC)) but no libcublas.so under $(CUDA_HOME)/lib64 or \
-	$(CUDA_HOME)/targets/*/lib: building without the CUDA backend (set CUDA_HOME to the toolkit))
+    $(warning nvcc found ($(NVCC)) but not libcublas.so with libcudart.so under \
+	$(CUDA_HOME)/lib64 or $(CUDA_HOME)/targets/*/lib: building without the CUDA backend \
+	(set CUDA_HOME to the toolkit))
     override NVCC :=
   endif
 endif
