@@ -29,12 +29,18 @@ endif
 # may be a wrapper script outside the toolkit. The libraries may be in lib64 or in
 # targets/<arch>/lib; a toolkit without them builds without CUDA, and says so.
 CUDA    ?= auto
-ifneq ($(CUDA),0)
-  NVCC  ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+# NVCC and CUDA_HOME are found once (:=), not at every expansion of CFLAGS; the environment
+# or the command line may set either.
+ifeq ($(CUDA),0)
+  override NVCC :=
+else ifeq ($(origin NVCC),undefined)
+  NVCC  := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 endif
 ifneq ($(NVCC),)
-  CUDA_HOME ?= $(or $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 \
+  ifeq ($(origin CUDA_HOME),undefined)
+    CUDA_HOME := $(or $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 \
 	| sed -n 's/^#\$$ TOP=//p')),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
+  endif
   CUDA_LIBDIR := $(patsubst %/libcudart.so,%,$(firstword $(wildcard $(addsuffix libcudart.so,\
 	$(dir $(wildcard $(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/targets/*/lib/libcublas.so))))))
   ifeq ($(or $(CUDA_LIBDIR),$(filter 1,$(CUDA))),)
