@@ -92,7 +92,7 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
                  tok_vocab(tok), o->model, c->vocab);
         goto done;
     }
-    int32_t ctx = c->max_seq, bs = 16, nb = (ctx + bs - 1) / bs;
+    int32_t ctx = c->max_seq, bs = 16;
     /* Room for any encoding of the prompt (at most one token per byte, plus BOS and the
      * dummy prefix), so that a long prompt is measured before it is refused. */
     size_t cap = (size_t)ctx + (o->prompt ? strlen(o->prompt) + 2 : 0);
@@ -102,9 +102,8 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     }
     ids = malloc(sizeof *ids * cap);
     pos = malloc(sizeof *pos * (size_t)ctx);
-    table = malloc(sizeof *table * (size_t)nb);
     gen = malloc(sizeof *gen * (size_t)(o->n > 0 ? o->n : 1));
-    if (!ids || !pos || !table || !gen) {
+    if (!ids || !pos || !gen) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
@@ -124,10 +123,19 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
                  "one new token is needed)", n_prompt, o->model, ctx);
         goto done;
     }
+    /* The forward pass is sized for this run, not the model's whole context: the largest
+     * step is the prompt, and positions end at the prompt plus the new tokens (a 128k
+     * context's KV pool would otherwise be allocated, and zeroed, for a short story). */
+    int32_t last = n_prompt + (o->n > 0 ? o->n : 1);
+    int32_t nb = ((last < ctx ? last : ctx) + bs - 1) / bs;
+    if (!(table = malloc(sizeof *table * (size_t)nb))) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
     for (int32_t i = 0; i < nb; i++) table[i] = i;
     bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
     if (!(bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, errlen))) goto done;
-    fwd_opts_t fo = { .max_tokens = ctx, .max_sample = 1, .n_blocks = nb, .block_size = bs };
+    fwd_opts_t fo = { .max_tokens = n_prompt, .max_sample = 1, .n_blocks = nb, .block_size = bs };
     if (fwd_new(bk, m, &fo, &fwd, err, errlen) != 0) goto done;
     st->load_s = wall() - t0;
     st->prompt_tokens = n_prompt;
