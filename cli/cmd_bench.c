@@ -44,7 +44,8 @@ static void usage(FILE *out) {
             "usage: twinserve bench --model FILE|dummy:PRESET [--batch 1,8,32] [--ctx N]\n"
             "                       [--prefill N] [--steps N] [--backend cpu|cuda]\n"
             "                       [--dtype bf16|f16|f32] [--threads N] [--seed S] [--json]\n"
-            "Decode tokens/s per batch size at a context of --ctx tokens (default 128), the\n"
+            "Decode tokens/s per batch size at a context of --ctx tokens (default 128; at\n"
+            "least 2, as the two warm-up steps decode the positions just before it), the\n"
             "weight-read bandwidth that implies, and the device's memory read bandwidth and\n"
             "GEMM rate of the weight type (fp32 sgemm on the CPU) measured by this command,\n"
             "with the roofs they give.\n"
@@ -334,7 +335,7 @@ int cmd_bench(int argc, char **argv) {
             ok = parse_batches(v, batches, &nb) == 0;
             batch_given = 1;
         }
-        else if (!strcmp(a, "--ctx")) ok = cli_int(v, 0, 1 << 24, &ctx);
+        else if (!strcmp(a, "--ctx")) ok = cli_int(v, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--prefill")) ok = cli_int(v, 1, 1 << 20, &prefill);
         else if (!strcmp(a, "--steps")) ok = cli_int(v, 1, 1 << 20, &steps);
         else if (!strcmp(a, "--threads")) ok = cli_int(v, 0, 1024, &threads);

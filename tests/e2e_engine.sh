@@ -130,6 +130,9 @@ want_err "lots"
 run gen_missing "$BIN" generate --model "$T/none.bin"
 want_rc 1
 want_err "$T/none.bin"
+run bench_ctx "$BIN" bench --model dummy:stories260k --batch 1 --ctx 1
+want_rc 2
+want_err "--ctx"
 end
 
 e2e_finish e2e_engine
