@@ -184,14 +184,7 @@ int fwd_new(backend_t *b, const model_t *m, const fwd_opts_t *o, fwd_t **out, ch
             size_t errlen) {
     *out = NULL;
     const model_config_t *c = &m->cfg;
-    if (c->dim <= 0 || c->n_layers <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 ||
-        c->head_dim <= 0 || c->head_dim % 2 || c->hidden_dim <= 0 || c->vocab <= 0 ||
-        c->max_seq <= 0 || c->n_heads % c->n_kv_heads) {
-        snprintf(err, errlen, "%s: bad model shape (dim %d, layers %d, heads %d/%d, head dim "
-                 "%d, hidden %d, vocab %d, max_seq %d)", m->source, c->dim, c->n_layers,
-                 c->n_heads, c->n_kv_heads, c->head_dim, c->hidden_dim, c->vocab, c->max_seq);
-        return -1;
-    }
+    if (model_config_check(c, m->source, err, errlen) != 0) return -1;
     if (o->max_tokens <= 0 || o->max_sample <= 0 || o->max_sample > o->max_tokens ||
         o->n_blocks < 0 || o->block_size <= 0) {
         snprintf(err, errlen, "forward: bad options (max_tokens %d, max_sample %d, n_blocks "
