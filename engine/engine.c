@@ -354,8 +354,7 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
         int32_t k = en->num_spec;
         const int32_t *sampled = e->ids + e->drafts_at[i];
         int32_t a = spec_accept(x->toks + known, sampled, k);
-        int32_t emit = 1 + a, left = en->req->output_tokens - en->req->generated;
-        if (emit > left) emit = left;
+        int32_t emit = sched_req_emit(en->req, a);
         e->accepted[i] = a;
         e->spec_proposed += k;
         e->spec_accepted += emit - 1;

@@ -714,8 +714,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
             rc = -1;
             a = 0;
         }
-        int32_t emit = 1 + a, left = q->output_tokens - q->generated;
-        if (emit > left) emit = left;
+        int32_t emit = sched_req_emit(q, a);
         /* The accepted drafts are now cached; the newly sampled token is not yet. */
         q->computed += emit - 1;
         q->spec_proposed += e->num_spec;

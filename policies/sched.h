@@ -78,6 +78,14 @@ static inline int32_t sched_req_remaining(const sched_req_t *r) {
     return r->prompt_tokens + r->generated - r->computed;
 }
 
+/* The tokens a sampled entry of r emits in a step that accepted `accepted` drafts: the
+ * sampled token after them, capped at the output still owed. sched_commit counts with it,
+ * and so do executors that record the tokens before the commit. */
+static inline int32_t sched_req_emit(const sched_req_t *r, int32_t accepted) {
+    int32_t emit = 1 + accepted, left = r->output_tokens - r->generated;
+    return emit < left ? emit : left;
+}
+
 typedef struct {
     int32_t id;
     double arrival_s;

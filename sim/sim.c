@@ -148,17 +148,15 @@ static void draw_acceptances(sim_t *m, const sched_plan_t *p) {
     }
 }
 
-/* One tokens row per token the step emits, at the step's end. The count mirrors
- * sched_commit: 1 + accepted drafts, capped at the output length; entries whose request was
- * aborted meanwhile emit nothing. Called before the commit, while generated is the count
- * before the step. */
+/* One tokens row per token the step emits, at the step's end (sched_req_emit, as
+ * sched_commit counts); entries whose request was aborted meanwhile emit nothing. Called
+ * before the commit, while generated is the count before the step. */
 static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
     for (int32_t i = 0; i < p->n; i++) {
         const sched_entry_t *e = &p->entries[i];
         if (!e->sample || e->req->state != SCHED_RUNNING) continue;
         int32_t gen = e->req->generated;
-        int32_t emit = 1 + (m->draft_cost ? m->accepted[i] : 0);
-        if (emit > e->req->output_tokens - gen) emit = e->req->output_tokens - gen;
+        int32_t emit = sched_req_emit(e->req, m->draft_cost ? m->accepted[i] : 0);
         for (int32_t k = 0; k < emit; k++) {
             rec_token_t t = { .req_id = e->req_id, .idx = gen + k, .token_id = -1, .t_s = now };
             if (rec_token(m->rp.rec, m->rp.run_id, &t) != 0)
