@@ -1,7 +1,9 @@
 -- analysis/views.sql: read-only SQL views over the twinserve records (traces/schema.sql), for
 -- sqlite3, pandas or Datasette users. The recorder applies this file after the schema to
--- every database it opens (compiled in as analysis_views_sql); an older database gets them
--- with `sqlite3 old.db < analysis/views.sql`.
+-- every database it opens (compiled in as analysis_views_sql); a database of the same
+-- schema_version written before the views existed gets them with
+-- `sqlite3 old.db < analysis/views.sql` (not one of an older schema_version: the views read
+-- its columns, e.g. requests.cached_tokens, new in version 2).
 --
 -- Every statement is CREATE VIEW IF NOT EXISTS, so applying it twice changes nothing. Views
 -- only rename and combine columns: the metric definitions stay in traces/recorder.c, and the

@@ -78,9 +78,6 @@ static ck_batch_t check_plan(const batch_t *b, int32_t bs) {
     memset(&pb, 0, sizeof pb);
     pb.n_tokens = bt->n_tokens;
     pb.n_seqs = bt->n_seqs;
-    pb.max_ctx = 1;
-    for (int32_t i = 0; i < bt->n_tokens; i++)
-        if (bt->pos[i] + 1 > pb.max_ctx) pb.max_ctx = bt->pos[i] + 1;
     size_t dec_off = 99, pf_off = 99;
     size_t k = ck_attn_plan(bt, bs, ints, &pb, &dec_off, &pf_off);
 

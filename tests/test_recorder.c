@@ -186,7 +186,7 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "1");
+                     "2");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -486,10 +486,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 2 is newer than this twinserve (1)", path);
+             "cannot open database '%s': schema_version 3 is newer than this twinserve (2)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -497,6 +497,23 @@ START_TEST(test_incompatible_dbs) {
     ck_assert_msg(strstr(rec_errmsg(r), "unknown schema_version 'banana'") != NULL, "%s",
                   rec_errmsg(r));
     rec_close(r);
+    testutil_unlink_db(path);
+
+    /* A version-1 database (before requests.cached_tokens): refused as older, by its
+     * version, not as a foreign database lacking a column; the file is left as it was. */
+    tmpdb(path, sizeof path);
+    rec_close(open_ok(path));
+    make_foreign(path, "DROP VIEW request_metrics; ALTER TABLE requests DROP COLUMN cached_tokens;"
+                       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+    r = rec_open(path);
+    snprintf(want, sizeof want,
+             "cannot open database '%s': schema_version 1 is older than this twinserve (2)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
+    rec_close(r);
+    sqlite3 *old = peek(path);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('requests') "
+                               "WHERE name = 'cached_tokens'"), 0);
+    sqlite3_close(old);
     testutil_unlink_db(path);
 
     /* Someone else's runs table. */

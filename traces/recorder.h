@@ -110,7 +110,7 @@ struct sqlite3 *rec_db(rec_t *r);
 /* Added for readers: checks that db (any open mode; it is only read) is either empty or a
  * twinserve database this build understands: a known schema_version and, for every table of
  * schema.sql that exists, every column. Returns 0, or -1 with a message in err (e.g. "file is
- * not a database", "schema_version 2 is newer than this twinserve (1)"). */
+ * not a database", "schema_version 3 is newer than this twinserve (2)"). */
 int rec_check_db(struct sqlite3 *db, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,10 @@
--- twinserve record schema, version 1. The single source: the build compiles this file into
+-- twinserve record schema, version 2. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
--- databases against the tables declared here.
+-- databases against the tables declared here, taking the version it accepts from the
+-- meta INSERT below.
+--
+-- Versions: 1 the first; 2 added requests.cached_tokens (a version-1 file is refused as
+-- older, not reported as lacking the column).
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -16,7 +20,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '2');
 
 -- One row per simulation or engine run. Inserted with status 'running' and committed before
 -- any other row of the run, so a run that crashed stays visible as 'running'.

@@ -48,8 +48,8 @@ struct cuda_t {
     size_t meta_cap;
     cudaEvent_t meta_done;          /* the last upload from meta_host has completed */
     ck_batch_t batch;
-    bk_sample_t *sample_host;       /* the step's sampling parameters (host copy) */
-    size_t sample_cap;
+    const bk_sample_t *sample_host; /* the step's sampling parameters, in meta_host (valid
+                                     * until the next prepare rewrites it) */
     int32_t *ids_dev, *ids_host;    /* sampled ids; ids_host pinned */
     size_t ids_cap;
     float *attn_scratch;
@@ -319,6 +319,7 @@ size_t pack(char *base, size_t *used, const void *src, size_t n, size_t size) {
 int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     cuda_t *c = C(b);
     memset(&c->batch, 0, sizeof c->batch);   /* the last step's may point at freed metadata */
+    c->sample_host = NULL;
     int32_t nt = bt->n_tokens, ns = bt->n_seqs, nsm = bt->n_sample;
     size_t nbt = (size_t)bt->bt_start[ns];
     size_t plan_cap = ck_attn_plan_cap(bt);
@@ -328,13 +329,6 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     if (grow_meta(b, bytes)) return -1;
     /* the previous step's copy must have left meta_host before it is overwritten */
     CU(b, cudaEventSynchronize(c->meta_done), "cudaEventSynchronize (metadata)");
-    if ((size_t)nsm > c->sample_cap) {
-        bk_sample_t *p = (bk_sample_t *)realloc(c->sample_host, (size_t)nsm * sizeof *p);
-        if (!p) return bk_fail(b, "cuda: out of host memory");
-        c->sample_host = p;
-        c->sample_cap = (size_t)nsm;
-    }
-    if (nsm) memcpy(c->sample_host, bt->sample, (size_t)nsm * sizeof *bt->sample);
     if ((size_t)nsm > c->ids_cap) {
         cudaFreeHost(c->ids_host);
         dev_free(b, c->ids_dev);
@@ -358,15 +352,11 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     k->n_tokens = nt;
     k->n_seqs = ns;
     k->n_sample = nsm;
-    /* the sequence of each token, and the largest context */
+    /* the sequence of each token */
     size_t o_tokseq = pack(h, &used, NULL, (size_t)nt, 4);
     int32_t *tok_seq = (int32_t *)(h + o_tokseq);
-    k->max_ctx = 1;
     for (int32_t s = 0; s < ns; s++)
-        for (int32_t i = bt->seq_start[s]; i < bt->seq_start[s + 1]; i++) {
-            tok_seq[i] = s;
-            if (bt->pos[i] + 1 > k->max_ctx) k->max_ctx = bt->pos[i] + 1;
-        }
+        for (int32_t i = bt->seq_start[s]; i < bt->seq_start[s + 1]; i++) tok_seq[i] = s;
     size_t o_tok = pack(h, &used, bt->tokens, (size_t)nt, 4);
     size_t o_pos = pack(h, &used, bt->pos, (size_t)nt, 4);
     size_t o_ss = pack(h, &used, bt->seq_start, (size_t)ns + 1, 4);
@@ -397,6 +387,7 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     k->dec_tok = (const int32_t *)(d + o_plan) + dec_off;
     k->pf_tile = (const int32_t *)(d + o_plan) + pf_off;
     c->batch = kb;
+    c->sample_host = (const bk_sample_t *)(h + o_sp);
     return 0;
 }
 
@@ -554,7 +545,6 @@ void cuda_destroy(backend_t *b) {
         cudaFreeHost(c->ids_host);
         if (c->meta_done) cudaEventDestroy(c->meta_done);
         if (c->st) cudaStreamDestroy(c->st);
-        free(c->sample_host);
         free(c);
     }
     free(b);

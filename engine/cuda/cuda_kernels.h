@@ -69,7 +69,6 @@ static inline CK_HD size_t ck_kv_at(const ck_kv_t *kv, int32_t layer, int32_t bl
 typedef struct {
     /* host scalars */
     int32_t n_tokens, n_seqs, n_sample;
-    int32_t max_ctx;            /* the largest pos + 1 in the step */
     int32_t n_dec;              /* tokens for the decode kernel */
     int32_t n_pf;               /* prefill tiles */
     int32_t dec_splits;         /* context splits of the decode kernel (>= 1) */
@@ -88,7 +87,7 @@ typedef struct {
 /* Host side of prepare: int32 entries the plan of this batch may need (an upper bound). */
 size_t ck_attn_plan_cap(const bk_batch_t *bt);
 /* Fills ints[0 .. returned) with the decode token list then the prefill tiles, and sets
- * the host scalars n_dec, n_pf, dec_splits, dec_split_len of *b (max_ctx must be set).
+ * the host scalars n_dec, n_pf, dec_splits, dec_split_len of *b.
  * With b->invariant set, every token goes to the decode kernel and the split length is
  * fixed (CK_INV_SPLIT rounded up to whole blocks): a token's attention is then computed
  * the same way whatever else is in the step.

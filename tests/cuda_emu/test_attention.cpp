@@ -104,13 +104,11 @@ template <typename T> static int run_cfg(const Cfg &c, bool verbose) {
     memset(&b, 0, sizeof b);
     b.n_tokens = nt;
     b.n_seqs = ns;
-    b.max_ctx = 1;
 #ifdef CK_INV_SPLIT
     b.invariant = c.invariant;
 #else
     if (c.invariant) return 0;   /* a kernel file without the invariant plan */
 #endif
-    for (int p : pos) b.max_ctx = std::max(b.max_ctx, p + 1);
     size_t cap = ck_attn_plan_cap(&bt);
     std::vector<int32_t> ints(cap + 1);
     size_t doff, poff;
@@ -295,7 +293,7 @@ START_TEST(invalid_arguments) {
     int32_t pos[1] = {0}, bt[1] = {0}, tab[1] = {0}, dec[1] = {0}, seq[1] = {0};
     kv.base = pool.p, kv.dtype = CK_F32, kv.n_layers = 1, kv.n_blocks = 1, kv.block_size = 1;
     kv.n_kv_heads = 1, kv.head_dim = 4;
-    b.n_tokens = 1, b.n_seqs = 1, b.max_ctx = 1, b.n_dec = 1, b.dec_splits = 1;
+    b.n_tokens = 1, b.n_seqs = 1, b.n_dec = 1, b.dec_splits = 1;
     b.dec_split_len = 1, b.pos = pos, b.bt_start = bt, b.block_table = tab, b.dec_tok = dec;
     b.tok_seq = seq;
     ck_assert_int_eq(ck_attention(0, &kv, 0, out.p, q.p, 1, &b, NULL), cudaSuccess);
