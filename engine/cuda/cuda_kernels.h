@@ -161,8 +161,6 @@ cudaError_t ck_gemv(cudaStream_t st, ck_dtype_t t, void *y, int y_f32, const voi
 /* Device memory read bandwidth (bytes/s), the best of reps after a warm-up. 0, or -1 with
  * a message in err. */
 int ck_roof_read_bw(int reps, double *bytes_per_s, char *err, size_t errlen);
-/* Device-to-device copy bandwidth, bytes read plus written (the datasheet-style figure). */
-int ck_roof_copy_bw(int reps, double *bytes_per_s, char *err, size_t errlen);
 /* cublasGemmEx n x n x n FLOP/s with inputs of dtype (a ck_dtype_t) and fp32 accumulate;
  * n 0 = a default size. */
 int ck_roof_gemm(int dtype, int n, int reps, double *flops, char *err, size_t errlen);

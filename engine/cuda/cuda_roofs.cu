@@ -2,18 +2,15 @@
  * (`twinserve bench --backend cuda`, through the backend's roofs op): device memory
  * bandwidth and the cuBLAS matrix-product rate of each weight type.
  *
- * Memory, two figures:
+ * Memory:
  *  - ck_roof_read_bw: a kernel reads one large buffer with 16-byte loads (several loads in
  *    flight per thread, every thread of every SM resident) and writes one word per block.
  *    Bytes counted: the bytes read. This is the memory roof `bench` uses: a decode step
  *    only reads (weights and KV cache) and writes almost nothing, so the fraction of
  *    reachable read bandwidth is the figure that says how close decode is to its limit.
- *    A copy's writes cost the HBM bus turnarounds that a read stream does not pay, so the
- *    copy figure is not what decode can reach, in either direction.
- *  - ck_roof_copy_bw: cudaMemcpyAsync device to device between two buffers, counting bytes
- *    read + bytes written (the usual "copy bandwidth", the ~4.3 TB/s cited for the H200 in
- *    issue #5). Reported beside the read figure for comparison with published numbers.
- *  Buffers: up to 4 GiB each (at least 256 MiB, five times the H200's 50 MB L2, so the
+ *    A copy's writes cost the HBM bus turnarounds that a read stream does not pay, so a
+ *    copy figure (the ~4.3 TB/s cited for the H200) is not what decode can reach.
+ *  Buffer: up to 4 GiB (at least 256 MiB, five times the H200's 50 MB L2, so the
  *  caches do not flatter the figure), smaller when the device has less free memory (the
  *  bench measures after the model is loaded), filled with non-zero data first.
  *
@@ -40,7 +37,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/dummy_weight.h"
 
 #define READ_THREADS 256
 #define READ_UNROLL 4
@@ -72,12 +71,7 @@ static const size_t BUF_MIN = (size_t)256 << 20;
     } while (0)
 
 static __device__ __forceinline__ uint32_t hash32(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return (uint32_t)x;
+    return (uint32_t)(dummy_mix64(x) >> 32);
 }
 
 /* Non-zero words, different per element, so no compression or zero-skipping can help. */
@@ -87,18 +81,12 @@ static __global__ void fill_words(uint32_t *p, size_t n, uint64_t seed) {
         p[i] = hash32(seed * 0x9E3779B97F4A7C15ull + i) | 1u;
 }
 
-static __device__ __forceinline__ void store_val(float *p, float v) { *p = v; }
-static __device__ __forceinline__ void store_val(__nv_bfloat16 *p, float v) {
-    *p = __float2bfloat16(v);
-}
-static __device__ __forceinline__ void store_val(__half *p, float v) { *p = __float2half(v); }
-
 /* Uniform in [-1, 1) from the top 24 bits of the hash. */
 template <typename T> static __global__ void fill_uniform(T *p, size_t n, uint64_t seed) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         int32_t r = (int32_t)(hash32(seed * 0x9E3779B97F4A7C15ull + i) >> 8) - 8388608;
-        store_val(p + i, (float)r * (1.0f / 8388608.0f));
+        p[i] = from_f<T>((float)r * (1.0f / 8388608.0f));
     }
 }
 
@@ -180,16 +168,16 @@ done:
     return rc;
 }
 
-/* Bytes per buffer when `count` buffers must fit in 80% of the free device memory:
- * BUF_MAX at most, a multiple of 1 MiB; 0 with err set when under BUF_MIN. */
-static size_t buffer_bytes(int count, char *err, size_t errlen) {
+/* Bytes of the read buffer: 80% of the free device memory, BUF_MAX at most, a multiple of
+ * 1 MiB; 0 with err set when under BUF_MIN. */
+static size_t buffer_bytes(char *err, size_t errlen) {
     size_t free_b = 0, total_b = 0, b;
     CK(cudaMemGetInfo, (&free_b, &total_b));
-    b = free_b / 5 * 4 / (size_t)count;
+    b = free_b / 5 * 4;
     b = (b < BUF_MAX ? b : BUF_MAX) & ~(((size_t)1 << 20) - 1);
     if (b < BUF_MIN) {
-        snprintf(err, errlen, "%.2f GB of device memory free; %d buffers of at least %.0f MB "
-                 "are needed", free_b / 1e9, count, BUF_MIN / 1e6);
+        snprintf(err, errlen, "%.2f GB of device memory free; a buffer of at least %.0f MB "
+                 "is needed", free_b / 1e9, BUF_MIN / 1e6);
         return 0;
     }
     return b;
@@ -207,53 +195,6 @@ static int check_args(int reps, const double *out, char *err, size_t errlen) {
 }
 
 static int fill_grid(void) { return 132 * 8; }   /* a full wave on an H200; any size works */
-
-/* ---- copy ------------------------------------------------------------------------------ */
-
-typedef struct {
-    void *dst;
-    const void *src;
-    size_t bytes;
-} copy_ctx_t;
-
-static int copy_op(void *ctx, cudaStream_t st, char *err, size_t errlen) {
-    copy_ctx_t *c = (copy_ctx_t *)ctx;
-    CK(cudaMemcpyAsync, (c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, st));
-    return 0;
-done:
-    return -1;
-}
-
-extern "C" int ck_roof_copy_bw(int reps, double *bytes_per_s, char *err, size_t errlen) {
-    void *a = NULL, *b = NULL;
-    cudaStream_t st = NULL;
-    copy_ctx_t c;
-    double s = 0;
-    int rc = -1;
-    size_t bytes;
-    if (check_args(reps, bytes_per_s, err, errlen)) return -1;
-    CK(cudaDeviceSynchronize, ());
-    if (!(bytes = buffer_bytes(2, err, errlen))) goto done;
-    CK(cudaStreamCreateWithFlags, (&st, cudaStreamNonBlocking));
-    CK(cudaMalloc, (&a, bytes));
-    CK(cudaMalloc, (&b, bytes));
-    fill_words<<<fill_grid(), FILL_THREADS, 0, st>>>((uint32_t *)a, bytes / 4, 1);
-    CK(cudaGetLastError, ());
-    fill_words<<<fill_grid(), FILL_THREADS, 0, st>>>((uint32_t *)b, bytes / 4, 2);
-    CK(cudaGetLastError, ());
-    c.dst = b;
-    c.src = a;
-    c.bytes = bytes;
-    if (best_time(copy_op, &c, st, reps, &s, err, errlen)) goto done;
-    *bytes_per_s = 2.0 * (double)bytes / s;
-    rc = 0;
-done:
-    if (st) cudaStreamSynchronize(st);
-    if (a) cudaFree(a);
-    if (b) cudaFree(b);
-    if (st) cudaStreamDestroy(st);
-    return rc;
-}
 
 /* ---- read ------------------------------------------------------------------------------ */
 
@@ -290,7 +231,7 @@ extern "C" int ck_roof_read_bw(int reps, double *bytes_per_s, char *err, size_t 
         snprintf(err, errlen, "%d SMs, %d blocks per SM", sms, per_sm);
         goto done;
     }
-    if (!(bytes = buffer_bytes(1, err, errlen))) goto done;
+    if (!(bytes = buffer_bytes(err, errlen))) goto done;
     CK(cudaStreamCreateWithFlags, (&st, cudaStreamNonBlocking));
     CK(cudaMalloc, (&a, bytes));
     c.grid = sms * per_sm;
