@@ -128,17 +128,49 @@ static int prefix_used(sqlite3 *db, const char *prefix, int *used) {
     return rc == SQLITE_OK ? 0 : -1;
 }
 
+/* The sweep name goes into every point's config JSON ("sweep": {"name": "..."}) unescaped,
+ * so a '"', a '\' or a control character (below 0x20) would make that JSON invalid and every
+ * point fail on runs.config's CHECK. Returns 0, or -1 with the first such character named in
+ * why. */
+static int name_json_safe(const char *name, char *why, size_t whylen) {
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            snprintf(why, whylen, "'%c'", *c);
+            return -1;
+        }
+        if (*c < 0x20) {
+            snprintf(why, whylen, "a control character (0x%02x)", *c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t errlen) {
     sqlite3 *db = NULL;
     int rc = -1, used = 0;
+    char why[64];
+    /* Checked before the database is touched: a bad name leaves no file behind. */
+    if (sw->prefix && (strchr(sw->prefix, '@') || !*sw->prefix)) {
+        snprintf(err, errlen, "--name '%s': a sweep name must be non-empty without '@'",
+                 sw->prefix);
+        return -1;
+    }
+    if (sw->prefix && name_json_safe(sw->prefix, why, sizeof why)) {
+        snprintf(err, errlen, "--name '%s': a sweep name cannot hold %s (it is written into "
+                 "each run's JSON config); choose another --name", sw->prefix, why);
+        return -1;
+    }
+    char stem[128];
+    rec_policy_stem(sw->sim.policy_path, stem, sizeof stem);
+    if (!sw->prefix && name_json_safe(stem, why, sizeof why)) {
+        snprintf(err, errlen, "the sweep name would come from the policy file name '%s', which "
+                 "holds %s (not allowed in a sweep name); give one with --name", stem, why);
+        return -1;
+    }
     if (target_prepare(sw->sim.db_path, err, errlen) || open_rw(sw->sim.db_path, &db, err, errlen))
         return -1;
     if (sw->prefix) {
-        if (strchr(sw->prefix, '@') || !*sw->prefix) {
-            snprintf(err, errlen, "--name '%s': a sweep name must be non-empty without '@'",
-                     sw->prefix);
-            goto done;
-        }
         if (prefix_used(db, sw->prefix, &used)) goto dberr;
         if (used) {
             snprintf(err, errlen, "%s already holds a sweep named '%s' (runs %s@...); choose "
@@ -149,8 +181,6 @@ int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t 
         rc = 0;
         goto done;
     }
-    char stem[128];
-    rec_policy_stem(sw->sim.policy_path, stem, sizeof stem);
     for (int k = 1; k < 100000; k++) {
         if (k == 1) snprintf(out, outlen, "sweep-%s", stem);
         else snprintf(out, outlen, "sweep-%s-%d", stem, k);

@@ -234,6 +234,49 @@ START_TEST(sweep_close_rates_distinct_names) {
 }
 END_TEST
 
+/* A name that would break the points' config JSON is refused before anything runs (each
+ * point used to fail on runs.config's CHECK), and no database is created for it. */
+START_TEST(sweep_rejects_json_unsafe_names) {
+    sweep_t sw = { .jobs = 1 };
+    sim_defaults(&sw.sim);
+    sw.quiet = 1;
+    char err[4096], prefix[160];
+    static const struct { const char *name, *why; } bad[] = {
+        { "my\"sweep", "cannot hold '\"'" },
+        { "back\\slash", "cannot hold '\\'" },
+        { "two\nlines", "cannot hold a control character (0x0a)" },
+        { "tab\tname", "cannot hold a control character (0x09)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sw.prefix = bad[i].name;
+        ck_assert_int_eq(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad[i].why) != NULL, "%s: %s", bad[i].name, err);
+        ck_assert_msg(strncmp(err, "--name '", 8) == 0, "%s", err);
+        ck_assert_int_eq(access(db_path, F_OK), -1);
+    }
+    /* the same from a policy file name when no --name is given */
+    sw.prefix = NULL;
+    sw.sim.policy_path = "/nowhere/odd\"policy.lua";
+    ck_assert_int_eq(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "policy file name 'odd\"policy', which holds '\"'") != NULL &&
+                  strstr(err, "--name") != NULL, "%s", err);
+    ck_assert_int_eq(access(db_path, F_OK), -1);
+    /* unicode and spaces are fine, and the name reaches the JSON intact */
+    sw.sim.policy_path = "policies/continuous.lua";
+    sw.prefix = "λ sweep";
+    ck_assert_msg(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err) == 0, "%s", err);
+    int64_t n;
+    ck_assert_int_eq(sweep_trace_rate(tpath, &sw.sim.trace_opts, &sw.base_rate, &n, err,
+                                      sizeof err), 0);
+    double rates[] = { 4 };
+    sweep_point_t pts[1];
+    ck_assert_msg(sweep_run(&sw, prefix, rates, 1, pts, err, sizeof err) == 0, "%s", err);
+    ck_assert(pts[0].ok);
+    ck_assert_int_eq(query_i64("SELECT count(*) FROM runs WHERE json_extract(config, "
+                               "'$.sweep.name') = 'λ sweep'"), 1);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sweep");
     TCase *tc = tcase_create("core");
@@ -246,6 +289,7 @@ int main(void) {
     tcase_add_test(tc, hook_stops_the_run);
     tcase_add_test(tc, sweep_merges_in_rate_order);
     tcase_add_test(tc, sweep_close_rates_distinct_names);
+    tcase_add_test(tc, sweep_rejects_json_unsafe_names);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
