@@ -152,35 +152,6 @@ full:
 
 /* ------------------------------------------------------------------ CDFs */
 
-static int load_column(plot_t *p, int64_t run, const char *col, double **v, size_t *n) {
-    char sql[256];
-    sqlite3_stmt *st = NULL;
-    size_t cap = 0;
-    *v = NULL;
-    *n = 0;
-    snprintf(sql, sizeof sql, "SELECT %s FROM requests WHERE run_id = ? AND %s IS NOT NULL "
-             "ORDER BY %s", col, col, col);
-    if (sqlite3_prepare_v2(p->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return fail(p, "reading %s: %s", col, sqlite3_errmsg(p->db));
-    sqlite3_bind_int64(st, 1, run);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            double *x = realloc(*v, cap * sizeof *x);
-            if (!x) {
-                sqlite3_finalize(st);
-                return fail(p, "out of memory reading %s", col);
-            }
-            *v = x;
-        }
-        (*v)[(*n)++] = sqlite3_column_double(st, 0);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return fail(p, "reading %s: %s", col, sqlite3_errmsg(p->db));
-    return 0;
-}
-
 /* cdf_<metric>.dat (one block per run with data, gnuplot `index`) and cdf_<metric>.gp. */
 static int plot_cdf(plot_t *p, const char *col, const char *metric, const char *label,
                     int *figures) {
@@ -199,7 +170,7 @@ static int plot_cdf(plot_t *p, const char *col, const char *metric, const char *
         double *v;
         size_t n;
         block[i] = -1;
-        if (load_column(p, p->runs[i].id, col, &v, &n)) {
+        if (summary_load_column(p->db, p->runs[i].id, col, &v, &n, p->err, p->errlen)) {
             fclose(f);
             free(block);
             return -1;
@@ -207,6 +178,7 @@ static int plot_cdf(plot_t *p, const char *col, const char *metric, const char *
         if (n == 0) {
             fprintf(p->notes, "plot: %s: run %s has no %s values; left out of %s\n", fig,
                     p->runs[i].name, metric, fig);
+            free(v); /* NULL when empty; freed all the same */
             continue;
         }
         if (v[0] <= 0) logx = 0;

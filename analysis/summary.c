@@ -191,15 +191,15 @@ done:
 
 /* ---------------------------------------------------------------- load */
 
-/* col is one of our fixed column names, never user input. The values arrive sorted, so the
- * array is only grown, never counted or sorted up front. */
-static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t *out, char *err,
-                     size_t errlen) {
+int summary_load_column(sqlite3 *db, int64_t run_id, const char *col, double **v, size_t *n,
+                        char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     double *x = NULL;
-    size_t n = 0, cap = 0;
+    size_t len = 0, cap = 0;
     int ret = -1, rc;
     char sql[256];
+    *v = NULL;
+    *n = 0;
     snprintf(sql, sizeof sql, "SELECT %s FROM requests WHERE run_id = ?1 AND %s IS NOT NULL "
              "ORDER BY %s", col, col, col);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -207,8 +207,9 @@ static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t 
         goto done;
     }
     sqlite3_bind_int64(st, 1, run_id);
+    /* The values arrive sorted, so the array is only grown, never counted or sorted first. */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
+        if (len == cap) {
             size_t ncap = cap ? 2 * cap : 1024;
             double *grown = realloc(x, ncap * sizeof *grown);
             if (!grown) {
@@ -218,18 +219,30 @@ static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t 
             x = grown;
             cap = ncap;
         }
-        x[n++] = sqlite3_column_double(st, 0);
+        x[len++] = sqlite3_column_double(st, 0);
     }
     if (rc != SQLITE_DONE) {
         snprintf(err, errlen, "cannot read requests.%s: %s", col, sqlite3_errmsg(db));
         goto done;
     }
-    stats_describe_sorted(x, n, out);
+    *v = x;
+    *n = len;
+    x = NULL;
     ret = 0;
 done:
     free(x);
     sqlite3_finalize(st);
     return ret;
+}
+
+static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t *out, char *err,
+                     size_t errlen) {
+    double *x;
+    size_t n;
+    if (summary_load_column(db, run_id, col, &x, &n, err, errlen) != 0) return -1;
+    stats_describe_sorted(x, n, out);
+    free(x);
+    return 0;
 }
 
 static const char SQL_RUN[] =

@@ -11,7 +11,7 @@
  *
  * Ownership: summary_t is a plain value (fixed buffers, long strings truncated); nothing to
  * free. summary_open's connection belongs to the caller (sqlite3_close). summary_list's
- * array belongs to the caller (free). Errors go to the caller's buffer err[errlen]. */
+ * and summary_load_column's arrays belong to the caller (free). Errors go to the caller's buffer err[errlen]. */
 #ifndef TWIN_SUMMARY_H
 #define TWIN_SUMMARY_H
 
@@ -63,6 +63,13 @@ int summary_find_run(struct sqlite3 *db, const char *name_or_id, int64_t *run_id
 int summary_list(struct sqlite3 *db, int64_t **ids, size_t *n, char *err, size_t errlen);
 
 int summary_load(struct sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t errlen);
+
+/* The non-NULL values of requests.col for one run, ascending, in a malloc'd array that
+ * belongs to the caller (free; *v NULL when *n == 0). col is a column name pasted into the
+ * SQL: pass only fixed names (ttft_s, tpot_s, ...), never user input. On error returns -1
+ * with *v NULL, *n 0, nothing left allocated, and "cannot read requests.COL: ..." in err. */
+int summary_load_column(struct sqlite3 *db, int64_t run_id, const char *col, double **v,
+                        size_t *n, char *err, size_t errlen);
 
 /* One screen for humans: times in ms below 10 s, else in s. */
 void summary_print(FILE *f, const summary_t *s);

@@ -142,6 +142,40 @@ START_TEST(test_load_hand_computed) {
 }
 END_TEST
 
+/* The loader summary_load and plot share: sorted non-NULL values, an empty run, a bad column. */
+START_TEST(test_load_column) {
+    char path[256], err[512];
+    ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
+    build(path);
+    sqlite3 *db;
+    ck_assert_msg(summary_open(path, &db, err, sizeof err) == 0, "%s", err);
+    double *v = (double *)1;
+    size_t n = 99;
+    /* run a's TTFTs, ascending, the rejected request's NULL left out */
+    ck_assert_msg(summary_load_column(db, 1, "ttft_s", &v, &n, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(n, 4);
+    EQ(v[0], 0.1);
+    EQ(v[1], 0.3);
+    EQ(v[2], 1.0);
+    EQ(v[3], 1.5);
+    free(v);
+    /* run b: no values, no array */
+    v = (double *)1;
+    ck_assert_msg(summary_load_column(db, 2, "ttft_s", &v, &n, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ptr_null(v);
+    /* a column that does not exist: an error, nothing handed back */
+    v = (double *)1;
+    n = 99;
+    ck_assert_int_eq(summary_load_column(db, 1, "nope_s", &v, &n, err, sizeof err), -1);
+    ck_assert_ptr_null(v);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(err, "cannot read requests.nope_s: no such column: nope_s");
+    sqlite3_close(db);
+    testutil_unlink_db(path);
+}
+END_TEST
+
 START_TEST(test_find_run) {
     char path[256], err[512];
     ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
@@ -325,6 +359,7 @@ static Suite *summary_suite(void) {
     Suite *s = suite_create("summary");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_load_hand_computed);
+    tcase_add_test(tc, test_load_column);
     tcase_add_test(tc, test_find_run);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_print);
