@@ -40,7 +40,7 @@ static double rel_err(const float *got, const double *want, size_t n) {
 
 static backend_t *new_cpu(int threads) {
     char err[256];
-    bk_opts_t o = {threads, NULL, 0};
+    bk_opts_t o = {.n_threads = threads};
     backend_t *b = backend_new("cpu", &o, err, sizeof err);
     ck_assert_msg(b != NULL, "%s", err);
     return b;
