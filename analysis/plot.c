@@ -546,7 +546,7 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
     plot_t p = { .db = db, .o = o, .n = n, .err = err, .errlen = errlen,
                  .notes = o->notes ? o->notes : stderr };
     const char *prog = o->gnuplot ? o->gnuplot : "gnuplot";
-    char figs[64][32];
+    char (*figs)[32] = NULL; /* the figures written, to render: at most n + 4 */
     int nfig = 0, rc = -1;
     memset(res, 0, sizeof *res);
     if (n == 0) return fail(&p, "no runs to plot");
@@ -556,7 +556,12 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
     if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return fail(&p, "%s is not a folder", o->out_dir);
     p.runs = calloc(n, sizeof *p.runs);
-    if (!p.runs) return fail(&p, "out of memory");
+    /* two CDFs, a timeline per run, kv_queue and latency_rate */
+    figs = calloc(n + 4, sizeof *figs);
+    if (!p.runs || !figs) {
+        fail(&p, "out of memory");
+        goto done;
+    }
     if (load_runs(&p, ids)) goto done;
 
     int before = res->figures;
@@ -575,7 +580,7 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
         double binned;
         if (write_steps(&p, i, &binned) || plot_timeline(&p, i, binned, &res->figures))
             goto done;
-        if (nfig < 60) snprintf(figs[nfig++], sizeof figs[0], "timeline_%zu", i + 1);
+        snprintf(figs[nfig++], sizeof figs[0], "timeline_%zu", i + 1);
         any_steps = 1;
     }
     if (any_steps) {
@@ -603,6 +608,7 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
     }
     rc = 0;
 done:
+    free(figs);
     free(p.runs);
     return rc;
 }
