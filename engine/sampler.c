@@ -15,19 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* splitmix64's finaliser: a bijective mix, so distinct (seed, idx) give unrelated outputs. */
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-double sampler_uniform(uint64_t seed, int32_t idx) {
-    uint64_t z = mix64(seed + 0x9e3779b97f4a7c15ULL * ((uint64_t)(uint32_t)idx + 1));
-    z = mix64(z ^ 0xd1b54a32d192ed03ULL);
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0); /* 53 bits: [0, 1) */
-}
-
 int32_t sampler_argmax(const float *logits, int32_t vocab) {
     int32_t best = 0;
     for (int32_t i = 1; i < vocab; i++)

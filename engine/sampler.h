@@ -15,9 +15,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
-
-/* The uniform [0, 1) number a draw uses. */
-double sampler_uniform(uint64_t seed, int32_t idx);
+#include "engine/sampler_uniform.h"   /* sampler_uniform: the uniform number a draw uses */
 
 int32_t sampler_argmax(const float *logits, int32_t vocab);
 

@@ -69,6 +69,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/sampler_uniform.h"
 
 #define NT 512                /* threads per block, every kernel */
 #define NWARP (NT / 32)
@@ -121,19 +122,6 @@ __host__ __device__ static inline uint64_t composite(uint32_t key, int32_t id) {
 __host__ __device__ static inline uint32_t comp_key(uint64_t c) { return (uint32_t)(c >> 32); }
 __host__ __device__ static inline int32_t comp_id(uint64_t c) { return (int32_t)~(uint32_t)c; }
 
-/* sampler_uniform (engine/sampler.c), bit for bit: integer mixing, then 53 bits scaled by
- * a power of two, both exact. */
-__host__ __device__ static inline uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-__host__ __device__ static inline double uniform01(uint64_t seed, int32_t idx) {
-    uint64_t z = mix64(seed + 0x9e3779b97f4a7c15ULL * ((uint64_t)(uint32_t)idx + 1));
-    z = mix64(z ^ 0xd1b54a32d192ed03ULL);
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* rows that need more than an argmax; host and device must agree (ck_sample counts them) */
 __host__ __device__ static inline int is_sampled(const bk_sample_t &p, int32_t vocab) {
     return p.temperature > 0 && vocab > 1 && p.top_k != 1;
@@ -168,7 +156,7 @@ __host__ __device__ static inline double bin_pmax(int b) {
 
 /* the mass the draw must find inside the candidates: the top-p cut, else r itself */
 __host__ __device__ static inline double need_of(const bk_sample_t &p, double total) {
-    return p.top_p < 1 ? p.top_p * total : uniform01(p.seed, p.idx) * total;
+    return p.top_p < 1 ? p.top_p * total : sampler_uniform(p.seed, p.idx) * total;
 }
 
 /* The fewest bins (0..B) that surely hold the answer, or -1; *nc: the tokens in them. With
@@ -352,7 +340,7 @@ __device__ static int32_t finish(const Acc &a, int32_t n, bool have_total, doubl
             kept = at;
         }
     }
-    const double r = uniform01(p.seed, p.idx) * kept;
+    const double r = sampler_uniform(p.seed, p.idx) * kept;
     const int32_t j = scan_find(a, keep, top, inv_t, FIND_EXCEED, r, sh, &at);
     return a.id(j >= 0 ? j : keep - 1);
 }

@@ -17,7 +17,7 @@ extern "C" {
 #include "drv.h"
 
 static uint64_t rs = 0x1234567887654321ULL;
-static uint64_t rnd64() { return rs = mix64(rs + 0x9e3779b97f4a7c15ULL); }
+static uint64_t rnd64() { return rs = dummy_mix64(rs + 0x9e3779b97f4a7c15ULL); }
 static double rnd01() { return (double)(rnd64() >> 11) * (1.0 / 9007199254740992.0); }
 static double gauss() { return sqrt(-2 * log(1 - rnd01())) * cos(6.283185307179586 * rnd01()); }
 
