@@ -17,13 +17,28 @@ double roofs_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The readers' start: they wait until go is set, 1 to read, -1 to return at once (a
+ * thread failed to start; a barrier would wait for it forever). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int go;
+} gate_t;
+
 typedef struct {
     const float *p;
     size_t n;              /* floats, a multiple of 128 */
-    pthread_barrier_t *bar;
+    gate_t *gate;
     double t0, t1;
     float sink;
 } reader_t;
+
+static void gate_open(gate_t *g, int go) {
+    pthread_mutex_lock(&g->mu);
+    g->go = go;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -68,12 +83,19 @@ static float sum_floats(const float *p, size_t n) {
 }
 #endif
 
-static void *read_slice(void *arg) {
-    reader_t *r = arg;
-    pthread_barrier_wait(r->bar);
+static void read_slice(reader_t *r) {
     r->t0 = roofs_now();
     r->sink = sum_floats(r->p, r->n);
     r->t1 = roofs_now();
+}
+
+static void *reader_main(void *arg) {
+    reader_t *r = arg;
+    pthread_mutex_lock(&r->gate->mu);
+    while (!r->gate->go) pthread_cond_wait(&r->gate->cv, &r->gate->mu);
+    int go = r->gate->go;
+    pthread_mutex_unlock(&r->gate->mu);
+    if (go > 0) read_slice(r);
     return NULL;
 }
 
@@ -92,30 +114,33 @@ double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_
     if (buf) (void)madvise(buf, alloc_bytes, MADV_HUGEPAGE);   /* a hint: may fail */
     reader_t *rd = calloc((size_t)n_threads, sizeof *rd);
     pthread_t *th = calloc((size_t)n_threads, sizeof *th);
-    pthread_barrier_t bar;
-    int have_bar = 0;
+    gate_t gate;
+    int have_gate = 0;
     if (!buf || !rd || !th || per == 0) {
         snprintf(err, errlen, "memory bandwidth: cannot allocate %.2f GB", bytes / 1e9);
         goto done;
     }
     /* every page written (not just mapped), so the reads hit memory, not the zero page */
     for (size_t i = 0; i < per * (size_t)n_threads; i++) buf[i] = (float)(i & 7);
-    pthread_barrier_init(&bar, NULL, (unsigned)n_threads);
-    have_bar = 1;
+    pthread_mutex_init(&gate.mu, NULL);
+    pthread_cond_init(&gate.cv, NULL);
+    have_gate = 1;
     for (int rep = 0; rep < reps; rep++) {
-        int started = 0;
+        int started = 1;
+        gate.go = 0;   /* no reader is alive between repetitions */
         for (int t = 0; t < n_threads; t++) {
-            rd[t] = (reader_t){buf + per * (size_t)t, per, &bar, 0, 0, 0};
-            if (t > 0 && pthread_create(&th[t], NULL, read_slice, &rd[t]) != 0) {
-                snprintf(err, errlen, "memory bandwidth: cannot start %d threads", n_threads);
-                /* the barrier would wait forever for the missing thread */
-                for (int u = 1; u < t; u++) pthread_cancel(th[u]);
-                goto done;
-            }
-            started++;
+            rd[t] = (reader_t){buf + per * (size_t)t, per, &gate, 0, 0, 0};
+            if (t > 0 && pthread_create(&th[t], NULL, reader_main, &rd[t]) != 0) break;
+            if (t > 0) started++;
         }
-        read_slice(&rd[0]);
+        gate_open(&gate, started == n_threads ? 1 : -1);
+        if (started == n_threads) read_slice(&rd[0]);
         for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+        if (started < n_threads) {
+            snprintf(err, errlen, "memory bandwidth: cannot start %d threads", n_threads);
+            best = -1;
+            goto done;
+        }
         double t0 = rd[0].t0, t1 = rd[0].t1;
         for (int t = 1; t < n_threads; t++) {
             t0 = rd[t].t0 < t0 ? rd[t].t0 : t0;
@@ -125,7 +150,10 @@ double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_
         if (bw > best) best = bw;
     }
 done:
-    if (have_bar) pthread_barrier_destroy(&bar);
+    if (have_gate) {
+        pthread_mutex_destroy(&gate.mu);
+        pthread_cond_destroy(&gate.cv);
+    }
     free(buf);
     free(rd);
     free(th);
