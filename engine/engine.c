@@ -431,13 +431,11 @@ static int run_loop(engine_t *e) {
     trace_req_t next;
     int have = trace_next(e->rp.trace, &next);
     if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
-    int64_t idle = 0, no_token = 0;
     e->t0 = replay_wall();
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
             if (clip_and_add(e, &next, now)) return -1;
-            idle = 0;
             have = trace_next(e->rp.trace, &next);
             if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
         }
@@ -447,32 +445,18 @@ static int run_loop(engine_t *e) {
         if (sched_step(e->rp.sched, now, &p) != 0) return FAIL(e, "%s", sched_errmsg(e->rp.sched));
         double sched_s = replay_wall() - w0;
         if (p->n > 0 || p->n_pads > 0) {
-            if (run_step(e, p, sched_s)) return -1;
-            idle = 0;
-            int sampled = 0;
-            for (int32_t i = 0; i < p->n && !sampled; i++) sampled = p->entries[i].sample;
-            no_token = sampled ? 0 : no_token + 1;
-            if (no_token > REPLAY_MAX_STEPS_WITHOUT_TOKEN)
-                return FAIL(e, "policy %s ran %d steps in a row in which no request got a token "
-                            "(a livelock)", e->o->policy_path, REPLAY_MAX_STEPS_WITHOUT_TOKEN);
+            if (run_step(e, p, sched_s) || replay_after_step(&e->rp, p)) return -1;
             progress(e, 0);
             continue;
         }
-        if (++idle > REPLAY_MAX_IDLE_WAKES)
-            return FAIL(e, "policy %s was called %d times in a row without scheduling anything "
-                        "(a policy bug)", e->o->policy_path, REPLAY_MAX_IDLE_WAKES);
+        if (replay_after_idle(&e->rp)) return -1;
         if (p->num_rejected > 0 || p->num_preempted > 0) continue;
         double wake = sched_wakeup(e->rp.sched);
         double until = have > 0 ? next.arrival_s : INFINITY;
         if (wake < until) until = wake;
         if (!isfinite(until)) {
-            int32_t left = sched_num_unfinished(e->rp.sched);
-            if (left == 0) break;
-            const sched_view_t *v = sched_view(e->rp.sched);
-            return FAIL(e, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, "
-                        "%d running) with nothing scheduled, no wake-up requested and no arrival "
-                        "left (a policy bug: schedule() must make progress or call s:wake_at)",
-                        e->o->policy_path, now, left, v->n_waiting, v->n_running);
+            if (sched_num_unfinished(e->rp.sched) == 0) break;
+            return replay_stalled(&e->rp, now);
         }
         sleep_until(e, until);
     }

@@ -179,9 +179,38 @@ int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now
         .hash_block = hash_block,
     };
     r->requests++;
+    r->idle_calls = 0;   /* the idle bound is on calls without any new input */
     ledger_add(&r->live, q);
     if (sched_add(r->sched, &n, now) != 0) return replay_fail(r, "%s", sched_errmsg(r->sched));
     return r->failed ? -1 : 0;
+}
+
+int replay_after_step(replay_t *r, const sched_plan_t *p) {
+    int sampled = 0;
+    for (int32_t i = 0; i < p->n && !sampled; i++) sampled = p->entries[i].sample;
+    r->idle_calls = 0;
+    r->steps_without_token = sampled ? 0 : r->steps_without_token + 1;
+    if (r->steps_without_token > REPLAY_MAX_STEPS_WITHOUT_TOKEN)
+        return replay_fail(r, "policy %s ran %d steps in a row in which no request got a "
+                           "token (a livelock: e.g. preempting and re-admitting the same "
+                           "requests)", r->policy_path, REPLAY_MAX_STEPS_WITHOUT_TOKEN);
+    return 0;
+}
+
+int replay_after_idle(replay_t *r) {
+    if (++r->idle_calls > REPLAY_MAX_IDLE_WAKES)
+        return replay_fail(r, "policy %s was called %d times in a row without scheduling "
+                           "anything (a policy bug)", r->policy_path, REPLAY_MAX_IDLE_WAKES);
+    return 0;
+}
+
+int replay_stalled(replay_t *r, double now) {
+    const sched_view_t *v = sched_view(r->sched);
+    return replay_fail(r, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, "
+                       "%d running) with nothing scheduled, no wake-up requested and no "
+                       "arrival left (a policy bug: schedule() must make progress or call "
+                       "s:wake_at)", r->policy_path, now, sched_num_unfinished(r->sched),
+                       v->n_waiting, v->n_running);
 }
 
 int replay_record_step(replay_t *r, rec_step_t *st) {

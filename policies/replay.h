@@ -59,6 +59,8 @@ typedef struct replay {
     const rec_run_info_t *early_info; /* the run row to write if the watchdog fires in setup */
     replay_ledger_t live;
     int64_t requests;            /* handed to replay_add */
+    int64_t idle_calls;          /* empty plans since the last step or arrival */
+    int64_t steps_without_token; /* steps in a row in which no entry sampled */
     /* Called after a request's row is written (finished, rejected or aborted; reason NULL
      * when finished), e.g. for the engine to free the request's tokens. May be NULL. */
     void (*on_final)(void *ud, const sched_req_t *r, const char *reason);
@@ -91,6 +93,18 @@ int replay_begin(replay_t *r, const rec_run_info_t *info);
 
 /* An arrival: ledger, then sched_add. hash_block: tokens per hash id (0 when none). */
 int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now);
+
+/* The policy-bug guards every executor applies, so each says the same thing (0, or -1
+ * through replay_fail):
+ *  - replay_after_step: a plan ran; more than REPLAY_MAX_STEPS_WITHOUT_TOKEN steps in a
+ *    row in which no request got a token is a livelock;
+ *  - replay_after_idle: the policy returned an empty plan; more than REPLAY_MAX_IDLE_WAKES
+ *    in a row without a step or an arrival (replay_add) between them is a policy bug;
+ *  - replay_stalled: always -1: requests are left, nothing is scheduled, and neither a
+ *    wake-up nor an arrival is coming. */
+int replay_after_step(replay_t *r, const sched_plan_t *p);
+int replay_after_idle(replay_t *r);
+int replay_stalled(replay_t *r, double now);
 
 /* A step row; fills kv_used/kv_total/num_waiting from the scheduler. */
 int replay_record_step(replay_t *r, rec_step_t *st);

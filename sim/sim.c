@@ -248,7 +248,6 @@ static int run_loop(sim_t *m) {
     const sched_plan_t *plan = NULL;
     double now = 0, step_start = 0, step_sched = 0, pushed_wake = INFINITY;
     int busy = 0;
-    int64_t idle_wakes = 0, steps_without_token = 0;
     if (push_next_arrival(m, &next)) return -1;
 
     sim_event_t ev;
@@ -257,7 +256,6 @@ static int run_loop(sim_t *m) {
         for (;;) { /* every event at this instant before the next decision */
             if (ev.type == SIM_EV_ARRIVAL) {
                 m->hashed_requests += next.n_hash > 0;
-                idle_wakes = 0; /* the bound is on calls without any new input */
                 if (replay_add(&m->rp, &next, TRACE_MOONCAKE_HASH_BLOCK, now)) return -1;
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
@@ -288,13 +286,7 @@ static int run_loop(sim_t *m) {
                 if (replay_record_step(&m->rp, &st)) return -1;
                 m->steps++;
                 busy = 0;
-                int sampled = 0;
-                for (int32_t i = 0; i < plan->n && !sampled; i++) sampled = plan->entries[i].sample;
-                steps_without_token = sampled ? 0 : steps_without_token + 1;
-                if (steps_without_token > REPLAY_MAX_STEPS_WITHOUT_TOKEN)
-                    return fail(m, "policy %s ran %d steps in a row in which no request got a "
-                                "token (a livelock: e.g. preempting and re-admitting the same "
-                                "requests)", m->o->policy_path, REPLAY_MAX_STEPS_WITHOUT_TOKEN);
+                if (replay_after_step(&m->rp, plan)) return -1;
             } else if (ev.type == SIM_EV_WAKE) {
                 pushed_wake = INFINITY;
             }
@@ -317,14 +309,11 @@ static int run_loop(sim_t *m) {
                 double dur = step_cost(m, plan);
                 step_start = now;
                 busy = 1;
-                idle_wakes = 0;
                 if (sim_heap_push(&m->heap, (sim_event_t){ .t = now + dur, .type = SIM_EV_STEP_DONE }))
                     return fail(m, "out of memory (event heap)");
                 break;
             }
-            if (++idle_wakes > REPLAY_MAX_IDLE_WAKES)
-                return fail(m, "policy %s was called %d times in a row without scheduling "
-                            "anything (a policy bug)", m->o->policy_path, REPLAY_MAX_IDLE_WAKES);
+            if (replay_after_idle(&m->rp)) return -1;
             if (plan->num_rejected > 0 || plan->num_preempted > 0) {
                 again = 1;
                 continue;
@@ -342,15 +331,7 @@ static int run_loop(sim_t *m) {
     if (m->o->prefix_caching && m->hashed_requests == 0)
         fprintf(stderr, "twinserve sim: note: --prefix-caching has no effect on this trace: it "
                         "has no prefix hash ids (only Mooncake traces do)\n");
-    int32_t left = sched_num_unfinished(m->rp.sched);
-    if (left > 0) {
-        const sched_view_t *v = sched_view(m->rp.sched);
-        return fail(m, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, %d "
-                    "running) with nothing scheduled, no wake-up requested and no arrival left "
-                    "(a policy bug: schedule() must make progress or call s:wake_at)",
-                    m->o->policy_path, now, left, v->n_waiting, v->n_running);
-    }
-    return 0;
+    return sched_num_unfinished(m->rp.sched) > 0 ? replay_stalled(&m->rp, now) : 0;
 }
 
 /* ------------------------------------------------------------------ entry point */
