@@ -177,6 +177,19 @@ int backend_available(const char *name, char *err, size_t errlen);
 /* Sets b->errmsg; returns -1 so ops can `return bk_fail(b, ...)`. */
 int bk_fail(backend_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Checks every backend shares, so that each fails the same way (0, or -1 via bk_fail with
+ * b->name in the message):
+ *  - bk_check_kv_shape: kv_init's shape, every size positive;
+ *  - bk_check_kv_use: an op on layer `layer` with these heads against the pool's shape
+ *    (pool NULL: kv_init has not run). */
+int bk_check_kv_shape(backend_t *b, const bk_kv_shape_t *s);
+int bk_check_kv_use(backend_t *b, const bk_kv_shape_t *pool, const char *op, int32_t layer,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim);
+
+/* RoPE's inverse frequencies theta^(-2i/head_dim), i < head_dim / 2, rounded to float: one
+ * formula for every backend, so their rotations agree bit for bit. */
+void bk_rope_inv_freq(float *f, int32_t head_dim, float theta);
+
 #ifdef __cplusplus
 }
 #endif

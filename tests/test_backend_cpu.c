@@ -485,8 +485,11 @@ START_TEST(backend_registry) {
     ck_assert_uint_eq(b->kv_block_bytes(b, &s), 3 * 2 * 16 * 2 * 8 * 4);
     bk_kv_shape_t bad = {3, 0, 16, 2, 8};
     ck_assert_int_ne(b->kv_init(b, &bad), 0);
-    ck_assert(strstr(b->errmsg, "kv_init") != NULL);
+    ck_assert_msg(strstr(b->errmsg, "cpu: kv_init: every size must be positive") != NULL, "%s",
+                  b->errmsg);
     ck_assert(backend_cpu_kv_at(b, 0, 0, 0, 0, 0) == NULL);
+    ck_assert_int_ne(b->attention(b, NULL, NULL, 0, 4, 2, 8), 0);
+    ck_assert_msg(strstr(b->errmsg, "cpu: attention before kv_init") != NULL, "%s", b->errmsg);
     prepare_flat(b, 3);
     b->destroy(b);
 }

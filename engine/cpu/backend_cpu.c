@@ -198,11 +198,7 @@ static size_t cpu_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
 
 static int cpu_kv_init(backend_t *b, const bk_kv_shape_t *s) {
     cpu_t *c = CPU(b);
-    if (s->n_layers <= 0 || s->n_blocks <= 0 || s->block_size <= 0 || s->n_kv_heads <= 0 ||
-        s->head_dim <= 0)
-        return bk_fail(b, "cpu: kv_init: every size must be positive (layers %d, blocks %d, "
-                       "block size %d, kv heads %d, head dim %d)", s->n_layers, s->n_blocks,
-                       s->block_size, s->n_kv_heads, s->head_dim);
+    if (bk_check_kv_shape(b, s)) return -1;
     size_t n = cpu_kv_block_bytes(b, s) / sizeof(float) * (size_t)s->n_blocks;
     cpu_release(b, c->kv);
     c->kv = cpu_alloc(b, BK_F32, n);
@@ -383,13 +379,7 @@ const float *backend_cpu_kv_at(backend_t *b, int32_t layer, int32_t block, int32
 static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
                     int32_t n_kv_heads, int32_t head_dim) {
     cpu_t *c = CPU(b);
-    if (!c->kv) return bk_fail(b, "cpu: %s before kv_init", op);
-    if (layer < 0 || layer >= c->kvs.n_layers || n_kv_heads != c->kvs.n_kv_heads ||
-        head_dim != c->kvs.head_dim || n_heads <= 0 || n_heads % n_kv_heads)
-        return bk_fail(b, "cpu: %s: layer %d, %d heads / %d kv heads of %d do not match the "
-                       "KV pool (%d layers, %d kv heads of %d)", op, layer, n_heads, n_kv_heads,
-                       head_dim, c->kvs.n_layers, c->kvs.n_kv_heads, c->kvs.head_dim);
-    return 0;
+    return bk_check_kv_use(b, c->kv ? &c->kvs : NULL, op, layer, n_heads, n_kv_heads, head_dim);
 }
 
 #define ROPE_MAX_PAIRS 512   /* head_dim up to 1024 keeps its angles on the stack */
@@ -447,8 +437,7 @@ static int cpu_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t la
     if (c->rope_hd != head_dim || c->rope_theta != theta) {
         float *f = realloc(c->inv_freq, (size_t)head_dim / 2 * sizeof *f);
         if (!f) return bk_fail(b, "cpu: out of memory");
-        for (int32_t i = 0; i < head_dim / 2; i++)
-            f[i] = (float)pow(theta, -2.0 * i / head_dim);
+        bk_rope_inv_freq(f, head_dim, theta);
         c->inv_freq = f;
         c->rope_hd = head_dim;
         c->rope_theta = theta;

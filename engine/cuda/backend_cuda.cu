@@ -268,11 +268,7 @@ size_t cuda_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
 
 int cuda_kv_init(backend_t *b, const bk_kv_shape_t *s) {
     cuda_t *c = C(b);
-    if (s->n_layers <= 0 || s->n_blocks <= 0 || s->block_size <= 0 || s->n_kv_heads <= 0 ||
-        s->head_dim <= 0)
-        return bk_fail(b, "cuda: kv_init: every size must be positive (layers %d, blocks %d, "
-                       "block size %d, kv heads %d, head dim %d)", s->n_layers, s->n_blocks,
-                       s->block_size, s->n_kv_heads, s->head_dim);
+    if (bk_check_kv_shape(b, s)) return -1;
     size_t bytes = cuda_kv_block_bytes(b, s) * (size_t)s->n_blocks;
     dev_free(b, c->kv.base);
     c->kv.base = NULL;
@@ -426,16 +422,16 @@ int cuda_rmsnorm(backend_t *b, void *out, void *x, const void *residual, const v
     return 0;
 }
 
-int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads, int32_t n_kv_heads,
-             int32_t head_dim) {
+static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
+                    int32_t n_kv_heads, int32_t head_dim) {
     const ck_kv_t *kv = &C(b)->kv;
-    if (!kv->base) return bk_fail(b, "cuda: %s before kv_init", op);
-    if (layer < 0 || layer >= kv->n_layers || n_kv_heads != kv->n_kv_heads ||
-        head_dim != kv->head_dim || n_heads <= 0 || n_heads % n_kv_heads)
-        return bk_fail(b, "cuda: %s: layer %d, %d heads / %d kv heads of %d do not match the "
-                       "KV pool (%d layers, %d kv heads of %d)", op, layer, n_heads, n_kv_heads,
-                       head_dim, kv->n_layers, kv->n_kv_heads, kv->head_dim);
-    return 0;
+    bk_kv_shape_t pool;
+    pool.n_layers = kv->n_layers;
+    pool.n_blocks = kv->n_blocks;
+    pool.block_size = kv->block_size;
+    pool.n_kv_heads = kv->n_kv_heads;
+    pool.head_dim = kv->head_dim;
+    return bk_check_kv_use(b, kv->base ? &pool : NULL, op, layer, n_heads, n_kv_heads, head_dim);
 }
 
 int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, int32_t n_heads,
@@ -444,12 +440,12 @@ int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, i
     if (check_kv(b, "rope_kv", layer, n_heads, n_kv_heads, head_dim)) return -1;
     if (head_dim % 2) return bk_fail(b, "cuda: rope_kv: head_dim %d is odd", head_dim);
     if (c->rope_hd != head_dim || c->rope_theta != theta) {
-        /* the CPU reference's frequencies, computed the same way on the host; uploaded
-         * once per model, not per step */
+        /* the CPU reference's frequencies (bk_rope_inv_freq, on the host); uploaded once
+         * per model, not per step */
         float f[1024];
         if (head_dim / 2 > 1024)
             return bk_fail(b, "cuda: rope_kv: head_dim %d too large", head_dim);
-        for (int32_t i = 0; i < head_dim / 2; i++) f[i] = (float)pow(theta, -2.0 * i / head_dim);
+        bk_rope_inv_freq(f, head_dim, theta);
         c->rope_hd = 0;   /* no table until the new one is in place */
         dev_free(b, c->inv_freq);
         if (!(c->inv_freq = (float *)dev_alloc(b, (size_t)head_dim / 2 * 4, "RoPE"))) return -1;
