@@ -70,7 +70,8 @@ int sweep_trace_rate(const char *path, const trace_opts_t *topts, double *rate, 
 int sweep_parse_rates(const char *spec, double *rates, int max, char *err, size_t errlen);
 
 /* Picks the run-name prefix (sw->prefix, or a free "sweep-<stem>[-K]") into out; -1 when an
- * explicit prefix is already used in the database or it cannot be read. */
+ * explicit prefix is already used in the database or it cannot be read, or when the name
+ * holds a '"', a '\' or a control character (it goes into each point's config JSON). */
 int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t errlen);
 
 /* Runs rates[0..n) (prefix from sweep_prefix) and fills pts[0..n). Returns 0 when every
