@@ -1,5 +1,6 @@
 /* test_sampler: the reference sampler (engine/sampler.h): greedy ties, the support top-k and
- * top-p leave, seeded determinism, and draws that follow the softmax. */
+ * top-p leave, seeded determinism, draws that follow the softmax, and its shortcuts against
+ * the plain full-sort specification, id for id. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
