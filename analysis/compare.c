@@ -37,41 +37,88 @@ static int cmp_item(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The non-NAN values of x with their positions, sorted by value; *m of them. */
-static item_t *sorted_items(const double *x, size_t n, size_t *m) {
-    item_t *it = malloc((n ? n : 1) * sizeof *it);
-    *m = 0;
-    if (!it) return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(x[i])) it[(*m)++] = (item_t){x[i], i};
-    qsort(it, *m, sizeof *it, cmp_item);
-    return it;
+/* One column of one run, built once for all its statistics and resamples. */
+typedef struct {
+    item_t *it;          /* the non-NAN values with their positions, sorted by value: m */
+    double *sorted;      /* it[j].v, j < m: the point estimates' percentiles */
+    uint32_t *ws;        /* scratch: one resample's counts of it[j], j < m */
+    size_t m;
+} side_t;
+
+static void side_free(side_t *sd) {
+    free(sd->it);
+    free(sd->sorted);
+    free(sd->ws);
+    memset(sd, 0, sizeof *sd);
 }
 
-/* The value at 0-based position k of the sorted multiset where it[j] occurs w[it[j].i] times;
- * starts the walk at *j with *below occurrences before it (positions only grow). */
-static double value_at(const item_t *it, size_t m, const uint32_t *w, size_t *j, double *below,
-                       double k) {
-    while (*j < m && *below + w[it[*j].i] <= k) *below += w[it[(*j)++].i];
+static int side_init(side_t *sd, const double *x, size_t n) {
+    memset(sd, 0, sizeof *sd);
+    sd->it = malloc((n ? n : 1) * sizeof *sd->it);
+    sd->sorted = malloc((n ? n : 1) * sizeof *sd->sorted);
+    sd->ws = malloc((n ? n : 1) * sizeof *sd->ws);
+    if (!sd->it || !sd->sorted || !sd->ws) {
+        side_free(sd);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i])) sd->it[sd->m++] = (item_t){x[i], i};
+    qsort(sd->it, sd->m, sizeof *sd->it, cmp_item);
+    for (size_t j = 0; j < sd->m; j++) sd->sorted[j] = sd->it[j].v;
+    return 0;
+}
+
+/* The statistic over all of a side's values, as compare_stat: the mean in the caller's order
+ * (stats_mean's compensated sum depends on it), a percentile from the sorted values. */
+static double side_stat(compare_stat_t stat, const double *x, size_t n, const side_t *sd) {
+    if (stat.kind == COMPARE_MEAN) return compare_stat(stat, x, n);
+    return sd->m ? stats_percentile_sorted(sd->sorted, sd->m, stat.p) : NAN;
+}
+
+/* The value at 0-based position k of the sorted multiset where it[j] occurs ws[j] times;
+ * starts the walk at *j with *below occurrences before it (positions only grow). Counts are
+ * whole numbers, so the walk adds integers (a double sum of them is the same, only slower). */
+static double value_at(const item_t *it, size_t m, const uint32_t *ws, size_t *j,
+                       uint64_t *below, uint64_t k) {
+    while (*j < m && *below + ws[*j] <= k) *below += ws[(*j)++];
     return it[*j < m ? *j : m - 1].v;
 }
 
-/* The statistic of a resample: value it[j].v counted w[it[j].i] times. Same definitions as
- * compare_stat (the percentile's two-sided lerp is stats.c's), without materialising the
- * resample. */
-static double stat_weighted(compare_stat_t stat, const item_t *it, size_t m, const uint32_t *w) {
-    double cnt = 0, sum = 0;
-    for (size_t j = 0; j < m; j++) {
-        cnt += w[it[j].i];
-        sum += w[it[j].i] * it[j].v;
+/* The statistics stat[idx[0..nidx)] of one resample of one side, into v[idx[q]]: value
+ * it[j].v counted w[it[j].i] times. Same definitions as compare_stat (the percentile's
+ * two-sided lerp is stats.c's), without materialising the resample. The count and the sum
+ * are taken once for all of them, gathering the counts in sorted order into sd->ws; a
+ * percentile's walk goes on from where the previous one stopped when its position is not
+ * lower (a fresh walk would stop at the same place). */
+static void stats_weighted(const compare_stat_t *stat, const size_t *idx, size_t nidx,
+                           const side_t *sd, const uint32_t *w, double *v) {
+    const item_t *it = sd->it;
+    uint32_t *ws = sd->ws;
+    size_t m = sd->m, j = 0;
+    uint64_t n = 0, below = 0, reached = 0;
+    double sum = 0;
+    for (size_t q = 0; q < m; q++) {
+        ws[q] = w[it[q].i];
+        n += ws[q];
+        sum += ws[q] * it[q].v;
     }
-    if (cnt == 0) return NAN;
-    if (stat.kind == COMPARE_MEAN) return sum / cnt;
-    double rank = stat.p / 100.0 * (cnt - 1), lo = floor(rank), t = rank - lo, below = 0;
-    size_t j = 0;
-    double a = value_at(it, m, w, &j, &below, lo);
-    double b = value_at(it, m, w, &j, &below, ceil(rank));
-    return t < 0.5 ? a + (b - a) * t : b - (b - a) * (1.0 - t);
+    double cnt = (double)n;
+    for (size_t q = 0; q < nidx; q++) {
+        compare_stat_t st = stat[idx[q]];
+        if (n == 0) {
+            v[idx[q]] = NAN;
+        } else if (st.kind == COMPARE_MEAN) {
+            v[idx[q]] = sum / cnt;
+        } else {
+            double rank = st.p / 100.0 * (cnt - 1), lo = floor(rank), t = rank - lo;
+            uint64_t klo = (uint64_t)lo, khi = (uint64_t)ceil(rank);
+            if (klo < reached) j = 0, below = 0;   /* a lower percentile after a higher one */
+            double a = value_at(it, m, ws, &j, &below, klo);
+            double b = value_at(it, m, ws, &j, &below, khi);
+            reached = khi;
+            v[idx[q]] = t < 0.5 ? a + (b - a) * t : b - (b - a) * (1.0 - t);
+        }
+    }
 }
 
 /* n draws with replacement from n positions, as counts per position. */
@@ -83,58 +130,116 @@ static void draw_counts(rng_t *r, uint32_t *w, size_t n) {
     }
 }
 
-int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, int paired,
-                      compare_stat_t stat, int resamples, uint64_t seed, double level,
-                      compare_est_t *out, char *err, size_t errlen) {
-    item_t *ia = NULL, *ib = NULL;
+/* The bootstrap of nstat statistics at once: statistic s is stat[s] of column col[s] < ncols,
+ * whose values are a[col[s]][0..na) in A and b[col[s]][0..nb) in B; its estimate goes to
+ * out[s]. Each resample draws its counts once and every statistic is evaluated from them;
+ * each column is sorted, counted and summed once. The draws are the ones compare_bootstrap
+ * makes for a single statistic with the same seed, so out[s] is bit for bit what
+ * compare_bootstrap gives for statistic s alone. Memory: nstat * resamples differences. */
+static int bootstrap_stats(const double *const *a, size_t na, const double *const *b,
+                           size_t nb, size_t ncols, int paired, const compare_stat_t *stat,
+                           const int *col, size_t nstat, int resamples, uint64_t seed,
+                           double level, compare_est_t *out, char *err, size_t errlen) {
+    side_t *sa = NULL, *sb = NULL;
+    size_t *order = NULL, *first = NULL, *nd = NULL;
     uint32_t *wa = NULL, *wb = NULL;
-    double *diffs = NULL;
-    size_t ma = 0, mb = 0, nd = 0;
+    double *diffs = NULL, *va = NULL, *vb = NULL;
     int ret = -1;
-    *out = (compare_est_t){NAN, NAN, NAN, NAN, NAN, NAN, resamples, 0};
+    for (size_t s = 0; s < nstat; s++)
+        out[s] = (compare_est_t){NAN, NAN, NAN, NAN, NAN, NAN, resamples, 0};
     if (paired && na != nb) {
         snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", na, nb);
         goto done;
     }
-    if (resamples < 1 || !(level > 0 && level < 1) ||
-        (stat.kind == COMPARE_PCTL && !(stat.p >= 0 && stat.p <= 100))) {
-        snprintf(err, errlen, "bad bootstrap arguments (resamples %d, level %g, p %g)",
-                 resamples, level, stat.p);
-        goto done;
+    for (size_t s = 0; s < nstat; s++) {
+        if (resamples < 1 || !(level > 0 && level < 1) ||
+            (stat[s].kind == COMPARE_PCTL && !(stat[s].p >= 0 && stat[s].p <= 100))) {
+            snprintf(err, errlen, "bad bootstrap arguments (resamples %d, level %g, p %g)",
+                     resamples, level, stat[s].p);
+            goto done;
+        }
     }
-    out->a = compare_stat(stat, a, na);
-    out->b = compare_stat(stat, b, nb);
-    out->diff = out->b - out->a;
-    out->rel_pct = out->a != 0 ? 100 * out->diff / out->a : NAN;
-    ia = sorted_items(a, na, &ma);
-    ib = sorted_items(b, nb, &mb);
+    size_t one = nstat ? nstat : 1;
+    sa = calloc(ncols ? ncols : 1, sizeof *sa);
+    sb = calloc(ncols ? ncols : 1, sizeof *sb);
+    order = malloc(one * sizeof *order);          /* the statistics grouped by column: */
+    first = malloc((ncols + 1) * sizeof *first);  /* column c's are order[first[c]..first[c+1]) */
+    nd = calloc(one, sizeof *nd);
+    va = malloc(one * sizeof *va);
+    vb = malloc(one * sizeof *vb);
     wa = malloc((na ? na : 1) * sizeof *wa);
     wb = paired ? wa : malloc((nb ? nb : 1) * sizeof *wb);
-    diffs = malloc((size_t)resamples * sizeof *diffs);
-    if (!ia || !ib || !wa || !wb || !diffs) {
+    diffs = malloc(one * (size_t)resamples * sizeof *diffs);   /* statistic s: s * resamples */
+    int ok = sa && sb && order && first && nd && va && vb && wa && wb && diffs;
+    for (size_t c = 0; ok && c < ncols; c++)
+        ok = side_init(&sa[c], a[c], na) == 0 && side_init(&sb[c], b[c], nb) == 0;
+    if (!ok) {
         snprintf(err, errlen, "out of memory for the bootstrap (%zu and %zu values)", na, nb);
         goto done;
     }
+    size_t k = 0;
+    for (size_t c = 0; c < ncols; c++) {
+        first[c] = k;
+        for (size_t s = 0; s < nstat; s++)
+            if ((size_t)col[s] == c) order[k++] = s;
+    }
+    first[ncols] = k;
+    for (size_t s = 0; s < nstat; s++) {
+        out[s].a = side_stat(stat[s], a[col[s]], na, &sa[col[s]]);
+        out[s].b = side_stat(stat[s], b[col[s]], nb, &sb[col[s]]);
+        out[s].diff = out[s].b - out[s].a;
+        out[s].rel_pct = out[s].a != 0 ? 100 * out[s].diff / out[s].a : NAN;
+    }
     rng_t r;
     rng_seed(&r, seed);
-    for (int k = 0; k < resamples; k++) {
+    for (int rs = 0; rs < resamples; rs++) {
         draw_counts(&r, wa, na);
         if (!paired) draw_counts(&r, wb, nb);
-        double d = stat_weighted(stat, ib, mb, wb) - stat_weighted(stat, ia, ma, wa);
-        if (isnan(d)) out->dropped++;
-        else diffs[nd++] = d;
+        for (size_t c = 0; c < ncols; c++) {
+            const size_t *idx = order + first[c];
+            size_t nidx = first[c + 1] - first[c];
+            if (nidx == 0) continue;
+            stats_weighted(stat, idx, nidx, &sa[c], wa, va);
+            stats_weighted(stat, idx, nidx, &sb[c], wb, vb);
+            for (size_t q = 0; q < nidx; q++) {
+                size_t s = idx[q];
+                double d = vb[s] - va[s];
+                if (isnan(d)) out[s].dropped++;
+                else diffs[s * (size_t)resamples + nd[s]++] = d;
+            }
+        }
     }
-    stats_sort(diffs, nd);
-    out->lo = stats_percentile_sorted(diffs, nd, 100 * (1 - level) / 2);
-    out->hi = stats_percentile_sorted(diffs, nd, 100 * (1 + level) / 2);
+    for (size_t s = 0; s < nstat; s++) {
+        double *ds = diffs + s * (size_t)resamples;
+        stats_sort(ds, nd[s]);
+        out[s].lo = stats_percentile_sorted(ds, nd[s], 100 * (1 - level) / 2);
+        out[s].hi = stats_percentile_sorted(ds, nd[s], 100 * (1 + level) / 2);
+    }
     ret = 0;
 done:
-    free(ia);
-    free(ib);
+    for (size_t c = 0; c < ncols; c++) {
+        if (sa) side_free(&sa[c]);
+        if (sb) side_free(&sb[c]);
+    }
+    free(sa);
+    free(sb);
+    free(order);
+    free(first);
+    free(nd);
+    free(va);
+    free(vb);
     if (wb != wa) free(wb);
     free(wa);
     free(diffs);
     return ret;
+}
+
+int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, int paired,
+                      compare_stat_t stat, int resamples, uint64_t seed, double level,
+                      compare_est_t *out, char *err, size_t errlen) {
+    const int col = 0;
+    return bootstrap_stats(&a, na, &b, nb, 1, paired, &stat, &col, 1, resamples, seed, level,
+                           out, err, errlen);
 }
 
 compare_verdict_t compare_verdict(const compare_est_t *e, int higher_is_better) {
@@ -268,6 +373,7 @@ static const metric_def_t METRICS[] = {
     {"queue_p50", "queue p50", "s", COL_QUEUE, {COMPARE_PCTL, 50}, 0},
     {"queue_p99", "queue p99", "s", COL_QUEUE, {COMPARE_PCTL, 99}, 0},
 };
+enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
 /* Throughput is one figure per run (it depends on the arrival process and the makespan,
  * which redrawing requests cannot vary), so its rows carry the values and no CI. */
@@ -313,18 +419,28 @@ int compare_runs(sqlite3 *db_a, const char *path_a, int64_t id_a, sqlite3 *db_b,
         rows_load(db_b, &out->b, &rb, err, errlen) != 0)
         goto done;
     out->paired = same_workload(out, &ra, &rb, out->pairing, sizeof out->pairing);
-    for (size_t k = 0; k < sizeof METRICS / sizeof METRICS[0]; k++) {
+    /* One bootstrap for all the metrics: the same request draws, so metrics are resampled
+     * jointly, and adding one moves no other (each gets what compare_bootstrap would). */
+    compare_stat_t stat[N_METRICS];
+    int col[N_METRICS];
+    compare_est_t est[N_METRICS];
+    for (size_t k = 0; k < N_METRICS; k++) {
+        stat[k] = METRICS[k].stat;
+        col[k] = METRICS[k].col;
+    }
+    const double *const *xa = (const double *const *)ra.x;
+    const double *const *xb = (const double *const *)rb.x;
+    if (bootstrap_stats(xa, ra.n, xb, rb.n, NCOLS, out->paired, stat, col, N_METRICS,
+                        o->resamples, o->seed, o->level, est, err, errlen) != 0)
+        goto done;
+    for (size_t k = 0; k < N_METRICS; k++) {
         const metric_def_t *d = &METRICS[k];
         compare_metric_t *m = &out->m[out->n_metrics++];
         snprintf(m->name, sizeof m->name, "%s", d->name);
         snprintf(m->label, sizeof m->label, "%s", d->label);
         snprintf(m->unit, sizeof m->unit, "%s", d->unit);
         m->higher_is_better = d->higher_is_better;
-        /* One seed for every metric: the same request draws, so metrics are resampled
-         * jointly and adding one moves no other. */
-        if (compare_bootstrap(ra.x[d->col], ra.n, rb.x[d->col], rb.n, out->paired, d->stat,
-                              o->resamples, o->seed, o->level, &m->est, err, errlen) != 0)
-            goto done;
+        m->est = est[k];
         m->verdict = compare_verdict(&m->est, m->higher_is_better);
     }
     for (size_t k = 0; k < sizeof THROUGHPUT / sizeof THROUGHPUT[0]; k++) {

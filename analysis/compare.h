@@ -18,7 +18,10 @@
  *    a statistic; a resample in which either side has no value is dropped (counted).
  *  - Deterministic: the same inputs, seed and resample count give the same result. Every
  *    metric uses the same seed, so all metrics see the same request draws (resampled
- *    jointly) and adding a metric moves no other.
+ *    jointly) and adding a metric moves no other. compare_runs draws each resample's counts
+ *    once and evaluates every metric from them (each column sorted, counted and summed once
+ *    per resample for its mean and percentiles); each metric's estimate is bit for bit what
+ *    compare_bootstrap gives for it alone with the same seed.
  *  - Verdict for B against A: when the CI excludes 0, "better" if the difference goes the
  *    good way (lower latency, higher throughput), else "worse"; when it includes 0, "no
  *    significant difference"; "n/a" when there is no CI.

@@ -331,6 +331,80 @@ START_TEST(across_databases_and_unpaired) {
 }
 END_TEST
 
+/* One run's requests.COL in req_id order, NULL as NAN (as compare_runs reads them). */
+static double *column(const char *path, int64_t run, const char *col, size_t *n) {
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    char sql[160];
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    snprintf(sql, sizeof sql, "SELECT %s FROM requests WHERE run_id = ?1 ORDER BY req_id", col);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_int64(st, 1, run);
+    double *x = NULL;
+    *n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        x = realloc(x, (*n + 1) * sizeof *x);
+        ck_assert_ptr_nonnull(x);
+        x[(*n)++] = sqlite3_column_type(st, 0) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return x;
+}
+
+static int same_double(double x, double y) { return (isnan(x) && isnan(y)) || x == y; }
+
+/* compare_runs bootstraps all its metrics from one set of draws: each metric's estimate is
+ * bit for bit what compare_bootstrap gives for that column and statistic alone with the same
+ * seed, paired and unpaired (B on another trace), with missing values (rejected requests'
+ * TTFT, one-token TPOT) on the sides. */
+START_TEST(joint_bootstrap_equals_one_metric_at_a_time) {
+    int64_t a = sim(db, "policies/static.lua", "static", 0);
+    int64_t b = sim(db, "policies/continuous.lua", "continuous", 0);
+    char other[256];
+    testutil_gen_trace(other, sizeof other, 200, 3, 8, "lognormal:500:0.8", "uniform:1:4");
+    char keep[256];
+    snprintf(keep, sizeof keep, "%s", trace);
+    snprintf(trace, sizeof trace, "%s", other);
+    int64_t c = sim(db2, "policies/chunked_prefill.lua", "other", 0);
+    snprintf(trace, sizeof trace, "%s", keep);
+    unlink(other);
+    static const char *const cols[] = {"ttft_s", "tpot_s", "e2e_s", "queue_s"};
+    static const char *const names[] = {"ttft", "tpot", "e2e", "queue"};
+    const compare_stat_t st[] = {MEAN, P50, P99};
+    const char *const stname[] = {"mean", "p50", "p99"};
+    for (int pair = 0; pair < 2; pair++) {
+        const char *pb = pair ? db2 : db;
+        int64_t rb = pair ? c : b;
+        compare_result_t *r = compare(db, a, pb, rb, 300, 17);
+        ck_assert_int_eq(r->paired, !pair);
+        for (int k = 0; k < 4; k++) {
+            size_t na, nb;
+            double *xa = column(db, a, cols[k], &na), *xb = column(pb, rb, cols[k], &nb);
+            for (int q = 0; q < 3; q++) {
+                char name[32], err[128];
+                snprintf(name, sizeof name, "%s_%s", names[k], stname[q]);
+                compare_est_t e;
+                ck_assert_int_eq(compare_bootstrap(xa, na, xb, nb, r->paired, st[q], 300, 17,
+                                                   COMPARE_DEFAULT_LEVEL, &e, err, sizeof err),
+                                 0);
+                const compare_est_t *j = &metric(r, name)->est;
+                ck_assert_msg(same_double(j->a, e.a) && same_double(j->b, e.b) &&
+                                  same_double(j->diff, e.diff) &&
+                                  same_double(j->rel_pct, e.rel_pct) &&
+                                  same_double(j->lo, e.lo) && same_double(j->hi, e.hi) &&
+                                  j->dropped == e.dropped && j->resamples == e.resamples,
+                              "%s (%s): joint CI %.17g..%.17g, alone %.17g..%.17g", name,
+                              pair ? "unpaired" : "paired", j->lo, j->hi, e.lo, e.hi);
+            }
+            free(xa);
+            free(xb);
+        }
+        free(r);
+    }
+}
+END_TEST
+
 START_TEST(empty_run_is_an_error) {
     int64_t a = sim(db, "policies/continuous.lua", "a", 0);
     rec_t *w = rec_open(db);
@@ -368,6 +442,7 @@ static Suite *suite(void) {
     tcase_add_test(runs, known_difference_is_significant);
     tcase_add_test(runs, two_seeds_mostly_no_difference);
     tcase_add_test(runs, across_databases_and_unpaired);
+    tcase_add_test(runs, joint_bootstrap_equals_one_metric_at_a_time);
     tcase_add_test(runs, empty_run_is_an_error);
     suite_add_tcase(s, runs);
     return s;
