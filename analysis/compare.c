@@ -280,10 +280,6 @@ static void rows_free(run_rows_t *r) {
     memset(r, 0, sizeof *r);
 }
 
-static double col_or_nan(sqlite3_stmt *st, int col) {
-    return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
-}
-
 static const char SQL_ROWS[] =
     "SELECT req_id, arrival_s, prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s "
     "FROM requests WHERE run_id = ?1 ORDER BY req_id";
@@ -307,10 +303,10 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
     sqlite3_bind_int64(st, 1, s->run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && k < n) {
         r->id[k] = sqlite3_column_int64(st, 0);
-        r->arrival[k] = col_or_nan(st, 1);
+        r->arrival[k] = summary_column_or_nan(st, 1);
         r->prompt[k] = sqlite3_column_int64(st, 2);
         r->output[k] = sqlite3_column_int64(st, 3);
-        for (int c = 0; c < NCOLS; c++) r->x[c][k] = col_or_nan(st, 4 + c);
+        for (int c = 0; c < NCOLS; c++) r->x[c][k] = summary_column_or_nan(st, 4 + c);
         k++;
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) goto sql_error;
@@ -530,12 +526,6 @@ static void json_side(FILE *f, const char *key, const char *path, const summary_
             (long long)s->finished);
 }
 
-static void json_kv(FILE *f, const char *key, double v, const char *after) {
-    fprintf(f, "\"%s\": ", key);
-    report_json_num(f, v);
-    fputs(after, f);
-}
-
 void compare_json(FILE *f, const compare_result_t *r) {
     fputs("{\n", f);
     json_side(f, "a", r->path_a, &r->a);
@@ -549,12 +539,12 @@ void compare_json(FILE *f, const compare_result_t *r) {
         const compare_metric_t *m = &r->m[k];
         const compare_est_t *e = &m->est;
         fprintf(f, "    \"%s\": {", m->name);
-        json_kv(f, "a", e->a, ", ");
-        json_kv(f, "b", e->b, ", ");
-        json_kv(f, "diff", e->diff, ", ");
-        json_kv(f, "rel_pct", e->rel_pct, ", ");
-        json_kv(f, "ci_lo", e->lo, ", ");
-        json_kv(f, "ci_hi", e->hi, ", ");
+        report_json_key_num(f, "a", e->a, ", ");
+        report_json_key_num(f, "b", e->b, ", ");
+        report_json_key_num(f, "diff", e->diff, ", ");
+        report_json_key_num(f, "rel_pct", e->rel_pct, ", ");
+        report_json_key_num(f, "ci_lo", e->lo, ", ");
+        report_json_key_num(f, "ci_hi", e->hi, ", ");
         fprintf(f, "\"dropped\": %d, \"unit\": \"%s\", \"higher_is_better\": %s, "
                 "\"verdict\": \"%s\"}%s\n", e->dropped, m->unit,
                 m->higher_is_better ? "true" : "false", compare_verdict_name(m->verdict),

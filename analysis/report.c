@@ -289,14 +289,6 @@ int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *
 
 /* ---------------------------------------------------------------- printing */
 
-/* Same layout as summary_print's distribution rows, so ITL lines up under them. */
-static const char *fmt_time(char *buf, size_t len, double s) {
-    if (isnan(s)) snprintf(buf, len, "-");
-    else if (fabs(s) < 10) snprintf(buf, len, "%.2f ms", s * 1e3);
-    else snprintf(buf, len, "%.2f s", s);
-    return buf;
-}
-
 static void print_tw(FILE *f, const char *label, const report_tw_t *t, double scale,
                      const char *unit) {
     if (t->n == 0) {
@@ -309,14 +301,11 @@ static void print_tw(FILE *f, const char *label, const report_tw_t *t, double sc
 }
 
 void report_print(FILE *f, const report_t *r) {
-    char m[32], p50[32], p90[32], p95[32], p99[32];
+    char m[32];
     summary_print(f, &r->base);
-    const stats_dist_t *d = &r->itl;
-    if (d->n > 0)
-        fprintf(f, "  %-6s %8zu %11s %11s %11s %11s %11s\n", "ITL", d->n,
-                fmt_time(m, sizeof m, d->mean), fmt_time(p50, sizeof p50, d->p50),
-                fmt_time(p90, sizeof p90, d->p90), fmt_time(p95, sizeof p95, d->p95),
-                fmt_time(p99, sizeof p99, d->p99));
+    /* Same layout as summary_print's distribution rows, so ITL lines up under them. */
+    if (r->itl.n > 0)
+        summary_print_dist(f, "ITL", &r->itl);
     else
         fprintf(f, "  %-6s (no per-token times recorded)\n", "ITL");
     print_tw(f, "KV used", &r->kv_util, 100, "%");
@@ -328,7 +317,7 @@ void report_print(FILE *f, const report_t *r) {
     static const char *const names[] = {"TTFT", "TPOT", "E2E"};
     for (int i = 0; i < 3; i++) {
         if (!slo_set(b[i])) continue;
-        fprintf(f, "%s%s <= %s", sep, names[i], fmt_time(m, sizeof m, b[i]));
+        fprintf(f, "%s%s <= %s", sep, names[i], summary_fmt_time(m, sizeof m, b[i]));
         sep = ", ";
     }
     char att[32] = "-", good[32] = "-";
@@ -353,7 +342,7 @@ void report_json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void json_key_num(FILE *f, const char *key, double v, const char *after) {
+void report_json_key_num(FILE *f, const char *key, double v, const char *after) {
     fprintf(f, "\"%s\": ", key);
     report_json_num(f, v);
     fputs(after, f);
@@ -361,21 +350,21 @@ static void json_key_num(FILE *f, const char *key, double v, const char *after) 
 
 static void json_dist(FILE *f, const char *key, const stats_dist_t *d) {
     fprintf(f, "  \"%s\": {\"n\": %zu, ", key, d->n);
-    json_key_num(f, "mean", d->mean, ", ");
-    json_key_num(f, "p50", d->p50, ", ");
-    json_key_num(f, "p90", d->p90, ", ");
-    json_key_num(f, "p95", d->p95, ", ");
-    json_key_num(f, "p99", d->p99, ", ");
-    json_key_num(f, "min", d->min, ", ");
-    json_key_num(f, "max", d->max, "},\n");
+    report_json_key_num(f, "mean", d->mean, ", ");
+    report_json_key_num(f, "p50", d->p50, ", ");
+    report_json_key_num(f, "p90", d->p90, ", ");
+    report_json_key_num(f, "p95", d->p95, ", ");
+    report_json_key_num(f, "p99", d->p99, ", ");
+    report_json_key_num(f, "min", d->min, ", ");
+    report_json_key_num(f, "max", d->max, "},\n");
 }
 
 static void json_tw(FILE *f, const char *key, const report_tw_t *t) {
     fprintf(f, "  \"%s\": {\"steps\": %zu, ", key, t->n);
-    json_key_num(f, "mean", t->mean, ", ");
-    json_key_num(f, "p50", t->p50, ", ");
-    json_key_num(f, "p99", t->p99, ", ");
-    json_key_num(f, "max", t->max, "},\n");
+    report_json_key_num(f, "mean", t->mean, ", ");
+    report_json_key_num(f, "p50", t->p50, ", ");
+    report_json_key_num(f, "p99", t->p99, ", ");
+    report_json_key_num(f, "max", t->max, "},\n");
 }
 
 void report_json(FILE *f, const report_t *r) {
@@ -392,7 +381,7 @@ void report_json(FILE *f, const report_t *r) {
         else fputs("null", f);
     }
     fputs(", ", f);
-    json_key_num(f, "wall_s", s->wall_s, "},\n");
+    report_json_key_num(f, "wall_s", s->wall_s, "},\n");
     fprintf(f, "  \"requests\": %lld, \"completed\": %lld, \"rejected\": %lld, "
             "\"aborted\": %lld, \"preempted\": %lld, \"preemptions\": %lld, \"steps\": %lld,\n",
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
@@ -401,10 +390,10 @@ void report_json(FILE *f, const report_t *r) {
     fprintf(f, "  \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"cached_tokens\": %lld,\n  ",
             (long long)s->prompt_tokens, (long long)s->output_tokens,
             (long long)s->cached_tokens);
-    json_key_num(f, "makespan_s", s->makespan_s, ",\n  \"throughput\": {");
-    json_key_num(f, "requests_per_s", s->req_per_s, ", ");
-    json_key_num(f, "output_tokens_per_s", s->out_tok_per_s, ", ");
-    json_key_num(f, "total_tokens_per_s", s->tok_per_s, "},\n");
+    report_json_key_num(f, "makespan_s", s->makespan_s, ",\n  \"throughput\": {");
+    report_json_key_num(f, "requests_per_s", s->req_per_s, ", ");
+    report_json_key_num(f, "output_tokens_per_s", s->out_tok_per_s, ", ");
+    report_json_key_num(f, "total_tokens_per_s", s->tok_per_s, "},\n");
     json_dist(f, "ttft_s", &s->ttft);
     json_dist(f, "tpot_s", &s->tpot);
     json_dist(f, "e2e_s", &s->e2e);
@@ -417,10 +406,10 @@ void report_json(FILE *f, const report_t *r) {
         return;
     }
     fputs("  \"slo\": {", f);
-    json_key_num(f, "ttft_s", r->slo.ttft_s, ", ");
-    json_key_num(f, "tpot_s", r->slo.tpot_s, ", ");
-    json_key_num(f, "e2e_s", r->slo.e2e_s, ", ");
+    report_json_key_num(f, "ttft_s", r->slo.ttft_s, ", ");
+    report_json_key_num(f, "tpot_s", r->slo.tpot_s, ", ");
+    report_json_key_num(f, "e2e_s", r->slo.e2e_s, ", ");
     fprintf(f, "\"met\": %lld, ", (long long)r->slo_met);
-    json_key_num(f, "attainment", r->attainment, ", ");
-    json_key_num(f, "goodput_req_per_s", r->goodput, "}\n}\n");
+    report_json_key_num(f, "attainment", r->attainment, ", ");
+    report_json_key_num(f, "goodput_req_per_s", r->goodput, "}\n}\n");
 }

@@ -71,8 +71,10 @@ void report_print(FILE *f, const report_t *r);
 void report_json(FILE *f, const report_t *r);
 
 /* JSON pieces shared with compare: a number (NAN and infinities as null, 17 significant
- * digits so values read back exactly) and a quoted, escaped string. */
+ * digits so values read back exactly), a quoted, escaped string, and `"key": number`
+ * followed by the text after (e.g. ", "). key is written as is (a fixed name). */
 void report_json_num(FILE *f, double v);
 void report_json_str(FILE *f, const char *s);
+void report_json_key_num(FILE *f, const char *key, double v, const char *after);
 
 #endif

@@ -17,7 +17,7 @@ static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col) {
     snprintf(dst, len, "%s", t ? (const char *)t : "");
 }
 
-static double col_double_or_nan(sqlite3_stmt *st, int col) {
+double summary_column_or_nan(sqlite3_stmt *st, int col) {
     return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
 }
 
@@ -282,7 +282,7 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     copy_col(out->model, sizeof out->model, st, 6);
     copy_col(out->hardware, sizeof out->hardware, st, 7);
     copy_col(out->started_at, sizeof out->started_at, st, 8);
-    out->wall_s = col_double_or_nan(st, 9);
+    out->wall_s = summary_column_or_nan(st, 9);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -297,8 +297,8 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     out->preemptions = sqlite3_column_int64(st, 5);
     out->prompt_tokens = sqlite3_column_int64(st, 6);
     out->output_tokens = sqlite3_column_int64(st, 7);
-    double first_arrival = col_double_or_nan(st, 8);
-    double last_finish = col_double_or_nan(st, 9);
+    double first_arrival = summary_column_or_nan(st, 8);
+    double last_finish = summary_column_or_nan(st, 9);
     out->steps = sqlite3_column_int64(st, 10);
     out->cached_tokens = sqlite3_column_int64(st, 11);
     sqlite3_finalize(st);
@@ -328,8 +328,7 @@ done:
 
 /* ---------------------------------------------------------------- printing */
 
-/* Seconds for humans: "12.34 ms" below 10 s, "12.34 s" above, "-" when unknown. */
-static const char *fmt_time(char *buf, size_t len, double s) {
+const char *summary_fmt_time(char *buf, size_t len, double s) {
     if (isnan(s)) snprintf(buf, len, "-");
     else if (fabs(s) < 10) snprintf(buf, len, "%.2f ms", s * 1e3);
     else snprintf(buf, len, "%.2f s", s);
@@ -358,21 +357,19 @@ static const char *fmt_ms_pair(char *buf, size_t len, const stats_dist_t *d) {
     snprintf(buf, len, "%s/%s", fmt_latency(a, sizeof a, d->p50), fmt_latency(b, sizeof b, d->p99));
     return buf;
 }
-
-
-static void print_dist(FILE *f, const char *label, const stats_dist_t *d) {
+void summary_print_dist(FILE *f, const char *label, const stats_dist_t *d) {
     char m[32], p50[32], p90[32], p95[32], p99[32];
     fprintf(f, "  %-6s %8zu %11s %11s %11s %11s %11s\n", label, d->n,
-            fmt_time(m, sizeof m, d->mean), fmt_time(p50, sizeof p50, d->p50),
-            fmt_time(p90, sizeof p90, d->p90), fmt_time(p95, sizeof p95, d->p95),
-            fmt_time(p99, sizeof p99, d->p99));
+            summary_fmt_time(m, sizeof m, d->mean), summary_fmt_time(p50, sizeof p50, d->p50),
+            summary_fmt_time(p90, sizeof p90, d->p90), summary_fmt_time(p95, sizeof p95, d->p95),
+            summary_fmt_time(p99, sizeof p99, d->p99));
 }
 
 void summary_print(FILE *f, const summary_t *s) {
     char a[32], b[32], c[32], d[32];
     fprintf(f, "run       %s (id %lld): %s, %s", s->name, (long long)s->run_id, s->kind,
             s->status);
-    if (!isnan(s->wall_s)) fprintf(f, ", wall %s", fmt_time(a, sizeof a, s->wall_s));
+    if (!isnan(s->wall_s)) fprintf(f, ", wall %s", summary_fmt_time(a, sizeof a, s->wall_s));
     if (s->started_at[0]) fprintf(f, ", started %s", s->started_at);
     fputc('\n', f);
     if (s->error[0]) fprintf(f, "error     %s\n", s->error);
@@ -391,14 +388,14 @@ void summary_print(FILE *f, const summary_t *s) {
                 (long long)s->cached_tokens, (long long)s->prompt_tokens,
                 100.0 * (double)s->cached_tokens / (double)s->prompt_tokens);
     fprintf(f, "makespan  %s: %s req/s, %s output tok/s, %s total tok/s\n",
-            fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
+            summary_fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
             fmt_num(c, sizeof c, s->out_tok_per_s, 1), fmt_num(d, sizeof d, s->tok_per_s, 1));
     fprintf(f, "  %-6s %8s %11s %11s %11s %11s %11s\n", "", "n", "mean", "p50", "p90", "p95",
             "p99");
-    print_dist(f, "TTFT", &s->ttft);
-    print_dist(f, "TPOT", &s->tpot);
-    print_dist(f, "E2E", &s->e2e);
-    print_dist(f, "queue", &s->queue);
+    summary_print_dist(f, "TTFT", &s->ttft);
+    summary_print_dist(f, "TPOT", &s->tpot);
+    summary_print_dist(f, "E2E", &s->e2e);
+    summary_print_dist(f, "queue", &s->queue);
 }
 
 void summary_table_header(FILE *f) {

@@ -22,6 +22,7 @@
 #include "analysis/stats.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 typedef struct {
     int64_t run_id;
@@ -71,8 +72,19 @@ int summary_load(struct sqlite3 *db, int64_t run_id, summary_t *out, char *err, 
 int summary_load_column(struct sqlite3 *db, int64_t run_id, const char *col, double **v,
                         size_t *n, char *err, size_t errlen);
 
+/* Column col of st's current row as a double; NAN when it is NULL. */
+double summary_column_or_nan(struct sqlite3_stmt *st, int col);
+
 /* One screen for humans: times in ms below 10 s, else in s. */
 void summary_print(FILE *f, const summary_t *s);
+
+/* Seconds for humans, as summary_print writes them: "12.34 ms" below 10 s, "12.34 s" above,
+ * "-" for NAN. Writes buf[len] and returns buf. */
+const char *summary_fmt_time(char *buf, size_t len, double s);
+
+/* One distribution row of summary_print ("  LABEL  n  mean p50 p90 p95 p99", times as
+ * summary_fmt_time), for printers whose rows line up under summary_print's. */
+void summary_print_dist(FILE *f, const char *label, const stats_dist_t *d);
 
 /* A compact aligned table, one row per run. */
 void summary_table_header(FILE *f);

@@ -307,6 +307,17 @@ START_TEST(json_and_text_printers) {
     fclose(f);
     ck_assert_ptr_nonnull(strstr(buf, "ITL"));
     ck_assert_ptr_nonnull(strstr(buf, "attainment 50.0%"));
+    /* The ITL row is summary_print's distribution row, lined up under TTFT's. */
+    const char *ttft = strstr(buf, "\n  TTFT "), *itl = strstr(buf, "\n  ITL ");
+    ck_assert(ttft && itl);
+    ck_assert_uint_eq(strcspn(itl + 1, "\n"), strcspn(ttft + 1, "\n"));
+    free(buf);
+    /* The JSON pieces compare uses. */
+    f = open_memstream(&buf, &len);
+    report_json_key_num(f, "ci_lo", 0.1, ", ");
+    report_json_key_num(f, "ci_hi", NAN, "}");
+    fclose(f);
+    ck_assert_str_eq(buf, "\"ci_lo\": 0.10000000000000001, \"ci_hi\": null}");
     free(buf);
 }
 END_TEST

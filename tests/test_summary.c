@@ -355,6 +355,39 @@ START_TEST(test_print) {
 }
 END_TEST
 
+/* The helpers report and compare share: time formatting, a distribution row (report's ITL
+ * row lines up under summary_print's), and a NULL column read as NAN. */
+START_TEST(test_shared_helpers) {
+    char buf[32];
+    ck_assert_str_eq(summary_fmt_time(buf, sizeof buf, NAN), "-");
+    ck_assert_str_eq(summary_fmt_time(buf, sizeof buf, 0.0123), "12.30 ms");
+    ck_assert_str_eq(summary_fmt_time(buf, sizeof buf, 9.999), "9999.00 ms");
+    ck_assert_str_eq(summary_fmt_time(buf, sizeof buf, 12.5), "12.50 s");
+    ck_assert_ptr_eq(summary_fmt_time(buf, sizeof buf, 1), buf);
+
+    stats_dist_t d = {4, 0.725, 0.5, 1.5, 0.65, 1.35, 1.425, 1.485};
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    summary_print_dist(f, "TTFT", &d);
+    fclose(f);
+    ck_assert_str_eq(out, "  TTFT          4   725.00 ms   650.00 ms  1350.00 ms  1425.00 ms"
+                          "  1485.00 ms\n");
+    free(out);
+
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT NULL, 2.5, 3", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert(isnan(summary_column_or_nan(st, 0)));
+    ck_assert(summary_column_or_nan(st, 1) == 2.5);
+    ck_assert(summary_column_or_nan(st, 2) == 3);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+END_TEST
+
 static Suite *summary_suite(void) {
     Suite *s = suite_create("summary");
     TCase *tc = tcase_create("core");
@@ -363,6 +396,7 @@ static Suite *summary_suite(void) {
     tcase_add_test(tc, test_find_run);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_print);
+    tcase_add_test(tc, test_shared_helpers);
     suite_add_tcase(s, tc);
     return s;
 }
