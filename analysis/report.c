@@ -265,14 +265,14 @@ done:
     return ret;
 }
 
-int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
-                char *err, size_t errlen) {
+int report_load_summary(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
+                        char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
+    out->itl = (stats_dist_t){0, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    out->kv_util = out->batch = (report_tw_t){0, NAN, NAN, NAN, NAN};
     out->slo = (report_slo_t){NAN, NAN, NAN};
     out->attainment = out->goodput = NAN;
     if (summary_load(db, run_id, &out->base, err, errlen) != 0) return -1;
-    if (load_itl(db, run_id, &out->itl, err, errlen) != 0) return -1;
-    if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
     if (slo && (slo_set(slo->ttft_s) || slo_set(slo->tpot_s) || slo_set(slo->e2e_s))) {
         out->has_slo = 1;
         out->slo.ttft_s = slo_set(slo->ttft_s) ? slo->ttft_s : NAN;
@@ -284,6 +284,14 @@ int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *
         out->goodput = out->base.makespan_s > 0 ? (double)out->slo_met / out->base.makespan_s
                                                 : NAN;
     }
+    return 0;
+}
+
+int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
+                char *err, size_t errlen) {
+    if (report_load_summary(db, run_id, slo, out, err, errlen) != 0) return -1;
+    if (load_itl(db, run_id, &out->itl, err, errlen) != 0) return -1;
+    if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
     return 0;
 }
 

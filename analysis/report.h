@@ -64,6 +64,13 @@ int report_parse_slo(const char *spec, report_slo_t *slo, char *err, size_t errl
 int report_load(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
                 char *err, size_t errlen);
 
+/* As report_load, but reads only the requests and runs tables: base and the SLO figures
+ * (has_slo, slo, slo_met, attainment, goodput), the same values report_load gives. The
+ * tokens and steps tables are not read: itl, kv_util and batch are left empty (n == 0, the
+ * rest NAN). For callers that need no more, such as sweep, over many runs. */
+int report_load_summary(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo,
+                        report_t *out, char *err, size_t errlen);
+
 /* One screen for humans: summary_print, then ITL, SLOs, KV utilisation and batch size. */
 void report_print(FILE *f, const report_t *r);
 

@@ -406,8 +406,10 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
     for (int i = 0; i < n && rc == 0; i++) {
         if (!pts[i].ok) continue;
         char e[512];
-        if (report_load(db, pts[i].run_id, sw->has_slo ? &sw->slo : NULL, &pts[i].rep, e,
-                        sizeof e) != 0) {
+        /* The summary and the SLO figures are all a point shows or the search uses: the
+         * tokens and steps tables are not read. */
+        if (report_load_summary(db, pts[i].run_id, sw->has_slo ? &sw->slo : NULL,
+                                &pts[i].rep, e, sizeof e) != 0) {
             fprintf(stderr, "twinserve sweep: %s: %s\n", pts[i].name, e);
             pts[i].ok = 0;
         }

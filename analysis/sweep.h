@@ -48,7 +48,8 @@ typedef struct {
     int64_t run_id;          /* in the target database; -1 if no run was recorded */
     int ok;                  /* simulation completed and its report loaded */
     char name[160];
-    report_t rep;            /* valid when ok */
+    report_t rep;            /* valid when ok; by report_load_summary: the summary and the
+                              * SLO figures, no ITL, KV use or batch size (n == 0) */
 } sweep_point_t;
 
 typedef struct {

@@ -252,6 +252,46 @@ START_TEST(itl_and_steps_by_hand) {
 }
 END_TEST
 
+/* report_load_summary gives report_load's summary and SLO figures, bit for bit, without the
+ * per-token and per-step ones (sweep loads every point with it): with and without SLOs, and
+ * with the tokens table gone, which report_load needs and it does not read. */
+START_TEST(load_summary_is_report_load_without_tokens_and_steps) {
+    int64_t run = build_hand();
+    const char *specs[] = {NULL, "ttft=0.5", "ttft=0.5,tpot=0.15,e2e=1.8", "e2e=2.2s"};
+    char err[512];
+    sqlite3 *h;
+    ck_assert_msg(summary_open(db, &h, err, sizeof err) == 0, "%s", err);
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        report_slo_t slo;
+        const report_slo_t *sp = specs[k] ? &slo : NULL;
+        if (specs[k])
+            ck_assert_msg(report_parse_slo(specs[k], &slo, err, sizeof err) == 0, "%s", err);
+        static report_t full, part;
+        ck_assert_msg(report_load(h, run, sp, &full, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(report_load_summary(h, run, sp, &part, err, sizeof err) == 0, "%s", err);
+        ck_assert(memcmp(&full.base, &part.base, sizeof full.base) == 0);
+        ck_assert_int_eq(part.has_slo, full.has_slo);
+        ck_assert(memcmp(&full.slo, &part.slo, sizeof full.slo) == 0);
+        ck_assert_int_eq(part.slo_met, full.slo_met);
+        ck_assert(memcmp(&full.attainment, &part.attainment, sizeof full.attainment) == 0);
+        ck_assert(memcmp(&full.goodput, &part.goodput, sizeof full.goodput) == 0);
+        ck_assert(full.itl.n == 4 && full.kv_util.n == 3 && full.batch.n > 0);
+        ck_assert(part.itl.n == 0 && isnan(part.itl.mean) && isnan(part.itl.p99));
+        ck_assert(part.kv_util.n == 0 && isnan(part.kv_util.mean) && isnan(part.kv_util.max));
+        ck_assert(part.batch.n == 0 && isnan(part.batch.p50));
+    }
+    sqlite3_close(h);
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "DROP TABLE tokens", NULL, NULL, NULL), SQLITE_OK);
+    static report_t r;
+    ck_assert_int_eq(report_load(h, run, NULL, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot read the tokens") != NULL, "%s", err);
+    ck_assert_msg(report_load_summary(h, run, NULL, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(r.base.requests, 6);
+    sqlite3_close(h);
+}
+END_TEST
+
 /* A speculative step emits several tokens at once (one t_s). ITL is the gap between a
  * request's successive emissions, as vLLM's benchmark takes it between streamed chunks: the
  * tokens of one step add no zero gaps (they made a speculative run's ITL p50 read 0 ms).
@@ -395,6 +435,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, percentiles_match_the_requests_table);
     tcase_add_test(tc, slo_attainment_and_goodput_by_hand);
     tcase_add_test(tc, itl_and_steps_by_hand);
+    tcase_add_test(tc, load_summary_is_report_load_without_tokens_and_steps);
     tcase_add_test(tc, itl_counts_emissions_not_tokens);
     tcase_add_test(tc, json_and_text_printers);
     tcase_add_test(tc, views_agree_with_the_summary);
