@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "traces/json.h"
 
 /* ---------------------------------------------------------------- SLO parsing */
 
@@ -340,15 +341,7 @@ void report_json_num(FILE *f, double v) {
     else fprintf(f, "%.17g", v);
 }
 
-void report_json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
+void report_json_str(FILE *f, const char *s) { json_write_str(f, s); }
 
 void report_json_key_num(FILE *f, const char *key, double v, const char *after) {
     fprintf(f, "\"%s\": ", key);

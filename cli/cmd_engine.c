@@ -101,8 +101,8 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_TOPK: return cli_int(a, 0, 1 << 24, &o->top_k);
     case O_TOPP: return cli_double(a, 1e-6, 1, topp);
     case O_SAVE: o->save_tokens = 1; return 1;
-    case O_MAXP: return cli_int(a, 1, 1 << 30, &o->max_prompt);
-    case O_MAXO: return cli_int(a, 1, 1 << 30, &o->max_output);
+    case O_MAXP: return cli_int(a, 1, 1 << 30, &o->trace_opts.max_prompt);
+    case O_MAXO: return cli_int(a, 1, 1 << 30, &o->trace_opts.max_output);
     case O_RATE: return cli_double(a, 1e-9, 1e9, &o->trace_opts.rate_scale);
     case O_START: return cli_double(a, 0, 1e12, &o->trace_opts.start_s);
     case O_DUR: return cli_double(a, 0, 1e12, &o->trace_opts.duration_s);

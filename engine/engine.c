@@ -14,6 +14,7 @@
 #include "engine/spec.h"
 #include "policies/replay.h"
 #include "policies/rng.h"
+#include "traces/json.h"
 #include "traces/recorder.h"
 
 /* Logits of the sampled rows are fp32 [n_sample][vocab]: their buffer is capped at this. */
@@ -49,6 +50,8 @@ typedef struct {
     int32_t *accepted, *drafts_at;   /* per plan entry: accepted drafts; row of its drafts */
     int32_t entry_cap;
     double t0;
+    double ready_s;                  /* since when the loop has had work: the end of the last
+                                      * pass, or the wake-up after an idle wait (host_s) */
     int64_t steps;
     double step_s, sched_s, last_progress;
     int64_t spec_proposed, spec_accepted;
@@ -373,11 +376,15 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
 
 static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
     bk_batch_t b;
+    cost_features_t feat;
     if (build_batch(e, p, &b)) return -1;
+    fwd_batch_features(&b, &feat);
     double start = now_s(e);
     if (fwd_step(e->fwd, &b, e->ids) != 0)
         return FAIL(e, "step %lld: %s", (long long)p->step, fwd_errmsg(e->fwd));
     double end = now_s(e);
+    double host_s = start - e->ready_s;
+    e->ready_s = end;
     double w0 = replay_wall();
     if (take_tokens(e, p, end)) return -1;
     if (sched_commit(e->rp.sched, p, e->accepted, end) != 0)
@@ -388,6 +395,8 @@ static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
         .prefill_tokens = p->prefill_tokens, .decode_tokens = p->decode_tokens,
         .pad_tokens = p->pad_tokens, .num_seqs = p->n, .num_preempted = p->num_preempted,
         .sched_s = sched_s + commit_s,
+        .tokens = feat.tokens, .pass_seqs = feat.seqs, .sampled = feat.sampled,
+        .kv_tokens = feat.kv_tokens, .attn_pairs = feat.attn_pairs, .host_s = host_s,
     };
     e->steps++;
     e->step_s += end - start;
@@ -416,11 +425,7 @@ static void progress(engine_t *e, int final) {
             (long long)e->steps, final ? "\n" : "");
 }
 
-static int clip_and_add(engine_t *e, trace_req_t *q, double now) {
-    if (e->o->max_prompt > 0 && q->prompt_tokens > e->o->max_prompt)
-        q->prompt_tokens = e->o->max_prompt;
-    if (e->o->max_output > 0 && q->output_tokens > e->o->max_output)
-        q->output_tokens = e->o->max_output;
+static int add_request(engine_t *e, trace_req_t *q, double now) {
     if (req_new(e, q)) return -1;
     /* Prompts are synthetic ids, not the trace's texts: prefix hashes would not hold. */
     q->n_hash = 0;
@@ -435,7 +440,7 @@ static int run_loop(engine_t *e) {
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
-            if (clip_and_add(e, &next, now)) return -1;
+            if (add_request(e, &next, now)) return -1;
             have = trace_next(e->rp.trace, &next);
             if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
         }
@@ -459,6 +464,7 @@ static int run_loop(engine_t *e) {
             return replay_stalled(&e->rp, now);
         }
         sleep_until(e, until);
+        e->ready_s = now_s(e);
     }
     progress(e, 1);
     return 0;
@@ -470,7 +476,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     engine_t e = { .o = o };
     memset(res, 0, sizeof *res);
     res->run_id = -1;
-    char trace_desc[1200], hw_desc[128] = "", config[1024];
+    char trace_desc[1200], hw_desc[128] = "", *config = NULL;
+    size_t config_len = 0;
     int rc = replay_init(&e.rp, o->db_path);
     e.rp.on_final = req_final;
     e.rp.final_ud = &e;
@@ -478,8 +485,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
 
     char base[1024];
     replay_describe_trace(o->trace_path, &o->trace_opts, base, sizeof base);
-    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts, max_prompt %d, "
-             "max_output %d", base, o->max_prompt, o->max_output);
+    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts", base);
     snprintf(hw_desc, sizeof hw_desc, "%s", o->backend ? o->backend : "cpu");
     rec_run_info_t early = {
         .name = o->run_name, .kind = "engine", .policy = o->policy_path, .params = "{}",
@@ -503,14 +509,33 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     }
     if (setup_rc == 0) setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
 
-    snprintf(config, sizeof config,
-             "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
-             "\"max_model_len\":%d,\"watermark\":%g,\"backend\":\"%s\",\"threads\":%d,"
-             "\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,\"max_prompt\":%d,"
-             "\"max_output\":%d,\"proposer\":\"ngram\"}",
-             e.num_blocks, o->block_size, o->max_tokens, o->max_seqs, e.max_model_len,
-             o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads,
-             o->temperature, o->top_k, o->top_p, o->max_prompt, o->max_output);
+    /* Everything a replay of this run needs (validate: the simulator on the same workload,
+     * or the engine again with --repeat). */
+    FILE *cf = open_memstream(&config, &config_len);
+    if (!cf) {
+        replay_fail(&e.rp, "out of memory (run config)");
+        goto done;
+    }
+    fprintf(cf, "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
+                "\"max_model_len\":%d,\"watermark\":%.17g,\"backend\":\"%s\",\"threads\":%d,"
+                "\"dtype\":",
+            e.num_blocks, o->block_size, o->max_tokens, o->max_seqs, e.max_model_len,
+            o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads);
+    json_write_str(cf, o->dtype ? o->dtype : "");
+    fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
+                "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,"
+                "\"proposer\":\"ngram\",\"model_spec\":",
+            o->batch_invariant ? "true" : "false", o->temperature, o->top_k, o->top_p,
+            o->trace_opts.max_prompt, o->trace_opts.max_output,
+            o->save_tokens ? "true" : "false");
+    json_write_str(cf, o->model ? o->model : "");
+    fputc(',', cf);
+    replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    fputc('}', cf);
+    if (fclose(cf) != 0 || !config) {
+        replay_fail(&e.rp, "out of memory (run config)");
+        goto done;
+    }
     rec_run_info_t info = early;
     info.params = e.rp.host && !lhost_errmsg(e.rp.host) ? lhost_params_json(e.rp.host) : "{}";
     info.model = e.model_source[0] ? e.model_source : o->model;
@@ -549,5 +574,6 @@ done:
     free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);
     free(e.block_table), free(e.sample_rows), free(e.ids), free(e.sample);
     free(e.scratch_table), free(e.accepted), free(e.drafts_at);
+    free(config);
     return rc;
 }

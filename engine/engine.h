@@ -9,8 +9,10 @@
  *    engine never allocates KV on its own, so memory pressure and preemption are the core's.
  *  - A request's prompt is synthetic token ids of its trace length that depend only on (seed,
  *    request id); generation runs to the trace's output length, ignoring EOS (as vLLM's
- *    benchmark). Lengths may be clipped to fit small models (max_prompt, max_output); the
- *    records hold the clipped lengths and the run's trace column says so.
+ *    benchmark). Lengths may be clipped to fit small models (trace_opts.max_prompt,
+ *    max_output); the records hold the clipped lengths and the run's trace column says so.
+ *  - The run's config JSON holds everything needed to replay it: the scheduler's limits,
+ *    the backend options, the model as given (model_spec) and the workload ("trace").
  *  - Sampling is seeded per request (seed, request id) and per output index, so outputs do
  *    not depend on batching; greedy outputs are identical under every policy.
  *  - Speculative steps verify drafts from an n-gram (prompt-lookup) proposer over the
@@ -47,8 +49,6 @@ typedef struct {
     int32_t top_k;
     float top_p;
     int save_tokens;          /* one tokens row per output token, with its id */
-    int32_t max_prompt;       /* clip prompts to this many tokens (0: no clipping) */
-    int32_t max_output;       /* clip outputs (0: no clipping) */
     int32_t block_size;       /* 16 */
     int32_t max_tokens;       /* per-step token budget (2048) */
     int32_t max_seqs;         /* per-step sequences (64) */

@@ -399,3 +399,12 @@ int32_t fwd_kv_blocks_for(backend_t *b, const model_config_t *c, int32_t block_s
     double n = floor(bytes / (double)per);
     return n > 2147483647.0 ? 2147483647 : (int32_t)n;
 }
+
+void fwd_batch_features(const bk_batch_t *b, cost_features_t *f) {
+    memset(f, 0, sizeof *f);
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        int32_t n = b->seq_start[s + 1] - b->seq_start[s];
+        cost_features_add(f, n, b->seq_len[s] - n, 0);
+    }
+    f->sampled = b->n_sample;   /* a sum: which sequence a row belongs to does not matter */
+}

@@ -20,6 +20,7 @@
 
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "sim/cost.h"
 
 typedef struct {
     int32_t max_tokens;   /* tokens per step */
@@ -45,6 +46,10 @@ int fwd_step(fwd_t *f, const bk_batch_t *batch, int32_t *ids);
 int fwd_logits(fwd_t *f, float *dst);
 
 const model_config_t *fwd_config(const fwd_t *f);
+
+/* The batch's work as the cost models see it (sim/cost.h): each sequence's new tokens and
+ * its context before the step (seq_len - new tokens), and the sampled rows. */
+void fwd_batch_features(const bk_batch_t *b, cost_features_t *f);
 
 /* KV blocks that fit in `bytes` on this backend for the model (all layers). */
 int32_t fwd_kv_blocks_for(backend_t *b, const model_config_t *c, int32_t block_size,

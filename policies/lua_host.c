@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "traces/json.h"
+
 extern const char lhost_prelude_lua[];
 
 enum { HOOK_EVERY = 4096 };
@@ -296,17 +298,6 @@ int lhost_param_str(lhost_t *h, const char *key, char *buf, size_t len) {
     return rc;
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 const char *lhost_params_json(lhost_t *h) {
     lua_State *L = h->L;
     char *buf = NULL;
@@ -320,13 +311,13 @@ const char *lhost_params_json(lhost_t *h) {
             lua_rawgeti(L, -1, i);
             const char *key = lua_tostring(L, -1);
             if (i > 1) fputc(',', f);
-            json_str(f, key ? key : "?");
+            json_write_str(f, key ? key : "?");
             fputc(':', f);
             if (push_param(h, key ? key : "") == 0) {
                 int t = lua_type(L, -1);
                 if (t == LUA_TNUMBER) fprintf(f, "%.17g", lua_tonumber(L, -1));
                 else if (t == LUA_TBOOLEAN) fputs(lua_toboolean(L, -1) ? "true" : "false", f);
-                else if (t == LUA_TSTRING) json_str(f, lua_tostring(L, -1));
+                else if (t == LUA_TSTRING) json_write_str(f, lua_tostring(L, -1));
                 else fputs("null", f);
                 lua_pop(L, 1);
             } else {

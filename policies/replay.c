@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "traces/json.h"
+
 double replay_wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -157,9 +159,22 @@ int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts) {
 }
 
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len) {
-    snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld)", path,
-             t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
-             (long long)t->limit);
+    int n = snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld", path,
+                     t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
+                     (long long)t->limit);
+    if (n >= 0 && (size_t)n < len && (t->max_prompt > 0 || t->max_output > 0))
+        n += snprintf(buf + n, len - (size_t)n, ", max_prompt %d, max_output %d",
+                      t->max_prompt, t->max_output);
+    if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
+}
+
+void replay_trace_json(FILE *f, const char *path, const trace_opts_t *t) {
+    fputs("\"trace\":{\"path\":", f);
+    json_write_str(f, path ? path : "");
+    fprintf(f, ",\"format\":\"%s\",\"rate_scale\":%.17g,\"start_s\":%.17g,"
+               "\"duration_s\":%.17g,\"limit\":%lld,\"max_prompt\":%d,\"max_output\":%d}",
+            trace_format_name(t->format), t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s,
+            t->duration_s, (long long)t->limit, t->max_prompt, t->max_output);
 }
 
 int replay_begin(replay_t *r, const rec_run_info_t *info) {

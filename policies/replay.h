@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "policies/lua_host.h"
 #include "policies/sched.h"
@@ -85,8 +86,13 @@ int replay_param_str(replay_t *r, const char *key, char *out, size_t len);
 /* Builds the scheduler with the loaded policy, its sink writing request rows. */
 int replay_start_sched(replay_t *r, const sched_config_t *cfg);
 int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts);
-/* "PATH (rate_scale X, start S s, duration D s, limit N)" for the runs row. */
+/* "PATH (rate_scale X, start S s, duration D s, limit N[, max_prompt P, max_output O])"
+ * for the runs row's trace column. */
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len);
+/* The workload as a member of the run's config JSON, so that it can be replayed exactly
+ * (validate): "trace":{"path":..,"format":..,"rate_scale":..,"start_s":..,"duration_s":..,
+ * "limit":..,"max_prompt":..,"max_output":..}. */
+void replay_trace_json(FILE *f, const char *path, const trace_opts_t *t);
 
 /* Writes the run row (status running). On failure the recorder's message is the one kept. */
 int replay_begin(replay_t *r, const rec_run_info_t *info);

@@ -21,10 +21,37 @@ typedef struct {
     int32_t n_sampled;  /* positions whose logits are computed (0 for a non-final chunk) */
 } cost_seq_t;
 
+/* The work of one forward pass, summed over its sequences: the features a calibrated cost
+ * model is linear in, and what both executors record per step (steps table, schema 3). A
+ * sequence computing n new tokens after c cached ones (n >= 1; entries with n < 1 count for
+ * nothing) adds
+ *     tokens += n        rows of every token-parallel product (projections, MLP, norms)
+ *     seqs += 1
+ *     sampled += s       rows of the LM head (and the sampler)
+ *     kv_tokens += c + n KV positions attention reads for the sequence (its context after
+ *                        the step: a decode reads every cached position once)
+ *     attn_pairs += n c + n (n + 1) / 2    (query, key) pairs attention scores, causal
+ *                        (token j of the chunk attends to c + j + 1 positions)
+ * so a decode (n = 1) adds c + 1 to both kv_tokens and attn_pairs, and a prompt chunk adds
+ * its quadratic term to attn_pairs only. */
+typedef struct {
+    int64_t tokens, seqs, sampled, kv_tokens, attn_pairs;
+} cost_features_t;
+
+void cost_features(const cost_seq_t *seqs, int32_t n, cost_features_t *f);
+/* Adds one sequence (n new tokens after ctx cached ones, `sampled` rows) to f: the one
+ * place the formulas above live, for executors that describe batches in their own way. */
+void cost_features_add(cost_features_t *f, int64_t n, int64_t ctx, int64_t sampled);
+
 typedef struct cost_model cost_model_t;
 
 struct cost_model {
+    /* the forward pass of the batch, seconds */
     double (*step_time)(const cost_model_t *m, const cost_seq_t *seqs, int32_t n);
+    /* the executor's CPU-side time before a pass of this work (arrivals, the policy, batch
+     * preparation, the previous step's commit and records), seconds; NULL: not modelled
+     * (0), as in the roofline, whose overhead_s is part of step_time */
+    double (*host_time)(const cost_model_t *m, const cost_features_t *f);
     void (*destroy)(cost_model_t *m);
     const char *name;
 };
@@ -67,6 +94,9 @@ int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t
 
 static inline double cost_step_time(const cost_model_t *m, const cost_seq_t *seqs, int32_t n) {
     return m->step_time(m, seqs, n);
+}
+static inline double cost_host_time(const cost_model_t *m, const cost_features_t *f) {
+    return m->host_time ? m->host_time(m, f) : 0.0;
 }
 static inline void cost_free(cost_model_t *m) { if (m) m->destroy(m); }
 

@@ -30,6 +30,8 @@ typedef struct {
     int stopped;          /* a hook asked to stop */
     int64_t steps, hashed_requests;
     double last_progress;
+    cost_features_t feat; /* the step in flight: its target pass's work and host time */
+    double host_s;
 } sim_t;
 
 #define fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
@@ -99,9 +101,10 @@ static int seqs_reserve(sim_t *m, int32_t n) {
     return 0;
 }
 
-/* The target's pass over the whole plan, plus, for speculative policies, the draft model:
- * one pass over the prefills and the first draft token, then k - 1 single-token passes. */
-static double step_cost(sim_t *m, const sched_plan_t *p) {
+/* The target's pass over the whole plan (its features in *f), plus, for speculative
+ * policies, the draft model: one pass over the prefills and the first draft token, then
+ * k - 1 single-token passes. */
+static double step_cost(sim_t *m, const sched_plan_t *p, cost_features_t *f) {
     int32_t n = 0;
     for (int32_t i = 0; i < p->n; i++) {
         const sched_entry_t *e = &p->entries[i];
@@ -111,6 +114,7 @@ static double step_cost(sim_t *m, const sched_plan_t *p) {
     for (int32_t i = 0; i < p->n_pads; i++)
         m->seqs[n++] = (cost_seq_t){ p->pads[i].num_tokens, p->pads[i].ctx,
                                      p->pads[i].ctx > 0 ? p->pads[i].num_tokens : 0 };
+    cost_features(m->seqs, n, f);
     double t = cost_step_time(m->cost, m->seqs, n);
     if (!m->draft_cost) return t;
     int32_t kmax = 0;
@@ -282,6 +286,9 @@ static int run_loop(sim_t *m) {
                     .pad_tokens = plan->pad_tokens, .num_seqs = plan->n,
                     .num_preempted = plan->num_preempted,
                     .sched_s = step_sched + (wall_now() - w0),
+                    .tokens = m->feat.tokens, .pass_seqs = m->feat.seqs,
+                    .sampled = m->feat.sampled, .kv_tokens = m->feat.kv_tokens,
+                    .attn_pairs = m->feat.attn_pairs, .host_s = m->host_s,
                 };
                 if (replay_record_step(&m->rp, &st)) return -1;
                 m->steps++;
@@ -306,10 +313,14 @@ static int run_loop(sim_t *m) {
             step_sched = wall_now() - w0;
             if (plan->n > 0 || plan->n_pads > 0) {
                 if (seqs_reserve(m, plan->n + plan->n_pads)) return -1;
-                double dur = step_cost(m, plan);
-                step_start = now;
+                double dur = step_cost(m, plan, &m->feat);
+                /* The executor's CPU-side work comes before the pass (engine.c measures it
+                 * the same way): decided now, the pass starts host_s later. */
+                m->host_s = cost_host_time(m->cost, &m->feat);
+                step_start = now + m->host_s;
                 busy = 1;
-                if (sim_heap_push(&m->heap, (sim_event_t){ .t = now + dur, .type = SIM_EV_STEP_DONE }))
+                if (sim_heap_push(&m->heap, (sim_event_t){ .t = step_start + dur,
+                                                           .type = SIM_EV_STEP_DONE }))
                     return fail(m, "out of memory (event heap)");
                 break;
             }
@@ -341,10 +352,12 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     preset_model_t model;
     preset_hw_t hw;
     int32_t num_blocks = 0;
+    char *config = NULL;
+    size_t config_len = 0;
     memset(res, 0, sizeof *res);
     res->run_id = -1;
     if (replay_init(&m.rp, o->db_path) != 0) goto done;
-    char trace_desc[1024], hw_desc[128], config[2048];
+    char trace_desc[1024], hw_desc[128];
     replay_describe_trace(o->trace_path, &o->trace_opts, trace_desc, sizeof trace_desc);
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
     rec_run_info_t early = {
@@ -357,18 +370,27 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
 
     /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
-    snprintf(config, sizeof config,
-             "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
-             "\"max_model_len\":%d,\"watermark\":%g,\"gpu_util\":%g,\"tp\":%d,"
-             "\"prefix_caching\":%s,"
-             "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%g,\"bw_eff\":%g,\"attn_eff\":%g,"
-             "\"overhead_s\":%g}%s%s}",
-             num_blocks, o->block_size, o->max_tokens, o->max_seqs,
-             o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
-             o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
-             o->cost.flops_eff, o->cost.bw_eff,
-             o->cost.attn_eff, o->cost.overhead_s, o->config_extra ? "," : "",
-             o->config_extra ? o->config_extra : "");
+    FILE *cf = open_memstream(&config, &config_len);
+    if (!cf) {
+        fail(&m, "out of memory (run config)");
+        goto done;
+    }
+    fprintf(cf, "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
+                "\"max_model_len\":%d,\"watermark\":%.17g,\"gpu_util\":%.17g,\"tp\":%d,"
+                "\"prefix_caching\":%s,"
+                "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
+                "\"attn_eff\":%.17g,\"overhead_s\":%.17g},",
+            num_blocks, o->block_size, o->max_tokens, o->max_seqs,
+            o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
+            o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
+            o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+    replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
+    fputc('}', cf);
+    if (fclose(cf) != 0 || !config) {
+        fail(&m, "out of memory (run config)");
+        goto done;
+    }
     rec_run_info_t info = early;
     info.params = m.rp.host && !lhost_errmsg(m.rp.host) ? lhost_params_json(m.rp.host) : "{}";
     info.model = setup_rc == 0 ? model.name : o->model;
@@ -397,5 +419,6 @@ done:
     sim_heap_free(&m.heap);
     free(m.seqs);
     free(m.accepted);
+    free(config);
     return m.rp.failed ? -1 : 0;
 }

@@ -120,7 +120,9 @@ START_TEST(test_round_trip) {
         rec_step_t st = {.step = i, .start_s = 0.1 * i, .dur_s = 0.05, .prefill_tokens = 100 * i,
                          .decode_tokens = i, .pad_tokens = 0, .num_seqs = i + 1, .kv_used = 7 * i,
                          .kv_total = 64, .num_waiting = 3 - i, .num_preempted = i == 2,
-                         .sched_s = 1e-6};
+                         .sched_s = 1e-6, .tokens = 101 * i, .pass_seqs = i + 1,
+                         .sampled = i, .kv_tokens = 3000000000LL + i,
+                         .attn_pairs = 5000000000LL * i, .host_s = 2e-5};
         ck_assert_msg(rec_step(r, id, &st) == 0, "%s", rec_errmsg(r));
     }
     rec_token_t t0 = {.req_id = 0, .idx = 0, .token_id = 17, .t_s = 1.25};
@@ -183,10 +185,17 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT num_waiting FROM steps WHERE step = 0"), 3);
     ASSERT_NEAR(qdbl(db, "SELECT start_s FROM steps WHERE step = 1"), 0.1);
     ASSERT_NEAR(qdbl(db, "SELECT sched_s FROM steps WHERE step = 1"), 1e-6);
+    /* the forward-pass features, 64-bit where they need it */
+    ck_assert_int_eq(qint(db, "SELECT tokens FROM steps WHERE step = 2"), 202);
+    ck_assert_int_eq(qint(db, "SELECT pass_seqs FROM steps WHERE step = 2"), 3);
+    ck_assert_int_eq(qint(db, "SELECT sampled FROM steps WHERE step = 2"), 2);
+    ck_assert_int_eq(qint(db, "SELECT kv_tokens = 3000000002 FROM steps WHERE step = 2"), 1);
+    ck_assert_int_eq(qint(db, "SELECT attn_pairs = 10000000000 FROM steps WHERE step = 2"), 1);
+    ASSERT_NEAR(qdbl(db, "SELECT host_s FROM steps WHERE step = 1"), 2e-5);
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "2");
+                     "3");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -486,10 +495,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 3 is newer than this twinserve (2)", path);
+             "cannot open database '%s': schema_version 4 is newer than this twinserve (3)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -507,12 +516,32 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 1 is older than this twinserve (2)", path);
+             "cannot open database '%s': schema_version 1 is older than this twinserve (3)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     sqlite3 *old = peek(path);
     ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('requests') "
                                "WHERE name = 'cached_tokens'"), 0);
+    sqlite3_close(old);
+    testutil_unlink_db(path);
+
+    /* A version-2 database (before the steps' forward-pass features): refused as older,
+     * and left as it was. */
+    tmpdb(path, sizeof path);
+    rec_close(open_ok(path));
+    make_foreign(path, "ALTER TABLE steps DROP COLUMN host_s; ALTER TABLE steps DROP COLUMN "
+                       "attn_pairs; ALTER TABLE steps DROP COLUMN kv_tokens; ALTER TABLE steps "
+                       "DROP COLUMN sampled; ALTER TABLE steps DROP COLUMN pass_seqs; ALTER "
+                       "TABLE steps DROP COLUMN tokens; "
+                       "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+    r = rec_open(path);
+    snprintf(want, sizeof want,
+             "cannot open database '%s': schema_version 2 is older than this twinserve (3)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
+    rec_close(r);
+    old = peek(path);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('steps') "
+                               "WHERE name = 'kv_tokens'"), 0);
     sqlite3_close(old);
     testutil_unlink_db(path);
 

@@ -250,8 +250,9 @@ static const char SQL_INS_REQ[] =
     "?19)";
 static const char SQL_INS_STEP[] =
     "INSERT INTO steps(run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, "
-    "pad_tokens, num_seqs, kv_used, kv_total, num_waiting, num_preempted, sched_s) VALUES "
-    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "pad_tokens, num_seqs, kv_used, kv_total, num_waiting, num_preempted, sched_s, tokens, "
+    "pass_seqs, sampled, kv_tokens, attn_pairs, host_s) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 static const char SQL_INS_TOK[] =
     "INSERT INTO tokens(run_id, req_id, idx, token_id, t_s) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -663,6 +664,12 @@ int rec_write_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
     sqlite3_bind_int(st, 11, s->num_waiting);
     sqlite3_bind_int(st, 12, s->num_preempted);
     bind_time(st, 13, s->sched_s);
+    sqlite3_bind_int64(st, 14, s->tokens);
+    sqlite3_bind_int64(st, 15, s->pass_seqs);
+    sqlite3_bind_int64(st, 16, s->sampled);
+    sqlite3_bind_int64(st, 17, s->kv_tokens);
+    sqlite3_bind_int64(st, 18, s->attn_pairs);
+    bind_time(st, 19, s->host_s);
     return step_row(r, st, run_id, "step %lld", (long long)s->step);
 }
 

@@ -68,6 +68,9 @@ typedef struct {
     int32_t num_waiting;       /* queue length after the step */
     int32_t num_preempted;     /* preemptions decided in this step */
     double sched_s;            /* wall time spent in the scheduler for this step */
+    /* the forward pass's work (schema.sql; the executors fill these from cost_features) */
+    int64_t tokens, pass_seqs, sampled, kv_tokens, attn_pairs;
+    double host_s;             /* CPU-side time before the pass (schema.sql) */
 } rec_step_t;
 
 typedef struct {

@@ -1,10 +1,12 @@
--- twinserve record schema, version 2. The single source: the build compiles this file into
+-- twinserve record schema, version 3. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
 -- databases against the tables declared here, taking the version it accepts from the
 -- meta INSERT below.
 --
 -- Versions: 1 the first; 2 added requests.cached_tokens (a version-1 file is refused as
--- older, not reported as lacking the column).
+-- older, not reported as lacking the column); 3 added the steps' forward-pass features
+-- (tokens, pass_seqs, sampled, kv_tokens, attn_pairs) and host_s, which calibrate and
+-- validate read.
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -20,7 +22,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '2');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '3');
 
 -- One row per simulation or engine run. Inserted with status 'running' and committed before
 -- any other row of the run, so a run that crashed stays visible as 'running'.
@@ -102,6 +104,20 @@ CREATE TABLE IF NOT EXISTS steps (
     num_waiting    INTEGER,  -- requests waiting in the queue after the step
     num_preempted  INTEGER,  -- preemptions decided in the step
     sched_s        REAL,     -- wall-clock seconds spent in the scheduler for the step
+    -- The forward pass's work, over every sequence of the pass (padding slots included; a
+    -- speculative policy's draft-model passes are not counted): a sequence computing n new
+    -- tokens after c cached ones adds n to tokens, c + n to kv_tokens and n*c + n(n+1)/2 to
+    -- attn_pairs (sim/cost.h, cost_features).
+    tokens         INTEGER,  -- tokens computed: prefill + decode + pad tokens
+    pass_seqs      INTEGER,  -- sequences in the pass: num_seqs plus padding slots
+    sampled        INTEGER,  -- rows whose logits were computed and sampled
+    kv_tokens      INTEGER,  -- KV positions attention read: each sequence's context after the step
+    attn_pairs     INTEGER,  -- (query, key) pairs attention scored, causal
+    -- CPU-side time before the pass started: arrivals, the policy, batch preparation and
+    -- the previous step's commit and records (engine: measured from the end of the previous
+    -- pass, or from the wake-up after an idle wait; sim: the cost model's host term, 0 for
+    -- the roofline)
+    host_s         REAL,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 

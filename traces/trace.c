@@ -299,7 +299,15 @@ int trace_next(trace_t *t, trace_req_t *out)
         out->prompt_tokens = row.prompt;
         out->output_tokens = row.output;
         out->n_hash = t->n_hash;
-        out->hash_ids = t->n_hash > 0 ? t->hash : NULL;
+        if (o->max_prompt > 0 && out->prompt_tokens > o->max_prompt) {
+            out->prompt_tokens = o->max_prompt;
+            int32_t blocks = (o->max_prompt + TRACE_MOONCAKE_HASH_BLOCK - 1) /
+                             TRACE_MOONCAKE_HASH_BLOCK;
+            if (out->n_hash > blocks) out->n_hash = blocks;
+        }
+        if (o->max_output > 0 && out->output_tokens > o->max_output)
+            out->output_tokens = o->max_output;
+        out->hash_ids = out->n_hash > 0 ? t->hash : NULL;
         out->line = t->lineno;
         t->emitted++;
         /* Ids are int32 in trace_req_t: a longer replay must be cut with --limit. */

@@ -13,6 +13,9 @@
  *    (an out-of-order row is an error naming file and line).
  *  - arrival_s is seconds from the replay start: (t - t_first - start_s) / rate_scale, where
  *    t_first is the first data row's timestamp.
+ *  - Lengths come out clipped to max_prompt / max_output when those are set (the engine's
+ *    small models; the simulator replaying an engine run does the same), and the prefix
+ *    hash ids to the blocks of the clipped prompt.
  *  - A malformed row stops the reader: trace_next returns -1 and trace_errmsg says
  *    "FILE:LINE: what is wrong". Rows that the format defines as failed requests (BurstGPT
  *    rows with 0 response tokens) are skipped and counted, not errors.
@@ -40,6 +43,8 @@ typedef struct {
     double start_s;        /* skip requests earlier than t_first + start_s */
     double duration_s;     /* stop after t_first + start_s + duration_s; <= 0: no limit */
     int64_t limit;         /* at most this many requests; <= 0: no limit */
+    int32_t max_prompt;    /* clip prompts to this many tokens (small models); <= 0: no */
+    int32_t max_output;    /* clip outputs likewise */
 } trace_opts_t;
 
 /* Tokens covered by one Mooncake hash id (the FAST'25 release's block size). */
