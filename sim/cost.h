@@ -5,8 +5,9 @@
  * how many tokens of context are already in its KV cache, and how many positions are sampled
  * (logits through the LM head). Padding slots of static batching are ordinary entries.
  *
- * Invariants: cost_step_time is a pure function of the batch (no hidden state), >= 0, and
- * an empty batch costs 0. The model object is owned by its creator (cost_free). */
+ * Invariants: cost_step_time is a pure function of the batch's features (no hidden
+ * state), >= 0, and an empty batch costs 0. The model object is owned by its creator
+ * (cost_free). */
 #ifndef TWIN_COST_H
 #define TWIN_COST_H
 
@@ -45,9 +46,11 @@ void cost_features_add(cost_features_t *f, int64_t n, int64_t ctx, int64_t sampl
 
 typedef struct cost_model cost_model_t;
 
+/* Every model is a function of the features alone: a batch's sequences matter only
+ * through their sums, so a recorded step (which keeps the sums) can be costed again. */
 struct cost_model {
-    /* the forward pass of the batch, seconds */
-    double (*step_time)(const cost_model_t *m, const cost_seq_t *seqs, int32_t n);
+    /* the forward pass of this work, seconds (0 when f->tokens == 0) */
+    double (*pass_time)(const cost_model_t *m, const cost_features_t *f);
     /* the executor's CPU-side time before a pass of this work (arrivals, the policy, batch
      * preparation, the previous step's commit and records), seconds; NULL: not modelled
      * (0), as in the roofline, whose overhead_s is part of step_time */
@@ -92,8 +95,13 @@ typedef struct {
 int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t n,
                           cost_breakdown_t *out);
 
+static inline double cost_pass_time(const cost_model_t *m, const cost_features_t *f) {
+    return m->pass_time(m, f);
+}
 static inline double cost_step_time(const cost_model_t *m, const cost_seq_t *seqs, int32_t n) {
-    return m->step_time(m, seqs, n);
+    cost_features_t f;
+    cost_features(seqs, n, &f);
+    return m->pass_time(m, &f);
 }
 static inline double cost_host_time(const cost_model_t *m, const cost_features_t *f) {
     return m->host_time ? m->host_time(m, f) : 0.0;

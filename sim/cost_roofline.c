@@ -51,8 +51,9 @@
  *
  * Speed: step_time is called ~1e5 times per simulated trace, so every per-model constant is
  * precomputed in the object, a layer is evaluated once and multiplied by n_layers (all
- * layers are the same), and the per-sequence loop only accumulates four sums. No allocation
- * per call. */
+ * layers are the same), and it reads only the batch's sums (cost_features: T = tokens,
+ * S = sampled, sum n_i (c_i + (n_i + 1)/2) = attn_pairs, sum (c_i + n_i) = kv_tokens). No
+ * allocation per call. */
 #include "sim/cost.h"
 
 #include <math.h>
@@ -108,18 +109,10 @@ static inline void acc_add_scaled(acc_t *dst, const acc_t *src, double k) {
     dst->t_comm += k * src->t_comm;
 }
 
-/* Evaluates the batch into a (zeroed by the caller). Returns the step time in seconds. */
-static double roofline_eval(const roofline_t *r, const cost_seq_t *seqs, int32_t n, acc_t *a) {
-    double T = 0, S = 0, attn_pairs = 0, attended = 0;
-    for (int32_t i = 0; i < n; i++) {
-        /* Entries with no new token compute nothing (the contract says n_new >= 1). */
-        if (seqs[i].n_new <= 0) continue;
-        double nn = seqs[i].n_new, c = seqs[i].ctx > 0 ? seqs[i].ctx : 0;
-        T += nn;
-        S += seqs[i].n_sampled > 0 ? seqs[i].n_sampled : 0;
-        attn_pairs += nn * (c + 0.5 * (nn + 1.0));
-        attended += c + nn;
-    }
+/* Evaluates the work into a (zeroed by the caller). Returns the step time in seconds. */
+static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t *a) {
+    const double T = (double)f->tokens, S = (double)f->sampled;
+    const double attn_pairs = (double)f->attn_pairs, attended = (double)f->kv_tokens;
     if (T == 0) return 0.0;
     const double d = r->d, b = r->b;
     const double act = T * d * b;  /* one d-wide activation of the step, bytes */
@@ -148,9 +141,9 @@ static double roofline_eval(const roofline_t *r, const cost_seq_t *seqs, int32_t
     return a->t_compute + a->t_memory + a->t_comm + r->p.overhead_s;
 }
 
-static double roofline_step_time(const cost_model_t *m, const cost_seq_t *seqs, int32_t n) {
+static double roofline_pass_time(const cost_model_t *m, const cost_features_t *f) {
     acc_t a = {0};
-    return roofline_eval((const roofline_t *)m, seqs, n, &a);
+    return roofline_eval((const roofline_t *)m, f, &a);
 }
 
 static void roofline_destroy(cost_model_t *m) { free(m); }
@@ -209,7 +202,7 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     if (cost_roofline_check(m, hw, p, NULL, 0) != 0) goto fail;
     r = calloc(1, sizeof *r);
     if (!r) goto fail;
-    r->base.step_time = roofline_step_time;
+    r->base.pass_time = roofline_pass_time;
     r->base.destroy = roofline_destroy;
     r->base.name = "roofline";
     r->m = *m;
@@ -244,10 +237,12 @@ fail:
 
 int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t n,
                           cost_breakdown_t *out) {
-    if (!m || m->step_time != roofline_step_time) return -1;
+    if (!m || m->pass_time != roofline_pass_time) return -1;
     const roofline_t *r = (const roofline_t *)m;
     acc_t a = {0};
-    double t = roofline_eval(r, seqs, n, &a);
+    cost_features_t f;
+    cost_features(seqs, n, &f);
+    double t = roofline_eval(r, &f, &a);
     memset(out, 0, sizeof *out);
     out->flops = a.flops;
     out->bytes = a.bytes;

@@ -50,6 +50,28 @@ START_TEST(test_defaults) {
 }
 END_TEST
 
+/* The features of a batch, by hand: a decode at context 9, a prompt chunk of 4 after 6
+ * cached tokens with no logits, a whole prompt of 3, and an entry with nothing to compute. */
+START_TEST(test_features_by_hand) {
+    cost_seq_t b[4] = {{1, 9, 1}, {4, 6, 0}, {3, 0, 1}, {0, 50, 1}};
+    cost_features_t f;
+    cost_features(b, 4, &f);
+    ck_assert_int_eq(f.tokens, 1 + 4 + 3);
+    ck_assert_int_eq(f.seqs, 3);
+    ck_assert_int_eq(f.sampled, 2);
+    ck_assert_int_eq(f.kv_tokens, 10 + 10 + 3);
+    /* decode: 1 x 9 + 1; chunk: 4 x 6 + (7 + 8 + 9 + 10 = 6 x 4 + 10); prompt: 1 + 2 + 3 */
+    ck_assert_int_eq(f.attn_pairs, 10 + (7 + 8 + 9 + 10) + (1 + 2 + 3));
+    cost_features(NULL, 0, &f);
+    ck_assert(f.tokens == 0 && f.seqs == 0 && f.sampled == 0 && f.kv_tokens == 0 &&
+              f.attn_pairs == 0);
+    /* 64-bit sums: a 100k-token prompt after 100k cached tokens */
+    cost_seq_t big = {100000, 100000, 1};
+    cost_features(&big, 1, &f);
+    ck_assert(f.attn_pairs == 100000LL * 100000 + 100000LL * 100001 / 2);
+}
+END_TEST
+
 START_TEST(test_empty_batch) {
     cost_model_t *m = tiny_model();
     ck_assert(cost_step_time(m, NULL, 0) == 0.0);
@@ -270,13 +292,13 @@ START_TEST(test_check) {
 }
 END_TEST
 
-static double fake_step(const cost_model_t *m, const cost_seq_t *s, int32_t n) {
-    (void)m, (void)s;
-    return n;
+static double fake_pass(const cost_model_t *m, const cost_features_t *f) {
+    (void)m;
+    return (double)f->seqs;
 }
 
 START_TEST(test_explain_other_model) {
-    cost_model_t fake = {fake_step, NULL, "fake"};
+    cost_model_t fake = {.pass_time = fake_pass, .name = "fake"};
     cost_breakdown_t b;
     ck_assert_int_eq(cost_roofline_explain(&fake, NULL, 0, &b), -1);
 }
@@ -308,6 +330,7 @@ static Suite *cost_suite(void) {
     Suite *s = suite_create("cost");
     TCase *tc = tcase_create("roofline");
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_features_by_hand);
     tcase_add_test(tc, test_empty_batch);
     tcase_add_test(tc, test_hand_decode);
     tcase_add_test(tc, test_hand_prefill);
