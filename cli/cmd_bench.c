@@ -218,9 +218,9 @@ done:
 
 /* Matrix parameters of the layers (the projections and the MLP): 2 FLOPs each per token. */
 static double layer_matrix_params(const model_config_t *c) {
-    double dim = c->dim, q = (double)c->n_heads * c->head_dim;
-    double kv = (double)c->n_kv_heads * c->head_dim, hid = c->hidden_dim;
-    return c->n_layers * (dim * q + 2 * dim * kv + q * dim + 3 * dim * hid);
+    preset_model_t p;
+    model_preset_shape(c, "bench", 4, &p);
+    return preset_model_layer_matrix_params(&p);
 }
 
 static double attention_flops(const model_config_t *c, double n) {

@@ -73,6 +73,22 @@ double model_params(const model_config_t *c) {
     return emb + c->n_layers * per_layer + c->dim + (c->tied ? 0 : emb);
 }
 
+void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype_bytes,
+                        preset_model_t *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->n_layers = c->n_layers;
+    out->d_model = c->dim;
+    out->n_heads = c->n_heads;
+    out->n_kv_heads = c->n_kv_heads;
+    out->head_dim = c->head_dim;
+    out->d_ff = c->hidden_dim;
+    out->vocab = c->vocab;
+    out->max_seq = c->max_seq;
+    out->tied_embeddings = c->tied;
+    out->dtype_bytes = dtype_bytes;
+}
+
 size_t model_body_floats(const model_config_t *c) {
     size_t sz[9], n = (size_t)c->vocab * (size_t)c->dim + (size_t)c->dim;
     layer_sizes(c, sz);

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/presets.h"
+
 typedef struct {
     int32_t dim;          /* d_model */
     int32_t n_layers;
@@ -87,6 +89,11 @@ int model_config_check(const model_config_t *c, const char *what, char *err, siz
 
 /* Parameters (counting lm_head once when tied), and fp32 bytes of weights. */
 double model_params(const model_config_t *c);
+
+/* The model's shape as a simulator preset (sim/presets.h) named `name`, with weights and KV
+ * of dtype_bytes each: how the simulator and the cost models see an engine model. */
+void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype_bytes,
+                        preset_model_t *out);
 
 /* Allocates a model for a checked configuration: one 64-byte-aligned arena of fp32 weights
  * (uninitialised) laid out in llama2.c's order (tok_emb, then each per-layer tensor for all

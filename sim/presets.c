@@ -101,15 +101,23 @@ const preset_hw_t *preset_hw_find(const char *name) {
 
 /* ---- derived figures ------------------------------------------------------------------ */
 
-double preset_model_params(const preset_model_t *m) {
+double preset_model_layer_matrix_params(const preset_model_t *m) {
     double d = m->d_model, hd = m->head_dim;
     double q = (double)m->n_heads * hd, kv = (double)m->n_kv_heads * hd;
     double attn = d * q + 2.0 * d * kv + q * d;  /* wq, wk, wv, wo */
     double mlp = 3.0 * d * m->d_ff;              /* SwiGLU: gate, up, down */
+    return m->n_layers * (attn + mlp);
+}
+
+double preset_model_lm_params(const preset_model_t *m) { return (double)m->vocab * m->d_model; }
+
+double preset_model_params(const preset_model_t *m) {
+    double d = m->d_model;
     double norms = 2.0 * d;                      /* RMSNorm before attention and MLP */
-    double embed = (double)m->vocab * d;
+    double embed = preset_model_lm_params(m);
     double head = m->tied_embeddings ? 0.0 : embed;
-    return embed + m->n_layers * (attn + mlp + norms) + d /* final norm */ + head;
+    return embed + preset_model_layer_matrix_params(m) + m->n_layers * norms +
+           d /* final norm */ + head;
 }
 
 double preset_model_weight_bytes(const preset_model_t *m) {

@@ -54,6 +54,11 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);
 /* Derived figures. */
 double preset_model_params(const preset_model_t *m);       /* total parameters */
 double preset_model_weight_bytes(const preset_model_t *m);
+/* The matrix parameters each token multiplies through the layers (Q, K, V, O, gate, up,
+ * down of every layer: 2 FLOPs each per token), and the LM head's (vocab x d_model, 2 FLOPs
+ * each per sampled row). The cost models' GEMM terms are in these units. */
+double preset_model_layer_matrix_params(const preset_model_t *m);
+double preset_model_lm_params(const preset_model_t *m);
 /* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes. */
 double preset_model_kv_bytes_per_token(const preset_model_t *m);
 
