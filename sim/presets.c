@@ -18,8 +18,6 @@
  * name without its directory and extension. */
 #include "sim/presets.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -179,149 +177,31 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
 
 /* ---- preset files --------------------------------------------------------------------- */
 
-enum { KEY_NAME, KEY_INT, KEY_DOUBLE };
-
-typedef struct {
-    const char *key;
-    int type;
-    size_t offset;  /* into the preset struct */
-    int required;
-} key_spec_t;
-
-static const key_spec_t model_keys[] = {
-    {"name", KEY_NAME, offsetof(preset_model_t, name), 0},
-    {"n_layers", KEY_INT, offsetof(preset_model_t, n_layers), 1},
-    {"d_model", KEY_INT, offsetof(preset_model_t, d_model), 1},
-    {"n_heads", KEY_INT, offsetof(preset_model_t, n_heads), 1},
-    {"n_kv_heads", KEY_INT, offsetof(preset_model_t, n_kv_heads), 0},
-    {"head_dim", KEY_INT, offsetof(preset_model_t, head_dim), 0},
-    {"d_ff", KEY_INT, offsetof(preset_model_t, d_ff), 1},
-    {"vocab", KEY_INT, offsetof(preset_model_t, vocab), 1},
-    {"max_seq", KEY_INT, offsetof(preset_model_t, max_seq), 0},
-    {"tied_embeddings", KEY_INT, offsetof(preset_model_t, tied_embeddings), 0},
-    {"dtype_bytes", KEY_INT, offsetof(preset_model_t, dtype_bytes), 0},
+const kv_spec_t preset_model_keys[] = {
+    {"name", KV_NAME, offsetof(preset_model_t, name), 0},
+    {"n_layers", KV_INT, offsetof(preset_model_t, n_layers), 1},
+    {"d_model", KV_INT, offsetof(preset_model_t, d_model), 1},
+    {"n_heads", KV_INT, offsetof(preset_model_t, n_heads), 1},
+    {"n_kv_heads", KV_INT, offsetof(preset_model_t, n_kv_heads), 0},
+    {"head_dim", KV_INT, offsetof(preset_model_t, head_dim), 0},
+    {"d_ff", KV_INT, offsetof(preset_model_t, d_ff), 1},
+    {"vocab", KV_INT, offsetof(preset_model_t, vocab), 1},
+    {"max_seq", KV_INT, offsetof(preset_model_t, max_seq), 0},
+    {"tied_embeddings", KV_INT, offsetof(preset_model_t, tied_embeddings), 0},
+    {"dtype_bytes", KV_INT, offsetof(preset_model_t, dtype_bytes), 0},
 };
-#define N_MODEL_KEYS ((int)(sizeof model_keys / sizeof model_keys[0]))
+const int preset_model_n_keys = (int)(sizeof preset_model_keys / sizeof preset_model_keys[0]);
 
-static const key_spec_t hw_keys[] = {
-    {"name", KEY_NAME, offsetof(preset_hw_t, name), 0},
-    {"mem_bw", KEY_DOUBLE, offsetof(preset_hw_t, mem_bw), 1},
-    {"flops", KEY_DOUBLE, offsetof(preset_hw_t, flops), 1},
-    {"mem_bytes", KEY_DOUBLE, offsetof(preset_hw_t, mem_bytes), 1},
-    {"link_bw", KEY_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
+const kv_spec_t preset_hw_keys[] = {
+    {"name", KV_NAME, offsetof(preset_hw_t, name), 0},
+    {"mem_bw", KV_DOUBLE, offsetof(preset_hw_t, mem_bw), 1},
+    {"flops", KV_DOUBLE, offsetof(preset_hw_t, flops), 1},
+    {"mem_bytes", KV_DOUBLE, offsetof(preset_hw_t, mem_bytes), 1},
+    {"link_bw", KV_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
 };
-#define N_HW_KEYS ((int)(sizeof hw_keys / sizeof hw_keys[0]))
+const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 
 #define MAX_KEYS 16
-#define NAME_CAP 48  /* sizeof preset_*_t.name */
-
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
-    return s;
-}
-
-/* Parses one value into the field described by k. -1 with "PATH:LINE: ..." in err. */
-static int set_value(const key_spec_t *k, const char *val, void *obj, const char *path,
-                     int line, char *err, size_t errlen) {
-    char *field = (char *)obj + k->offset;
-    char *end = NULL;
-    if (k->type == KEY_NAME) {
-        if (strlen(val) >= NAME_CAP)
-            return fail(err, errlen, "%s:%d: name '%s' is longer than %d characters", path,
-                        line, val, NAME_CAP - 1);
-        memcpy(field, val, strlen(val) + 1);
-        return 0;
-    }
-    errno = 0;
-    if (k->type == KEY_INT) {
-        long long v = strtoll(val, &end, 10);
-        if (end == val || *end != '\0') {
-            /* "1.5" or "4e3" parse as numbers but not as integers: say which. */
-            char *dend = NULL;
-            strtod(val, &dend);
-            if (dend != val && *dend == '\0')
-                return fail(err, errlen, "%s:%d: '%s' is not an integer (%s)", path, line,
-                            val, k->key);
-            return fail(err, errlen, "%s:%d: '%s' is not a number", path, line, val);
-        }
-        if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
-            return fail(err, errlen, "%s:%d: '%s' is out of range for %s", path, line, val,
-                        k->key);
-        int32_t v32 = (int32_t)v;
-        memcpy(field, &v32, sizeof v32);
-        return 0;
-    }
-    double v = strtod(val, &end);
-    if (end == val || *end != '\0' || !isfinite(v))
-        return fail(err, errlen, "%s:%d: '%s' is not a number", path, line, val);
-    memcpy(field, &v, sizeof v);
-    return 0;
-}
-
-/* Reads a key = value file into obj (which the caller zeroed). seen[i] says whether
- * keys[i] was given. 0, or -1 with the message in err. */
-static int load_file(const char *path, const key_spec_t *keys, int nkeys, void *obj,
-                     int *seen, char *err, size_t errlen) {
-    int rc = -1, lineno = 0;
-    char buf[1024];
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto done;
-    }
-    while (fgets(buf, sizeof buf, f)) {
-        lineno++;
-        size_t len = strlen(buf);
-        if (len == sizeof buf - 1 && buf[len - 1] != '\n' && !feof(f)) {
-            fail(err, errlen, "%s:%d: line longer than %d characters", path, lineno,
-                 (int)sizeof buf - 2);
-            goto done;
-        }
-        char *hash = strchr(buf, '#');
-        if (hash) *hash = '\0';
-        char *line = trim(buf);
-        if (!*line) continue;
-        char *eq = strchr(line, '=');
-        if (!eq) {
-            fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, line);
-            goto done;
-        }
-        *eq = '\0';
-        char *key = trim(line), *val = trim(eq + 1);
-        int ki = -1;
-        for (int i = 0; i < nkeys; i++)
-            if (strcmp(keys[i].key, key) == 0) ki = i;
-        if (ki < 0) {
-            fail(err, errlen, "%s:%d: unknown key '%s'", path, lineno, key);
-            goto done;
-        }
-        if (seen[ki]) {
-            fail(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
-            goto done;
-        }
-        if (!*val) {
-            fail(err, errlen, "%s:%d: empty value for '%s'", path, lineno, key);
-            goto done;
-        }
-        if (set_value(&keys[ki], val, obj, path, lineno, err, errlen) != 0) goto done;
-        seen[ki] = 1;
-    }
-    if (ferror(f)) {
-        fail(err, errlen, "%s: read error", path);
-        goto done;
-    }
-    for (int i = 0; i < nkeys; i++)
-        if (keys[i].required && !seen[i]) {
-            fail(err, errlen, "%s: missing required key '%s'", path, keys[i].key);
-            goto done;
-        }
-    rc = 0;
-done:
-    if (f) fclose(f);
-    return rc;
-}
 
 /* The file name without directory and extension, as the default preset name. */
 static void name_from_path(const char *path, char *name) {
@@ -329,15 +209,9 @@ static void name_from_path(const char *path, char *name) {
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');
     size_t n = (dot && dot != base) ? (size_t)(dot - base) : strlen(base);
-    if (n >= NAME_CAP) n = NAME_CAP - 1;
+    if (n >= KV_NAME_CAP) n = KV_NAME_CAP - 1;
     memcpy(name, base, n);
     name[n] = '\0';
-}
-
-static int key_index(const key_spec_t *keys, int nkeys, const char *key) {
-    for (int i = 0; i < nkeys; i++)
-        if (strcmp(keys[i].key, key) == 0) return i;
-    return -1;
 }
 
 /* A word that names no built-in and no existing file gets the list of built-in names (a
@@ -388,28 +262,31 @@ int preset_model_get(const char *name, preset_model_t *out, char *err, size_t er
              name, names);
         goto done;
     }
-    if (load_file(name, model_keys, N_MODEL_KEYS, &m, seen, err, errlen) != 0) goto done;
-    if (!seen[key_index(model_keys, N_MODEL_KEYS, "name")]) name_from_path(name, m.name);
-    if (!seen[key_index(model_keys, N_MODEL_KEYS, "n_kv_heads")]) m.n_kv_heads = m.n_heads;
-    if (!seen[key_index(model_keys, N_MODEL_KEYS, "max_seq")]) m.max_seq = 2048;
-    if (!seen[key_index(model_keys, N_MODEL_KEYS, "dtype_bytes")]) m.dtype_bytes = 2;
-    if (!seen[key_index(model_keys, N_MODEL_KEYS, "head_dim")]) {
-        if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) {
-            fail(err, errlen, "%s: head_dim not given and d_model (%d) is not a multiple of "
-                 "n_heads (%d)", name, (int)m.d_model, (int)m.n_heads);
-            goto done;
-        }
-        m.head_dim = m.d_model / m.n_heads;
-    }
-    char verr[256];
-    if (preset_model_validate(&m, verr, sizeof verr) != 0) {
-        fail(err, errlen, "%s: %s", name, verr);
-        goto done;
-    }
+    kv_table_t t = {preset_model_keys, preset_model_n_keys, &m, seen};
+    if (kvfile_read(name, &t, 1, NULL, NULL, err, errlen) != 0) goto done;
+    if (!kvfile_seen(&t, "name")) name_from_path(name, m.name);
+    if (preset_model_complete(&m, &t, name, err, errlen) != 0) goto done;
     *out = m;
     rc = 0;
 done:
     return rc;
+}
+
+int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *what, char *err,
+                          size_t errlen) {
+    if (!kvfile_seen(t, "n_kv_heads")) m->n_kv_heads = m->n_heads;
+    if (!kvfile_seen(t, "max_seq")) m->max_seq = 2048;
+    if (!kvfile_seen(t, "dtype_bytes")) m->dtype_bytes = 2;
+    if (!kvfile_seen(t, "head_dim")) {
+        if (m->n_heads <= 0 || m->d_model % m->n_heads != 0)
+            return fail(err, errlen, "%s: head_dim not given and d_model (%d) is not a "
+                        "multiple of n_heads (%d)", what, (int)m->d_model, (int)m->n_heads);
+        m->head_dim = m->d_model / m->n_heads;
+    }
+    char verr[256];
+    if (preset_model_validate(m, verr, sizeof verr) != 0)
+        return fail(err, errlen, "%s: %s", what, verr);
+    return 0;
 }
 
 int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) {
@@ -434,8 +311,9 @@ int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) 
              "path)", name, names);
         goto done;
     }
-    if (load_file(name, hw_keys, N_HW_KEYS, &hw, seen, err, errlen) != 0) goto done;
-    if (!seen[key_index(hw_keys, N_HW_KEYS, "name")]) name_from_path(name, hw.name);
+    kv_table_t t = {preset_hw_keys, preset_hw_n_keys, &hw, seen};
+    if (kvfile_read(name, &t, 1, NULL, NULL, err, errlen) != 0) goto done;
+    if (!kvfile_seen(&t, "name")) name_from_path(name, hw.name);
     char verr[256];
     if (preset_hw_validate(&hw, verr, sizeof verr) != 0) {
         fail(err, errlen, "%s: %s", name, verr);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/kvfile.h"
+
 typedef struct {
     char name[48];
     int32_t n_layers;
@@ -44,6 +46,18 @@ const preset_hw_t *preset_hw_at(int i);
  * Returns 0, or -1 with a message "FILE:LINE: ..." in err. */
 int preset_model_get(const char *name, preset_model_t *out, char *err, size_t errlen);
 int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen);
+
+/* The preset files' keys (kvfile.h tables over preset_model_t / preset_hw_t), for files
+ * that embed a shape or hardware figures (cost files). */
+extern const kv_spec_t preset_model_keys[];
+extern const int preset_model_n_keys;
+extern const kv_spec_t preset_hw_keys[];
+extern const int preset_hw_n_keys;
+/* After a file's keys were read into m through table t: the optional keys' defaults
+ * (n_kv_heads = n_heads, head_dim = d_model / n_heads, max_seq 2048, dtype_bytes 2), then
+ * preset_model_validate. `what` names the file in messages. 0 or -1. */
+int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *what, char *err,
+                          size_t errlen);
 
 /* Checks a shape or a hardware record: positive sizes, n_heads a multiple of n_kv_heads,
  * dtype_bytes 1, 2 or 4, finite positive figures. Returns 0, or -1 with a message in err

@@ -164,7 +164,7 @@ START_TEST(test_model_file_errors) {
     ck_assert_str_eq(err, want);
 
     ck_assert_int_eq(load_model_text("# c\nn_layers = abc\n", &m, path, err), -1);
-    snprintf(want, sizeof want, "%s:2: 'abc' is not a number", path);
+    snprintf(want, sizeof want, "%s:2: 'abc' is not a number (n_layers)", path);
     ck_assert_str_eq(err, want);
 
     ck_assert_int_eq(load_model_text("n_layers = 1.5\n", &m, path, err), -1);
@@ -235,7 +235,7 @@ START_TEST(test_hw_file) {
     ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
         "mem_bw = 2.0T\n"));
     ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
-    snprintf(want, sizeof want, "%s:1: '2.0T' is not a number", path);
+    snprintf(want, sizeof want, "%s:1: '2.0T' is not a number (mem_bw)", path);
     ck_assert_str_eq(err, want);
     unlink(path);
 
