@@ -77,6 +77,47 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
 cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
                                 const cost_roofline_params_t *p);
 
+/* The calibrated model (sim/cost_linear.c), physically the roofline's terms with measured
+ * rates instead of datasheet peaks and guessed efficiencies:
+ *
+ *   pass = step_s                        fixed per pass: launches, thread wake-ups
+ *        + seq_s x seqs                  per sequence: block tables, per-sequence kernels
+ *        + layer_params x gemm(tokens)   the layers' products (and every token-parallel op)
+ *        + lm_params x gemm(sampled)     the LM head's product, over the sampled rows
+ *        + sampled_s x sampled           the sampler, per row
+ *        + kv_token_s x kv_tokens        attention reading each sequence's cached K/V
+ *        + attn_pair_s x attn_pairs      attention's scores and weighted sums
+ *   host = host_step_s + host_seq_s x seqs + host_token_s x tokens   (cost_host_time)
+ *
+ * gemm(M) is the time per matrix parameter of a product of M rows: measured at knot row
+ * counts (knot_rows, ascending, >= 1) and linear between them; flat below the first knot
+ * (a product's weights are read once, whatever the rows: memory-bound), proportional to M
+ * beyond the last (compute-bound: the last knot's rate per row), and 0 for M = 0 (a
+ * step that samples nothing skips the LM head). Every coefficient is >= 0 and gemm is
+ * non-decreasing in M, so more work never costs less. */
+#define COST_MAX_KNOTS 64
+
+typedef struct {
+    double step_s, seq_s, sampled_s, kv_token_s, attn_pair_s;
+    double layer_params, lm_params;   /* matrix parameters (presets.h), for the GEMM terms */
+    int32_t n_knots;
+    double knot_rows[COST_MAX_KNOTS]; /* ascending, >= 1 */
+    double knot_s[COST_MAX_KNOTS];    /* gemm at each knot: seconds per parameter */
+    double host_step_s, host_seq_s, host_token_s;
+} cost_linear_params_t;
+
+/* 0, or -1 with a message naming the field (negative or non-finite values, knots not
+ * ascending or below 1, gemm decreasing, no knots, no parameters). */
+int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen);
+/* Copies p; NULL when out of memory or when cost_linear_check fails. */
+cost_model_t *cost_linear_new(const cost_linear_params_t *p);
+/* The interpolation weights of gemm(rows) on the knots (w[n_knots], most are 0): gemm(M)
+ * = sum_k w[k] knot_s[k]. The fit builds its design matrix with the same weights. */
+void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double rows,
+                              double *w);
+/* The parameters of a linear model (NULL when m is not one). */
+const cost_linear_params_t *cost_linear_params(const cost_model_t *m);
+
 /* Where a roofline step's time goes, per device (teaching output, tests). */
 typedef struct {
     double flops;           /* FLOPs on one device */

@@ -1,0 +1,407 @@
+/* cost_file: see cost_file.h. */
+#include "sim/cost_file.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "traces/json.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* What a file is, read before its kind is known. */
+typedef struct {
+    int32_t format;
+    char kind[KV_TEXT_CAP];
+} head_t;
+
+/* The keys of cost_file_t itself; which are required depends on the kind (checked after). */
+#define CF(f) offsetof(cost_file_t, f)
+static const kv_spec_t own_keys[] = {
+    {"fitted_for", KV_TEXT, CF(fitted_for), 0}, {"source", KV_TEXT, CF(source), 0},
+    {"fitted_at", KV_TEXT, CF(fitted_at), 0}, {"version", KV_TEXT, CF(version), 0},
+    /* kind = linear */
+    {"step_s", KV_DOUBLE, CF(lin.step_s), 0}, {"seq_s", KV_DOUBLE, CF(lin.seq_s), 0},
+    {"sampled_s", KV_DOUBLE, CF(lin.sampled_s), 0},
+    {"kv_token_s", KV_DOUBLE, CF(lin.kv_token_s), 0},
+    {"attn_pair_s", KV_DOUBLE, CF(lin.attn_pair_s), 0},
+    {"layer_params", KV_DOUBLE, CF(lin.layer_params), 0},
+    {"lm_params", KV_DOUBLE, CF(lin.lm_params), 0},
+    {"host_step_s", KV_DOUBLE, CF(lin.host_step_s), 0},
+    {"host_seq_s", KV_DOUBLE, CF(lin.host_seq_s), 0},
+    {"host_token_s", KV_DOUBLE, CF(lin.host_token_s), 0},
+    {"fit_points", KV_DOUBLE, CF(fit_points), 0},
+    {"fit_median_err", KV_DOUBLE, CF(fit_median_err), 0},
+    {"cv_median_err", KV_DOUBLE, CF(cv_median_err), 0},
+    {"cv_p90_err", KV_DOUBLE, CF(cv_p90_err), 0},
+    {"range_tokens", KV_DOUBLE, CF(range_tokens), 0},
+    {"range_seqs", KV_DOUBLE, CF(range_seqs), 0},
+    {"range_kv_tokens", KV_DOUBLE, CF(range_kv_tokens), 0},
+    {"range_attn_pairs", KV_DOUBLE, CF(range_attn_pairs), 0},
+    /* kind = roofline */
+    {"flops_eff", KV_DOUBLE, CF(roof.flops_eff), 0}, {"bw_eff", KV_DOUBLE, CF(roof.bw_eff), 0},
+    {"attn_eff", KV_DOUBLE, CF(roof.attn_eff), 0},
+    {"overhead_s", KV_DOUBLE, CF(roof.overhead_s), 0},
+};
+#define N_OWN ((int)(sizeof own_keys / sizeof own_keys[0]))
+static const char *const linear_required[] = {
+    "step_s", "seq_s", "sampled_s", "kv_token_s", "attn_pair_s",
+};
+static const char *const roofline_required[] = {"flops_eff", "bw_eff", "attn_eff", "overhead_s"};
+static const char *const linear_only[] = {
+    "step_s", "seq_s", "sampled_s", "kv_token_s", "attn_pair_s", "layer_params", "lm_params",
+    "host_step_s", "host_seq_s", "host_token_s",
+};
+static const char *const roofline_only[] = {"flops_eff", "bw_eff", "attn_eff", "overhead_s"};
+
+/* Keys no table holds: format, kind and the two knot lists. */
+typedef struct {
+    cost_file_t *cf;
+    head_t head;
+    int n_rows, n_s;
+    int have_format, have_kind;
+} read_ctx_t;
+
+/* "1, 2, 4" -> v[*n]; -1 with a message. */
+static int parse_list(const char *key, const char *val, double *v, int *n, char *msg,
+                      size_t len) {
+    const char *p = val;
+    *n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !isfinite(x))
+            return fail(msg, len, "%s: item %d is not a number ('%s')", key, *n + 1, val);
+        if (*n == COST_MAX_KNOTS)
+            return fail(msg, len, "%s: more than %d items", key, COST_MAX_KNOTS);
+        v[(*n)++] = x;
+        while (*end == ' ' || *end == '\t') end++;
+        if (*end == '\0') return 0;
+        if (*end != ',') return fail(msg, len, "%s: expected ',' between items ('%s')", key, val);
+        p = end + 1;
+    }
+}
+
+static int other_key(void *ud, const char *key, const char *val, char *msg, size_t len) {
+    read_ctx_t *x = ud;
+    if (!strcmp(key, "format")) {
+        char *end;
+        long v = strtol(val, &end, 10);
+        if (*end || end == val) return fail(msg, len, "format '%s' is not an integer", val);
+        x->head.format = (int32_t)v;
+        x->have_format = 1;
+        return 1;
+    }
+    if (!strcmp(key, "kind")) {
+        snprintf(x->head.kind, sizeof x->head.kind, "%s", val);
+        x->have_kind = 1;
+        return 1;
+    }
+    if (!strcmp(key, "gemm_rows"))
+        return parse_list(key, val, x->cf->lin.knot_rows, &x->n_rows, msg, len) ? -1 : 1;
+    if (!strcmp(key, "gemm_s_per_param"))
+        return parse_list(key, val, x->cf->lin.knot_s, &x->n_s, msg, len) ? -1 : 1;
+    return 0;
+}
+
+static int seen_any(const kv_table_t *t, const char *const *keys, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (kvfile_seen(t, keys[i])) return (int)i;
+    return -1;
+}
+
+static double rel_diff(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
+
+int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) {
+    memset(cf, 0, sizeof *cf);
+    cf->fit_points = cf->fit_median_err = cf->cv_median_err = cf->cv_p90_err = NAN;
+    cf->range_tokens = cf->range_seqs = cf->range_kv_tokens = cf->range_attn_pairs = NAN;
+    cost_roofline_defaults(&cf->roof);
+    snprintf(cf->path, sizeof cf->path, "%s", path);
+    /* the hardware keys are required of roofline files only: checked below */
+    kv_spec_t hw_keys[8];
+    int n_hw = 0;
+    for (int i = 0; i < preset_hw_n_keys && n_hw < 8; i++) {
+        if (!strcmp(preset_hw_keys[i].key, "name")) continue;   /* the model's name */
+        hw_keys[n_hw] = preset_hw_keys[i];
+        hw_keys[n_hw++].required = 0;
+    }
+    int seen_model[32], seen_own[N_OWN], seen_hw[8];
+    kv_table_t t[3] = {
+        {preset_model_keys, preset_model_n_keys, &cf->model, seen_model},
+        {own_keys, N_OWN, cf, seen_own},
+        {hw_keys, n_hw, &cf->hw, seen_hw},
+    };
+    read_ctx_t x = {.cf = cf};
+    if (kvfile_read(path, t, 3, other_key, &x, err, errlen) != 0) return -1;
+    if (!x.have_format) return fail(err, errlen, "%s: missing required key 'format'", path);
+    if (x.head.format != 1)
+        return fail(err, errlen, "%s: format %d is not one this twinserve reads (1)", path,
+                    (int)x.head.format);
+    if (!x.have_kind) return fail(err, errlen, "%s: missing required key 'kind'", path);
+    if (!strcmp(x.head.kind, "linear")) cf->kind = COST_FILE_LINEAR;
+    else if (!strcmp(x.head.kind, "roofline")) cf->kind = COST_FILE_ROOFLINE;
+    else
+        return fail(err, errlen, "%s: kind '%s' is not linear or roofline", path, x.head.kind);
+    if (!kvfile_seen(&t[0], "name")) snprintf(cf->model.name, sizeof cf->model.name, "cost-file");
+    if (preset_model_complete(&cf->model, &t[0], path, err, errlen) != 0) return -1;
+
+    int lin = cf->kind == COST_FILE_LINEAR, i;
+    const char *const *req = lin ? linear_required : roofline_required;
+    size_t n_req = lin ? sizeof linear_required / sizeof *linear_required
+                       : sizeof roofline_required / sizeof *roofline_required;
+    for (size_t k = 0; k < n_req; k++)
+        if (!kvfile_seen(&t[1], req[k]))
+            return fail(err, errlen, "%s: missing required key '%s' (kind %s)", path, req[k],
+                        x.head.kind);
+    if (lin) {
+        if ((i = seen_any(&t[1], roofline_only, sizeof roofline_only / sizeof *roofline_only)) >= 0)
+            return fail(err, errlen, "%s: key '%s' belongs to a roofline cost file, this one "
+                        "is kind linear", path, roofline_only[i]);
+        for (int k = 0; k < n_hw; k++)
+            if (seen_hw[k])
+                return fail(err, errlen, "%s: key '%s' belongs to a roofline cost file, this "
+                            "one is kind linear", path, hw_keys[k].key);
+        if (x.n_rows == 0) return fail(err, errlen, "%s: missing required key 'gemm_rows'", path);
+        if (x.n_s == 0)
+            return fail(err, errlen, "%s: missing required key 'gemm_s_per_param'", path);
+        if (x.n_rows != x.n_s)
+            return fail(err, errlen, "%s: gemm_rows has %d knots but gemm_s_per_param %d", path,
+                        x.n_rows, x.n_s);
+        cf->lin.n_knots = x.n_rows;
+        double lp = preset_model_layer_matrix_params(&cf->model);
+        double hp = preset_model_lm_params(&cf->model);
+        if (kvfile_seen(&t[1], "layer_params") && rel_diff(cf->lin.layer_params, lp) > 1e-9)
+            return fail(err, errlen, "%s: layer_params %.17g does not match the model shape's "
+                        "%.17g", path, cf->lin.layer_params, lp);
+        if (kvfile_seen(&t[1], "lm_params") && rel_diff(cf->lin.lm_params, hp) > 1e-9)
+            return fail(err, errlen, "%s: lm_params %.17g does not match the model shape's "
+                        "%.17g", path, cf->lin.lm_params, hp);
+        cf->lin.layer_params = lp;
+        cf->lin.lm_params = hp;
+        char m[256];
+        if (cost_linear_check(&cf->lin, m, sizeof m) != 0)
+            return fail(err, errlen, "%s: %s", path, m);
+    } else {
+        if ((i = seen_any(&t[1], linear_only, sizeof linear_only / sizeof *linear_only)) >= 0 ||
+            x.n_rows || x.n_s)
+            return fail(err, errlen, "%s: key '%s' belongs to a linear cost file, this one is "
+                        "kind roofline", path, i >= 0 ? linear_only[i] : "gemm_rows");
+        static const char *const hw_required[] = {"mem_bw", "flops", "mem_bytes"};
+        for (size_t k = 0; k < sizeof hw_required / sizeof *hw_required; k++)
+            if (!kvfile_seen(&t[2], hw_required[k]))
+                return fail(err, errlen, "%s: missing required key '%s' (kind roofline)", path,
+                            hw_required[k]);
+        snprintf(cf->hw.name, sizeof cf->hw.name, "%s", cf->model.name);
+        char m[256];
+        if (cost_roofline_check(&cf->model, &cf->hw, &cf->roof, m, sizeof m) != 0)
+            return fail(err, errlen, "%s: %s", path, m);
+    }
+    const struct { const char *key; double v; } info[] = {
+        {"fit_points", cf->fit_points}, {"fit_median_err", cf->fit_median_err},
+        {"cv_median_err", cf->cv_median_err}, {"cv_p90_err", cf->cv_p90_err},
+        {"range_tokens", cf->range_tokens}, {"range_seqs", cf->range_seqs},
+        {"range_kv_tokens", cf->range_kv_tokens}, {"range_attn_pairs", cf->range_attn_pairs},
+    };
+    for (size_t k = 0; k < sizeof info / sizeof *info; k++)
+        if (!isnan(info[k].v) && info[k].v < 0)
+            return fail(err, errlen, "%s: %s must be >= 0 (got %g)", path, info[k].key,
+                        info[k].v);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ writing */
+
+static void put_num(FILE *f, const char *key, double v) {
+    if (!isnan(v)) fprintf(f, "%s = %.17g\n", key, v);
+}
+
+static void put_list(FILE *f, const char *key, const double *v, int32_t n) {
+    fprintf(f, "%s = ", key);
+    for (int32_t k = 0; k < n; k++) fprintf(f, "%s%.17g", k ? ", " : "", v[k]);
+    fputc('\n', f);
+}
+
+static void put_text(FILE *f, const char *key, const char *v) {
+    /* '#' starts a comment in this syntax and a newline ends the value: keep both out */
+    if (!v || !*v) return;
+    fprintf(f, "%s = ", key);
+    for (const char *p = v; *p; p++) fputc(*p == '#' || *p == '\n' || *p == '\r' ? ' ' : *p, f);
+    fputc('\n', f);
+}
+
+static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
+    if (comment) {
+        const char *p = comment;
+        while (*p) {
+            const char *nl = strchr(p, '\n');
+            size_t n = nl ? (size_t)(nl - p) : strlen(p);
+            fprintf(f, "# %.*s\n", (int)n, p);
+            p += n + (nl ? 1 : 0);
+        }
+    }
+    fprintf(f, "format = 1\nkind = %s\n", cf->kind == COST_FILE_LINEAR ? "linear" : "roofline");
+    put_text(f, "fitted_for", cf->fitted_for);
+    put_text(f, "source", cf->source);
+    put_text(f, "fitted_at", cf->fitted_at);
+    put_text(f, "version", cf->version);
+    const preset_model_t *m = &cf->model;
+    fprintf(f, "\n# the model's shape\n");
+    put_text(f, "name", m->name);
+    fprintf(f, "n_layers = %d\nd_model = %d\nn_heads = %d\nn_kv_heads = %d\nhead_dim = %d\n"
+               "d_ff = %d\nvocab = %d\nmax_seq = %d\ntied_embeddings = %d\ndtype_bytes = %d\n",
+            m->n_layers, m->d_model, m->n_heads, m->n_kv_heads, m->head_dim, m->d_ff, m->vocab,
+            m->max_seq, m->tied_embeddings, m->dtype_bytes);
+    if (cf->kind == COST_FILE_LINEAR) {
+        const cost_linear_params_t *p = &cf->lin;
+        fprintf(f, "\n# the forward pass (seconds; sim/cost.h has the formula)\n");
+        put_num(f, "step_s", p->step_s);
+        put_num(f, "seq_s", p->seq_s);
+        put_num(f, "sampled_s", p->sampled_s);
+        put_num(f, "kv_token_s", p->kv_token_s);
+        put_num(f, "attn_pair_s", p->attn_pair_s);
+        put_num(f, "layer_params", p->layer_params);
+        put_num(f, "lm_params", p->lm_params);
+        put_list(f, "gemm_rows", p->knot_rows, p->n_knots);
+        put_list(f, "gemm_s_per_param", p->knot_s, p->n_knots);
+        fprintf(f, "\n# the CPU-side time before each pass (seconds)\n");
+        put_num(f, "host_step_s", p->host_step_s);
+        put_num(f, "host_seq_s", p->host_seq_s);
+        put_num(f, "host_token_s", p->host_token_s);
+    } else {
+        fprintf(f, "\n# the hardware and the roofline's efficiencies\n");
+        put_num(f, "mem_bw", cf->hw.mem_bw);
+        put_num(f, "flops", cf->hw.flops);
+        put_num(f, "mem_bytes", cf->hw.mem_bytes);
+        put_num(f, "link_bw", cf->hw.link_bw);
+        put_num(f, "flops_eff", cf->roof.flops_eff);
+        put_num(f, "bw_eff", cf->roof.bw_eff);
+        put_num(f, "attn_eff", cf->roof.attn_eff);
+        put_num(f, "overhead_s", cf->roof.overhead_s);
+    }
+    if (!isnan(cf->fit_points) || !isnan(cf->range_tokens))
+        fprintf(f, "\n# the fit (relative errors) and the largest fitted point\n");
+    put_num(f, "fit_points", cf->fit_points);
+    put_num(f, "fit_median_err", cf->fit_median_err);
+    put_num(f, "cv_median_err", cf->cv_median_err);
+    put_num(f, "cv_p90_err", cf->cv_p90_err);
+    put_num(f, "range_tokens", cf->range_tokens);
+    put_num(f, "range_seqs", cf->range_seqs);
+    put_num(f, "range_kv_tokens", cf->range_kv_tokens);
+    put_num(f, "range_attn_pairs", cf->range_attn_pairs);
+}
+
+int cost_file_write(const char *path, const cost_file_t *cf, const char *comment, char *err,
+                    size_t errlen) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    write_body(f, cf, comment);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        unlink(tmp);
+        return fail(err, errlen, "%s: write error", path);
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ using */
+
+cost_model_t *cost_file_model(const cost_file_t *cf, int32_t tp, char *err, size_t errlen) {
+    cost_model_t *m = NULL;
+    char msg[256];
+    if (cf->kind == COST_FILE_LINEAR) {
+        if (tp != 1) {
+            fail(err, errlen, "%s: a linear cost model is fitted at one tensor-parallel degree "
+                 "(1); --tp %d needs a model fitted at tp %d", cf->path, (int)tp, (int)tp);
+            return NULL;
+        }
+        if (cost_linear_check(&cf->lin, msg, sizeof msg) != 0) {
+            fail(err, errlen, "%s: %s", cf->path, msg);
+            return NULL;
+        }
+        m = cost_linear_new(&cf->lin);
+    } else {
+        cost_roofline_params_t p = cf->roof;
+        p.tp = tp;
+        if (cost_roofline_check(&cf->model, &cf->hw, &p, msg, sizeof msg) != 0) {
+            fail(err, errlen, "%s: %s", cf->path, msg);
+            return NULL;
+        }
+        m = cost_roofline_new(&cf->model, &cf->hw, &p);
+    }
+    if (!m) fail(err, errlen, "out of memory (cost model)");
+    return m;
+}
+
+static void json_num(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.17g", key, v);
+}
+
+void cost_file_json(FILE *f, const cost_file_t *cf) {
+    fprintf(f, "{\"model\":\"%s\",\"file\":",
+            cf->kind == COST_FILE_LINEAR ? "linear" : "roofline");
+    json_write_str(f, cf->path);
+    fputs(",\"fitted_for\":", f);
+    json_write_str(f, cf->fitted_for);
+    fputs(",\"source\":", f);
+    json_write_str(f, cf->source);
+    if (cf->kind == COST_FILE_LINEAR) {
+        const cost_linear_params_t *p = &cf->lin;
+        json_num(f, "step_s", p->step_s);
+        json_num(f, "seq_s", p->seq_s);
+        json_num(f, "sampled_s", p->sampled_s);
+        json_num(f, "kv_token_s", p->kv_token_s);
+        json_num(f, "attn_pair_s", p->attn_pair_s);
+        json_num(f, "host_step_s", p->host_step_s);
+        json_num(f, "host_seq_s", p->host_seq_s);
+        json_num(f, "host_token_s", p->host_token_s);
+        fputs(",\"gemm_rows\":[", f);
+        for (int32_t k = 0; k < p->n_knots; k++) fprintf(f, "%s%.17g", k ? "," : "", p->knot_rows[k]);
+        fputs("],\"gemm_s_per_param\":[", f);
+        for (int32_t k = 0; k < p->n_knots; k++) fprintf(f, "%s%.17g", k ? "," : "", p->knot_s[k]);
+        fputc(']', f);
+    } else {
+        json_num(f, "mem_bw", cf->hw.mem_bw);
+        json_num(f, "flops", cf->hw.flops);
+        json_num(f, "flops_eff", cf->roof.flops_eff);
+        json_num(f, "bw_eff", cf->roof.bw_eff);
+        json_num(f, "attn_eff", cf->roof.attn_eff);
+        json_num(f, "overhead_s", cf->roof.overhead_s);
+    }
+    json_num(f, "cv_median_err", cf->cv_median_err);
+    json_num(f, "cv_p90_err", cf->cv_p90_err);
+    fputc('}', f);
+}
+
+int cost_file_same_shape(const preset_model_t *a, const preset_model_t *b, char *err,
+                         size_t errlen) {
+    const struct { const char *key; int32_t x, y; } f[] = {
+        {"n_layers", a->n_layers, b->n_layers}, {"d_model", a->d_model, b->d_model},
+        {"n_heads", a->n_heads, b->n_heads}, {"n_kv_heads", a->n_kv_heads, b->n_kv_heads},
+        {"head_dim", a->head_dim, b->head_dim}, {"d_ff", a->d_ff, b->d_ff},
+        {"vocab", a->vocab, b->vocab}, {"tied_embeddings", a->tied_embeddings, b->tied_embeddings},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].x != f[i].y)
+            return fail(err, errlen, "%s %d vs %d", f[i].key, (int)f[i].x, (int)f[i].y);
+    return 0;
+}

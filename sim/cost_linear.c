@@ -1,0 +1,124 @@
+/* cost_linear: the calibrated step-cost model (cost.h has its formula). Fitted by
+ * sim/fit.c from a profile or a measured run, read from and written to cost files by
+ * sim/cost_file.c. A call is a handful of multiply-adds and two knot lookups (binary
+ * search), as cheap as the roofline. */
+#include "sim/cost.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    cost_model_t base;   /* first, so a cost_model_t * is the object */
+    cost_linear_params_t p;
+} linear_t;
+
+void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double rows,
+                              double *w) {
+    memset(w, 0, sizeof *w * (size_t)n_knots);
+    if (!(rows > 0) || n_knots < 1) return;
+    if (rows <= knot_rows[0]) {              /* memory-bound floor */
+        w[0] = 1;
+        return;
+    }
+    if (rows >= knot_rows[n_knots - 1]) {    /* compute-bound: the last rate per row */
+        w[n_knots - 1] = rows / knot_rows[n_knots - 1];
+        return;
+    }
+    int32_t lo = 0, hi = n_knots - 1;        /* knot_rows[lo] < rows < knot_rows[hi] */
+    while (hi - lo > 1) {
+        int32_t mid = (lo + hi) / 2;
+        if (knot_rows[mid] <= rows) lo = mid;
+        else hi = mid;
+    }
+    double a = (rows - knot_rows[lo]) / (knot_rows[hi] - knot_rows[lo]);
+    w[lo] = 1 - a;
+    w[hi] = a;
+}
+
+static double gemm(const cost_linear_params_t *p, double rows) {
+    double w[COST_MAX_KNOTS], t = 0;
+    cost_linear_gemm_weights(p->knot_rows, p->n_knots, rows, w);
+    for (int32_t k = 0; k < p->n_knots; k++) t += w[k] * p->knot_s[k];
+    return t;
+}
+
+static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) {
+    const cost_linear_params_t *p = &((const linear_t *)m)->p;
+    if (f->tokens <= 0) return 0.0;
+    return p->step_s + p->seq_s * (double)f->seqs +
+           p->layer_params * gemm(p, (double)f->tokens) +
+           p->lm_params * gemm(p, (double)f->sampled) + p->sampled_s * (double)f->sampled +
+           p->kv_token_s * (double)f->kv_tokens + p->attn_pair_s * (double)f->attn_pairs;
+}
+
+static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
+    const cost_linear_params_t *p = &((const linear_t *)m)->p;
+    if (f->tokens <= 0) return 0.0;
+    return p->host_step_s + p->host_seq_s * (double)f->seqs +
+           p->host_token_s * (double)f->tokens;
+}
+
+static void linear_destroy(cost_model_t *m) { free(m); }
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
+    const struct { const char *name; double v; } terms[] = {
+        {"step_s", p->step_s}, {"seq_s", p->seq_s}, {"sampled_s", p->sampled_s},
+        {"kv_token_s", p->kv_token_s}, {"attn_pair_s", p->attn_pair_s},
+        {"layer_params", p->layer_params}, {"lm_params", p->lm_params},
+        {"host_step_s", p->host_step_s}, {"host_seq_s", p->host_seq_s},
+        {"host_token_s", p->host_token_s},
+    };
+    for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
+        if (!isfinite(terms[i].v) || terms[i].v < 0)
+            return fail(err, errlen, "%s must be a finite number >= 0 (got %g)", terms[i].name,
+                        terms[i].v);
+    if (!(p->layer_params > 0))
+        return fail(err, errlen, "layer_params must be > 0 (the model's layer matrix "
+                    "parameters)");
+    if (p->n_knots < 1 || p->n_knots > COST_MAX_KNOTS)
+        return fail(err, errlen, "gemm_rows must hold 1 to %d knots (got %d)", COST_MAX_KNOTS,
+                    (int)p->n_knots);
+    for (int32_t k = 0; k < p->n_knots; k++) {
+        if (!isfinite(p->knot_rows[k]) || p->knot_rows[k] < 1 ||
+            (k > 0 && !(p->knot_rows[k] > p->knot_rows[k - 1])))
+            return fail(err, errlen, "gemm_rows must be ascending row counts >= 1 (knot %d is "
+                        "%g)", (int)k + 1, p->knot_rows[k]);
+        if (!isfinite(p->knot_s[k]) || p->knot_s[k] < 0)
+            return fail(err, errlen, "gemm_s_per_param must be finite numbers >= 0 (knot %d "
+                        "is %g)", (int)k + 1, p->knot_s[k]);
+        if (k > 0 && p->knot_s[k] < p->knot_s[k - 1])
+            return fail(err, errlen, "gemm_s_per_param must not decrease with the rows (knot "
+                        "%d: %g after %g): a product of more rows cannot take less time",
+                        (int)k + 1, p->knot_s[k], p->knot_s[k - 1]);
+    }
+    return 0;
+}
+
+cost_model_t *cost_linear_new(const cost_linear_params_t *p) {
+    if (cost_linear_check(p, NULL, 0) != 0) return NULL;
+    linear_t *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->base.pass_time = linear_pass_time;
+    l->base.host_time = linear_host_time;
+    l->base.destroy = linear_destroy;
+    l->base.name = "linear";
+    l->p = *p;
+    return &l->base;
+}
+
+const cost_linear_params_t *cost_linear_params(const cost_model_t *m) {
+    return m && m->pass_time == linear_pass_time ? &((const linear_t *)m)->p : NULL;
+}
