@@ -556,8 +556,8 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
     if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return fail(&p, "%s is not a folder", o->out_dir);
     p.runs = calloc(n, sizeof *p.runs);
-    /* two CDFs, a timeline per run, kv_queue and latency_rate */
-    figs = calloc(n + 4, sizeof *figs);
+    /* three CDFs, a timeline per run, kv_queue and latency_rate */
+    figs = calloc(n + 5, sizeof *figs);
     if (!p.runs || !figs) {
         fail(&p, "out of memory");
         goto done;
@@ -570,6 +570,9 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
     before = res->figures;
     if (plot_cdf(&p, "tpot_s", "tpot", "TPOT", &res->figures)) goto done;
     if (res->figures > before) snprintf(figs[nfig++], sizeof figs[0], "cdf_tpot");
+    before = res->figures;
+    if (plot_cdf(&p, "e2e_s", "e2e", "E2E", &res->figures)) goto done;
+    if (res->figures > before) snprintf(figs[nfig++], sizeof figs[0], "cdf_e2e");
     int any_steps = 0;
     for (size_t i = 0; i < n; i++) {
         if (!p.runs[i].has_steps) {

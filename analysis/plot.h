@@ -1,7 +1,8 @@
 /* plot: pictures of recorded runs through gnuplot. For a list of runs it writes, into one
  * folder, plain-text data files and one gnuplot script per figure, then runs gnuplot on
  * each script for each format (PNG via pngcairo, SVG):
- *   cdf_ttft, cdf_tpot   CDFs of TTFT and TPOT (ms, log x), one curve per run
+ *   cdf_ttft, cdf_tpot, cdf_e2e
+ *                        CDFs of TTFT, TPOT and E2E latency (ms, log x), one curve per run
  *   timeline_K           tokens per step over time for run K (1-based position in the list):
  *                        decode, prefill and padding stacked from the bottom, log y
  *   kv_queue             KV blocks in use (% of the total) and waiting requests over time,

@@ -32,8 +32,8 @@ if [ $have_gnuplot -eq 0 ]; then
 else
     run plot2 "$BIN" plot "$DB" --runs cont,static --out "$T/p2"
     want_rc 0
-    want_out "plot: 5 figures, 10 images in $T/p2"
-    for fig in cdf_ttft cdf_tpot timeline_1 timeline_2 kv_queue; do
+    want_out "plot: 6 figures, 12 images in $T/p2"
+    for fig in cdf_ttft cdf_tpot cdf_e2e timeline_1 timeline_2 kv_queue; do
         [ -f "$T/p2/$fig.gp" ] || bad " no $fig.gp"
         magic "$T/p2/$fig.png" 89504e470d0a1a0a || bad " $fig.png is not a PNG"
         [ "$(stat -c %s "$T/p2/$fig.png" 2>/dev/null || echo 0)" -gt 5000 ] || bad " $fig.png too small"

@@ -66,8 +66,8 @@ START_TEST(test_every_figure_rendered) {
     fclose(notes);
     sqlite3_close(db);
 
-    /* cdf_ttft, cdf_tpot, a timeline per run, kv_queue (no sweep: no latency_rate) */
-    ck_assert_int_eq(res.figures, NRUNS + 3);
+    /* cdf_ttft, cdf_tpot, cdf_e2e, a timeline per run, kv_queue (no sweep: no latency_rate) */
+    ck_assert_int_eq(res.figures, NRUNS + 4);
     ck_assert_int_eq(res.images, res.figures);
     char img[400];
     struct stat sb;
