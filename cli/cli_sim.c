@@ -31,6 +31,10 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_PMEM: ok = cli_double(arg, 1, 1e6, &o->limits.mem_limit_mb); break;
     case CLI_SIM_PREFIX: o->prefix_caching = 1; break;
     case CLI_SIM_SAVETOK: o->save_tokens = 1; break;
+    case CLI_SIM_COST: o->cost_path = arg; break;
+    case CLI_SIM_KVB: ok = cli_int(arg, 1, INT32_MAX, &o->kv_blocks); break;
+    case CLI_SIM_MAXP: ok = cli_int(arg, 1, 1 << 30, &o->trace_opts.max_prompt); break;
+    case CLI_SIM_MAXO: ok = cli_int(arg, 1, 1 << 30, &o->trace_opts.max_output); break;
     default: ok = 0; break;
     }
     if (!ok) {
@@ -45,7 +49,8 @@ void cli_sim_usage(FILE *f) {
     fprintf(f,
         "  --format F            force the trace format: azure|burstgpt|mooncake|plain\n"
         "  --set KEY=VALUE       override a policy param (repeatable)\n"
-        "  --model NAME|FILE     model preset (default llama-2-7b; `twinserve presets`)\n"
+        "  --model NAME|FILE     model preset (default llama-2-7b, or the cost file's model;\n"
+        "                        `twinserve presets`)\n"
         "  --hw NAME|FILE        hardware preset (default a100-80g)\n"
         "  --tp N                tensor-parallel degree (default 1)\n"
         "  --seed N              seed for the policy's random numbers and speculative draws (0)\n"
@@ -64,6 +69,14 @@ void cli_sim_usage(FILE *f) {
         "                        emitted at the end of its step), for inter-token latency\n"
         "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
         "                        roofline efficiency factors and fixed per-step overhead\n"
+        "  --cost FILE           a cost model from `twinserve calibrate` (or a roofline cost\n"
+        "                        file) instead of the roofline's guesses; it carries the\n"
+        "                        model's shape, so --model may be left out\n"
+        "  --kv-blocks N         KV capacity in blocks (an engine run's num_blocks), instead\n"
+        "                        of the capacity --hw and --gpu-util give; needed with a\n"
+        "                        linear cost file\n"
+        "  --max-prompt N, --max-output N\n"
+        "                        clip the trace's lengths, as the engine's options do\n"
         "  --policy-time-limit S limit per policy call (2 s)\n"
         "  --policy-mem-mb M     policy memory cap (256 MB)\n");
 }

@@ -19,7 +19,8 @@ enum {
     CLI_SIM_SEED, CLI_SIM_START, CLI_SIM_DURATION, CLI_SIM_LIMIT, CLI_SIM_UTIL,
     CLI_SIM_BLOCK, CLI_SIM_WATERMARK, CLI_SIM_MAXTOK, CLI_SIM_MAXSEQ, CLI_SIM_MAXLEN,
     CLI_SIM_FEFF, CLI_SIM_BEFF, CLI_SIM_AEFF, CLI_SIM_OVERHEAD, CLI_SIM_PTIME, CLI_SIM_PMEM,
-    CLI_SIM_PREFIX, CLI_SIM_SAVETOK, CLI_SIM_END
+    CLI_SIM_PREFIX, CLI_SIM_SAVETOK, CLI_SIM_COST, CLI_SIM_KVB, CLI_SIM_MAXP, CLI_SIM_MAXO,
+    CLI_SIM_END
 };
 
 #define CLI_SIM_OPTIONS \
@@ -33,7 +34,9 @@ enum {
     { "flops-eff", 1, 0, CLI_SIM_FEFF }, { "bw-eff", 1, 0, CLI_SIM_BEFF }, \
     { "attn-eff", 1, 0, CLI_SIM_AEFF }, { "overhead", 1, 0, CLI_SIM_OVERHEAD }, \
     { "policy-time-limit", 1, 0, CLI_SIM_PTIME }, { "policy-mem-mb", 1, 0, CLI_SIM_PMEM }, \
-    { "prefix-caching", 0, 0, CLI_SIM_PREFIX }, { "save-tokens", 0, 0, CLI_SIM_SAVETOK }
+    { "prefix-caching", 0, 0, CLI_SIM_PREFIX }, { "save-tokens", 0, 0, CLI_SIM_SAVETOK }, \
+    { "cost", 1, 0, CLI_SIM_COST }, { "kv-blocks", 1, 0, CLI_SIM_KVB }, \
+    { "max-prompt", 1, 0, CLI_SIM_MAXP }, { "max-output", 1, 0, CLI_SIM_MAXO }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */

@@ -226,7 +226,7 @@ int cmd_explain(int argc, char **argv) {
     char reqs[64] = "all requests";
     if (o.trace_opts.limit > 0)
         snprintf(reqs, sizeof reqs, "up to %lld requests", (long long)o.trace_opts.limit);
-    printf("explain: %s on %s (%s), %s on %s\n", o.policy_path, o.trace_path, reqs, o.model,
+    printf("explain: %s on %s (%s), %s on %s\n", o.policy_path, o.trace_path, reqs, o.model ? o.model : o.cost_path ? "(the cost file's model)" : SIM_DEFAULT_MODEL,
            o.hw);
     printf("  prefill = prompt tokens computed (a chunk when only part of the prompt);\n"
            "  decode = one new output token per request; KV blocks hold %d tokens each.\n\n",

@@ -33,6 +33,8 @@ typedef struct {
     replay_t rp;
     model_t *model;                  /* until its weights are on the backend */
     char model_source[512];
+    preset_model_t shape;            /* the model's shape, for the run's config */
+    int has_shape;
     backend_t *bk;
     fwd_t *fwd;
     int32_t vocab, max_model_len;
@@ -218,6 +220,9 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
         return FAIL(e, "%s: %s", e->model->source, fwd_errmsg(e->fwd));
     /* The backend holds its own copy of the weights now: free the host copy. */
     snprintf(e->model_source, sizeof e->model_source, "%s", e->model->source);
+    model_preset_shape(&e->model->cfg, "engine", (int32_t)e->bk->elem_size(e->bk, BK_WEIGHT),
+                       &e->shape);
+    e->has_shape = 1;
     model_free(e->model);
     e->model = NULL;
 
@@ -518,9 +523,10 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     }
     fprintf(cf, "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
                 "\"max_model_len\":%d,\"watermark\":%.17g,\"backend\":\"%s\",\"threads\":%d,"
-                "\"dtype\":",
+                "\"weight_type\":\"%s\",\"weight_bytes\":%d,\"dtype\":",
             e.num_blocks, o->block_size, o->max_tokens, o->max_seqs, e.max_model_len,
-            o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads);
+            o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads,
+            e.bk ? e.bk->weight_type : "", e.bk ? (int)e.bk->elem_size(e.bk, BK_WEIGHT) : 0);
     json_write_str(cf, o->dtype ? o->dtype : "");
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
                 "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,"
@@ -529,6 +535,12 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             o->trace_opts.max_prompt, o->trace_opts.max_output,
             o->save_tokens ? "true" : "false");
     json_write_str(cf, o->model ? o->model : "");
+    if (e.has_shape) {
+        fputs(",\"shape\":", cf);
+        preset_model_json(cf, &e.shape);
+    }
+    fputc(',', cf);
+    replay_json_path(cf, "policy_file", o->policy_path);
     fputc(',', cf);
     replay_trace_json(cf, o->trace_path, &o->trace_opts);
     fputc('}', cf);

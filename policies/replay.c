@@ -168,9 +168,16 @@ void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, s
     if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
 }
 
+void replay_json_path(FILE *f, const char *key, const char *path) {
+    char *abs = path && strcmp(path, "-") ? realpath(path, NULL) : NULL;
+    fprintf(f, "\"%s\":", key);
+    json_write_str(f, abs ? abs : path ? path : "");
+    free(abs);
+}
+
 void replay_trace_json(FILE *f, const char *path, const trace_opts_t *t) {
-    fputs("\"trace\":{\"path\":", f);
-    json_write_str(f, path ? path : "");
+    fputs("\"trace\":{", f);
+    replay_json_path(f, "path", path);
     fprintf(f, ",\"format\":\"%s\",\"rate_scale\":%.17g,\"start_s\":%.17g,"
                "\"duration_s\":%.17g,\"limit\":%lld,\"max_prompt\":%d,\"max_output\":%d}",
             trace_format_name(t->format), t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s,

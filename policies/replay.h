@@ -90,9 +90,12 @@ int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts);
  * for the runs row's trace column. */
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len);
 /* The workload as a member of the run's config JSON, so that it can be replayed exactly
- * (validate): "trace":{"path":..,"format":..,"rate_scale":..,"start_s":..,"duration_s":..,
+ * (validate): "trace":{"path":(absolute),"format":..,"rate_scale":..,"start_s":..,"duration_s":..,
  * "limit":..,"max_prompt":..,"max_output":..}. */
 void replay_trace_json(FILE *f, const char *path, const trace_opts_t *t);
+/* "KEY":"PATH" with PATH made absolute when it exists, so that a run can be replayed from
+ * another directory (the trace above uses it too). */
+void replay_json_path(FILE *f, const char *key, const char *path);
 
 /* Writes the run row (status running). On failure the recorder's message is the one kept. */
 int replay_begin(replay_t *r, const rec_run_info_t *info);

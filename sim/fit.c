@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/stats.h"
 #include "policies/rng.h"
 #include "sim/nnls.h"
 
@@ -40,11 +41,6 @@ void fit_report_free(fit_report_t *r) {
     r->fit_err = r->cv_err = NULL;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Distinct row counts of the points (tokens, and sampled rows > 0), thinned so that
  * successive knots are at least `ratio` apart; the largest is always a knot. */
 static int pick_knots(const fit_point_t *pts, const size_t *idx, size_t n, double ratio,
@@ -57,7 +53,7 @@ static int pick_knots(const fit_point_t *pts, const size_t *idx, size_t n, doubl
         v[m++] = (double)f->tokens;
         if (f->sampled > 0) v[m++] = (double)f->sampled;
     }
-    qsort(v, m, sizeof *v, cmp_double);
+    stats_sort(v, m);
     int nk = 0;
     for (;;) {
         nk = 0;
@@ -217,16 +213,9 @@ static void summarise(const double *e, size_t n, double *med, double *p90) {
     if (!a) return;
     for (size_t i = 0; i < n; i++)
         if (!isnan(e[i])) a[m++] = fabs(e[i]);
-    if (m) {
-        qsort(a, m, sizeof *a, cmp_double);
-        double q[2] = {0.5, 0.9}, *out[2] = {med, p90};
-        for (int k = 0; k < 2; k++) {   /* numpy-linear */
-            double pos = q[k] * (double)(m - 1);
-            size_t lo = (size_t)floor(pos);
-            size_t hi = lo + 1 < m ? lo + 1 : lo;
-            *out[k] = a[lo] + (pos - (double)lo) * (a[hi] - a[lo]);
-        }
-    }
+    stats_sort(a, m);
+    *med = stats_percentile_sorted(a, m, 50);
+    *p90 = stats_percentile_sorted(a, m, 90);
     free(a);
 }
 

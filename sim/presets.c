@@ -25,6 +25,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "traces/json.h"
+
 /* ---- built-in models ---------------------------------------------------------------- */
 
 static const preset_model_t builtin_models[] = {
@@ -323,4 +325,17 @@ int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) 
     rc = 0;
 done:
     return rc;
+}
+
+void preset_model_json(FILE *f, const preset_model_t *m) {
+    fputs("{\"name\":", f);
+    json_write_str(f, m->name);
+    for (int i = 0; i < preset_model_n_keys; i++) {
+        const kv_spec_t *k = &preset_model_keys[i];
+        if (k->type != KV_INT) continue;
+        int32_t v;
+        memcpy(&v, (const char *)m + k->offset, sizeof v);
+        fprintf(f, ",\"%s\":%d", k->key, (int)v);
+    }
+    fputc('}', f);
 }

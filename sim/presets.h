@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sim/kvfile.h"
 
@@ -58,6 +59,10 @@ extern const int preset_hw_n_keys;
  * preset_model_validate. `what` names the file in messages. 0 or -1. */
 int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *what, char *err,
                           size_t errlen);
+
+/* The shape as a JSON object of the preset file's keys ({"name":..,"n_layers":..,..}),
+ * as run configs record it; preset_model_keys names the members. */
+void preset_model_json(FILE *f, const preset_model_t *m);
 
 /* Checks a shape or a hardware record: positive sizes, n_heads a multiple of n_kv_heads,
  * dtype_bytes 1, 2 or 4, finite positive figures. Returns 0, or -1 with a message in err

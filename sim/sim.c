@@ -13,6 +13,7 @@
 #include "policies/replay.h"
 #include "policies/rng.h"
 #include "policies/sched.h"
+#include "sim/cost_file.h"
 #include "sim/heap.h"
 #include "sim/presets.h"
 #include "traces/recorder.h"
@@ -21,6 +22,7 @@ typedef struct {
     const sim_opts_t *o;
     replay_t rp;          /* database, policy, scheduler, trace, failure state */
     cost_model_t *cost, *draft_cost;
+    cost_file_t *cf;      /* the --cost file, NULL for the roofline */
     double alpha;
     sim_heap_t heap;
     cost_seq_t *seqs;
@@ -45,7 +47,6 @@ static void stop(sim_t *m) {
 void sim_opts_defaults(sim_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->trace_opts.rate_scale = 1.0;
-    o->model = "llama-2-7b";
     o->hw = "a100-80g";
     o->tp = 1;
     o->db_path = "twinserve.db";
@@ -174,12 +175,38 @@ static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
 /* ------------------------------------------------------------------ setup */
 
 /* Loads presets, the policy and the trace; sizes the KV cache; builds the scheduler. */
-static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_blocks) {
+/* The model: --model, checked against the cost file's shape when both are given; or the
+ * cost file's own; or the default preset. */
+static int pick_model(sim_t *m, preset_model_t *model) {
     const sim_opts_t *o = m->o;
     char e[512];
-    if (preset_model_get(o->model, model, e, sizeof e) != 0) return fail(m, "--model: %s", e);
-    if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
+    if (!o->model && m->cf) {
+        *model = m->cf->model;
+        return 0;
+    }
+    if (preset_model_get(o->model ? o->model : SIM_DEFAULT_MODEL, model, e, sizeof e) != 0)
+        return fail(m, "--model: %s", e);
+    if (m->cf && cost_file_same_shape(model, &m->cf->model, e, sizeof e) != 0)
+        return fail(m, "--model %s does not have the shape the cost file %s was fitted for "
+                    "(%s: %s); a cost model describes one model", o->model, o->cost_path,
+                    m->cf->model.name, e);
+    return 0;
+}
+
+static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_blocks) {
+    const sim_opts_t *o = m->o;
+    char e[1024];
+    if (o->cost_path) {
+        if (!(m->cf = malloc(sizeof *m->cf))) return fail(m, "out of memory (cost file)");
+        if (cost_file_read(o->cost_path, m->cf, e, sizeof e) != 0) return fail(m, "--cost: %s", e);
+    }
+    if (pick_model(m, model)) return -1;
+    if (m->cf && m->cf->kind == COST_FILE_ROOFLINE) *hw = m->cf->hw;
+    else if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
     if (o->tp < 1) return fail(m, "--tp must be >= 1 (got %d)", o->tp);
+    if (m->cf && m->cf->kind == COST_FILE_LINEAR && o->kv_blocks <= 0)
+        return fail(m, "--cost %s models one machine, not a hardware preset: give its KV "
+                    "capacity with --kv-blocks N (an engine run's num_blocks)", o->cost_path);
 
     if (replay_load_policy(&m->rp, o->policy_path, o->sets, o->n_sets, &o->limits)) return -1;
 
@@ -194,15 +221,28 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         int rc = lhost_param_num(m->rp.host, "alpha", &m->alpha);
         if (rc != 1 || !(m->alpha >= 0 && m->alpha <= 1))
             return fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
+        if (m->cf)
+            return fail(m, "--cost %s models %s only, not the policy's draft model '%s'; "
+                        "simulate speculative decoding with the roofline (--hw)", o->cost_path,
+                        m->cf->model.name, draft_name);
     }
 
-    *num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, o->tp, o->gpu_util,
-                                o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
-    if (*num_blocks < 0) return fail(m, "%s", e);
+    if (o->kv_blocks > 0) {
+        *num_blocks = o->kv_blocks;
+    } else {
+        *num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, o->tp, o->gpu_util,
+                                    o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
+        if (*num_blocks < 0) return fail(m, "%s", e);
+    }
 
     cost_roofline_params_t cp = o->cost;
     cp.tp = o->tp;
-    m->cost = cost_roofline_new(model, hw, &cp);
+    if (m->cf) {
+        if (!(m->cost = cost_file_model(m->cf, o->tp, e, sizeof e))) return fail(m, "%s", e);
+    } else {
+        if (cost_roofline_check(model, hw, &cp, e, sizeof e) != 0) return fail(m, "%s", e);
+        m->cost = cost_roofline_new(model, hw, &cp);
+    }
     if (has_draft) {
         cost_roofline_params_t dp = cp;
         dp.tp = 1; /* a small draft model runs on one device */
@@ -362,14 +402,20 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
     rec_run_info_t early = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path, .params = "{}",
-        .trace = trace_desc, .model = o->model, .hardware = hw_desc, .seed = o->seed,
+        .trace = trace_desc,
+        .model = o->model ? o->model : o->cost_path ? "(the cost file's)" : SIM_DEFAULT_MODEL,
+        .hardware = hw_desc, .seed = o->seed,
         .version = o->version,
     };
     m.rp.early_info = &early;
     int setup_rc = setup(&m, &model, &hw, &num_blocks);
 
     /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
-    snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
+    if (setup_rc == 0 && m.cf && m.cf->kind == COST_FILE_LINEAR)
+        snprintf(hw_desc, sizeof hw_desc, "cost file: %.100s",
+                 m.cf->fitted_for[0] ? m.cf->fitted_for : o->cost_path);
+    else
+        snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
     FILE *cf = open_memstream(&config, &config_len);
     if (!cf) {
         fail(&m, "out of memory (run config)");
@@ -377,13 +423,20 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     }
     fprintf(cf, "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
                 "\"max_model_len\":%d,\"watermark\":%.17g,\"gpu_util\":%.17g,\"tp\":%d,"
-                "\"prefix_caching\":%s,"
-                "\"cost\":{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
-                "\"attn_eff\":%.17g,\"overhead_s\":%.17g},",
+                "\"prefix_caching\":%s,\"kv_blocks_given\":%s,\"cost\":",
             num_blocks, o->block_size, o->max_tokens, o->max_seqs,
             o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
             o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
-            o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+            o->kv_blocks > 0 ? "true" : "false");
+    if (m.cf && setup_rc == 0)
+        cost_file_json(cf, m.cf);
+    else
+        fprintf(cf, "{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
+                    "\"attn_eff\":%.17g,\"overhead_s\":%.17g}",
+                o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+    fputc(',', cf);
+    replay_json_path(cf, "policy_file", o->policy_path);
+    fputc(',', cf);
     replay_trace_json(cf, o->trace_path, &o->trace_opts);
     if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
     fputc('}', cf);
@@ -393,7 +446,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     }
     rec_run_info_t info = early;
     info.params = m.rp.host && !lhost_errmsg(m.rp.host) ? lhost_params_json(m.rp.host) : "{}";
-    info.model = setup_rc == 0 ? model.name : o->model;
+    info.model = setup_rc == 0 ? model.name : early.model;
     info.hardware = hw_desc;
     info.config = config;
     if (replay_begin(&m.rp, &info) != 0) goto done;
@@ -420,5 +473,6 @@ done:
     free(m.seqs);
     free(m.accepted);
     free(config);
+    free(m.cf);
     return m.rp.failed ? -1 : 0;
 }

@@ -11,7 +11,11 @@
  *    (speculative acceptances are drawn per (seed, request, position)).
  *  - The KV capacity comes from the hardware preset: device memory x tp x gpu_util, minus
  *    the weights (target and draft), minus an activation reserve for the largest step,
- *    over the bytes of one block.
+ *    over the bytes of one block; or it is given (kv_blocks), as an engine run's is.
+ *  - The cost of a step is the forward pass (cost_pass_time) after the executor's
+ *    CPU-side time (cost_host_time, 0 for the roofline): the step is decided at t, its
+ *    pass starts at t + host and ends host + pass later, when its tokens are emitted. The
+ *    step row records both (host_s, dur_s) and the pass's features.
  *  - A run that fails (bad trace row, policy error, stall) is marked failed in the database
  *    with its message, and requests left unfinished are recorded as aborted.
  *
@@ -47,6 +51,8 @@ typedef struct {
     int32_t kv_used, kv_total;
 } sim_step_info_t;
 
+#define SIM_DEFAULT_MODEL "llama-2-7b"
+
 typedef int (*sim_step_fn)(void *ud, const sim_step_info_t *info);
 /* reason: NULL when finished. */
 typedef int (*sim_final_fn)(void *ud, const sched_req_t *r, const char *reason);
@@ -57,8 +63,13 @@ typedef struct {
     const char *policy_path;
     const char *const *sets;  /* "key=value" policy param overrides */
     int n_sets;
-    const char *model;        /* preset name or file (default llama-2-7b) */
+    const char *model;        /* preset name or file; NULL: the cost file's model, else
+                               * llama-2-7b */
     const char *hw;           /* preset name or file (default a100-80g) */
+    const char *cost_path;    /* NULL: the roofline on hw with `cost`; else a cost file
+                               * (sim/cost_file.h) fitted for the model */
+    int32_t kv_blocks;        /* > 0: the KV capacity in blocks, as an engine run's (else
+                               * from hw and gpu_util; required with a linear cost file) */
     int32_t tp;               /* tensor-parallel degree (default 1) */
     const char *db_path;      /* default twinserve.db */
     const char *run_name;     /* NULL: recorder's default */
