@@ -180,16 +180,20 @@ static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
 static int pick_model(sim_t *m, preset_model_t *model) {
     const sim_opts_t *o = m->o;
     char e[512];
-    if (!o->model && m->cf) {
+    const char *what = o->model ? o->model : "the run's model";
+    if (!o->model && o->model_shape) {
+        *model = *o->model_shape;
+        if (preset_model_validate(model, e, sizeof e) != 0) return fail(m, "model: %s", e);
+    } else if (!o->model && m->cf) {
         *model = m->cf->model;
         return 0;
-    }
-    if (preset_model_get(o->model ? o->model : SIM_DEFAULT_MODEL, model, e, sizeof e) != 0)
+    } else if (preset_model_get(o->model ? o->model : SIM_DEFAULT_MODEL, model, e, sizeof e)) {
         return fail(m, "--model: %s", e);
+    }
     if (m->cf && cost_file_same_shape(model, &m->cf->model, e, sizeof e) != 0)
-        return fail(m, "--model %s does not have the shape the cost file %s was fitted for "
-                    "(%s: %s); a cost model describes one model", o->model, o->cost_path,
-                    m->cf->model.name, e);
+        return fail(m, "%s does not have the shape the cost file %s was fitted for (%s: %s); "
+                    "a cost model describes one model", what, o->cost_path, m->cf->model.name,
+                    e);
     return 0;
 }
 
@@ -403,7 +407,10 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     rec_run_info_t early = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path, .params = "{}",
         .trace = trace_desc,
-        .model = o->model ? o->model : o->cost_path ? "(the cost file's)" : SIM_DEFAULT_MODEL,
+        .model = o->model         ? o->model
+                 : o->model_shape ? o->model_shape->name
+                 : o->cost_path   ? "(the cost file's)"
+                                  : SIM_DEFAULT_MODEL,
         .hardware = hw_desc, .seed = o->seed,
         .version = o->version,
     };

@@ -63,8 +63,10 @@ typedef struct {
     const char *policy_path;
     const char *const *sets;  /* "key=value" policy param overrides */
     int n_sets;
-    const char *model;        /* preset name or file; NULL: the cost file's model, else
-                               * llama-2-7b */
+    const char *model;        /* preset name or file; NULL: model_shape, else the cost
+                               * file's model, else llama-2-7b */
+    const preset_model_t *model_shape; /* a shape given directly (validate: an engine run's
+                               * model), used when model is NULL */
     const char *hw;           /* preset name or file (default a100-80g) */
     const char *cost_path;    /* NULL: the roofline on hw with `cost`; else a cost file
                                * (sim/cost_file.h) fitted for the model */

@@ -1,0 +1,700 @@
+/* validate: see validate.h. */
+#include "analysis/validate.h"
+
+#include <limits.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "analysis/stats.h"
+#include "analysis/summary.h"
+#include "engine/engine.h"
+#include "sim/cost_file.h"
+#include "sim/sim.h"
+#include "traces/json.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the workload */
+
+/* Everything a replay of an engine run needs, from its row and its config. */
+typedef struct {
+    int64_t id;
+    char name[256];
+    char trace[PATH_MAX];
+    trace_opts_t topts;
+    char policy[PATH_MAX];
+    char **sets;                 /* "key=value" from the run's effective params */
+    int n_sets;
+    uint64_t seed;
+    int32_t block_size, max_tokens, max_seqs, max_model_len, num_blocks;
+    double watermark;
+    preset_model_t shape;
+    int save_tokens;
+    /* the engine's own options, for repeats */
+    char model_spec[PATH_MAX], backend[32], dtype[16];
+    int threads, batch_invariant;
+    double temperature, top_p;
+    int32_t top_k;
+} workload_t;
+
+static void workload_free(workload_t *w) {
+    for (int i = 0; i < w->n_sets; i++) free(w->sets[i]);
+    free(w->sets);
+    w->sets = NULL;
+    w->n_sets = 0;
+}
+
+static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col) {
+    const char *s = (const char *)sqlite3_column_text(st, col);
+    snprintf(dst, len, "%s", s ? s : "");
+}
+
+static int load_sets(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT j.key, j.type, j.value FROM runs r, json_each(r.params) j "
+                           "WHERE r.id = ?1", -1, &st, NULL) != SQLITE_OK)
+        return fail(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, id);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const char *type = (const char *)sqlite3_column_text(st, 1);
+        char val[512];
+        if (!key || !type) continue;
+        if (!strcmp(type, "true") || !strcmp(type, "false")) snprintf(val, sizeof val, "%s", type);
+        else if (!strcmp(type, "integer") || !strcmp(type, "real"))
+            snprintf(val, sizeof val, "%.17g", sqlite3_column_double(st, 2));
+        else if (!strcmp(type, "text")) copy_text(val, sizeof val, st, 2);
+        else continue;   /* params are scalars; anything else is not the policy's */
+        char **v = realloc(w->sets, sizeof *v * (size_t)(w->n_sets + 1));
+        if (!v) goto oom;
+        w->sets = v;
+        size_t n = strlen(key) + strlen(val) + 2;
+        if (!(v[w->n_sets] = malloc(n))) goto oom;
+        snprintf(v[w->n_sets++], n, "%s=%s", key, val);
+    }
+    if (r != SQLITE_DONE) {
+        fail(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    rc = 0;
+    goto done;
+oom:
+    fail(err, errlen, "out of memory");
+done:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *w, char *err,
+                         size_t errlen) {
+    static const char *const cols[] = {
+        "name", "kind", "status", "seed",
+        "json_extract(config, '$.trace.path')", "json_extract(config, '$.trace.format')",
+        "json_extract(config, '$.trace.rate_scale')", "json_extract(config, '$.trace.start_s')",
+        "json_extract(config, '$.trace.duration_s')", "json_extract(config, '$.trace.limit')",
+        "json_extract(config, '$.trace.max_prompt')", "json_extract(config, '$.trace.max_output')",
+        "json_extract(config, '$.policy_file')", "json_extract(config, '$.block_size')",
+        "json_extract(config, '$.max_tokens')", "json_extract(config, '$.max_seqs')",
+        "json_extract(config, '$.max_model_len')", "json_extract(config, '$.num_blocks')",
+        "json_extract(config, '$.watermark')",
+        "EXISTS (SELECT 1 FROM tokens t WHERE t.run_id = runs.id)",
+        "json_extract(config, '$.model_spec')", "json_extract(config, '$.backend')",
+        "json_extract(config, '$.dtype')", "json_extract(config, '$.threads')",
+        "json_extract(config, '$.batch_invariant')", "json_extract(config, '$.temperature')",
+        "json_extract(config, '$.top_p')", "json_extract(config, '$.top_k')",
+        "(SELECT sum(spec_proposed) FROM requests q WHERE q.run_id = runs.id)",
+    };
+    char sql[4096] = "SELECT ";
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+        strcat(sql, cols[i]);
+        strcat(sql, i + 1 < sizeof cols / sizeof *cols ? ", " : " FROM runs WHERE id = ?1");
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    memset(w, 0, sizeof *w);
+    w->id = id;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fail(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        fail(err, errlen, "%s: run %lld is gone", path, (long long)id);
+        goto done;
+    }
+    copy_text(w->name, sizeof w->name, st, 0);
+    const char *kind = (const char *)sqlite3_column_text(st, 1);
+    const char *status = (const char *)sqlite3_column_text(st, 2);
+    if (!kind || strcmp(kind, "engine")) {
+        fail(err, errlen, "run '%s' in %s is a %s run: validate holds the simulator against "
+             "a measured (engine) run", w->name, path, kind ? kind : "?");
+        goto done;
+    }
+    if (!status || strcmp(status, "done")) {
+        fail(err, errlen, "run '%s' in %s is %s, not done: there is no complete measurement "
+             "to hold the simulator against", w->name, path, status ? status : "?");
+        goto done;
+    }
+    if (sqlite3_column_type(st, 4) == SQLITE_NULL || sqlite3_column_type(st, 12) == SQLITE_NULL ||
+        sqlite3_column_type(st, 17) == SQLITE_NULL) {
+        fail(err, errlen, "run '%s' in %s does not record its workload (trace options, policy "
+             "file, KV blocks): it was made by an older twinserve; record it again", w->name,
+             path);
+        goto done;
+    }
+    if (sqlite3_column_int64(st, 28) > 0) {
+        fail(err, errlen, "run '%s' is speculative (%lld drafts proposed): the engine drafts "
+             "with an n-gram proposer whose acceptance the simulator does not model, so "
+             "validate cannot replay it", w->name, (long long)sqlite3_column_int64(st, 28));
+        goto done;
+    }
+    w->seed = (uint64_t)sqlite3_column_int64(st, 3);
+    copy_text(w->trace, sizeof w->trace, st, 4);
+    char fmt[32];
+    copy_text(fmt, sizeof fmt, st, 5);
+    if (trace_format_parse(fmt, &w->topts.format) != 0) w->topts.format = TRACE_FMT_AUTO;
+    w->topts.rate_scale = sqlite3_column_double(st, 6);
+    w->topts.start_s = sqlite3_column_double(st, 7);
+    w->topts.duration_s = sqlite3_column_double(st, 8);
+    w->topts.limit = sqlite3_column_int64(st, 9);
+    w->topts.max_prompt = sqlite3_column_int(st, 10);
+    w->topts.max_output = sqlite3_column_int(st, 11);
+    copy_text(w->policy, sizeof w->policy, st, 12);
+    w->block_size = sqlite3_column_int(st, 13);
+    w->max_tokens = sqlite3_column_int(st, 14);
+    w->max_seqs = sqlite3_column_int(st, 15);
+    w->max_model_len = sqlite3_column_int(st, 16);
+    w->num_blocks = sqlite3_column_int(st, 17);
+    w->watermark = sqlite3_column_double(st, 18);
+    w->save_tokens = sqlite3_column_int(st, 19);
+    copy_text(w->model_spec, sizeof w->model_spec, st, 20);
+    copy_text(w->backend, sizeof w->backend, st, 21);
+    copy_text(w->dtype, sizeof w->dtype, st, 22);
+    w->threads = sqlite3_column_int(st, 23);
+    w->batch_invariant = sqlite3_column_int(st, 24);
+    w->temperature = sqlite3_column_double(st, 25);
+    w->top_p = sqlite3_column_double(st, 26);
+    w->top_k = sqlite3_column_int(st, 27);
+    struct stat sb;
+    if (stat(w->trace, &sb) != 0) {
+        fail(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
+             "same trace", w->name, w->trace);
+        goto done;
+    }
+    if (stat(w->policy, &sb) != 0) {
+        fail(err, errlen, "run '%s' ran the policy %s, which is gone: validate needs the same "
+             "policy", w->name, w->policy);
+        goto done;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    /* the model's shape, as the engine recorded it */
+    for (int i = 0; i < preset_model_n_keys; i++) {
+        const kv_spec_t *k = &preset_model_keys[i];
+        if (k->type != KV_INT) continue;
+        char q[160];
+        snprintf(q, sizeof q, "SELECT json_extract(config, '$.shape.%s') FROM runs WHERE id = ?1",
+                 k->key);
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
+            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
+            sqlite3_column_type(st, 0) == SQLITE_NULL) {
+            fail(err, errlen, "run '%s' does not record its model's shape (%s)", w->name, k->key);
+            goto done;
+        }
+        int32_t v = sqlite3_column_int(st, 0);
+        memcpy((char *)&w->shape + k->offset, &v, sizeof v);
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    snprintf(w->shape.name, sizeof w->shape.name, "%.47s",
+             strrchr(w->model_spec, '/') ? strrchr(w->model_spec, '/') + 1 : w->model_spec);
+    if (load_sets(db, id, w, err, errlen) != 0) goto done;
+    rc = 0;
+done:
+    sqlite3_finalize(st);
+    if (rc != 0) workload_free(w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the two sides */
+
+/* A run name not yet in the database: base, base-2, base-3, ... */
+static int free_name(sqlite3 *db, const char *base, char *out, size_t len) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE name = ?1", -1, &st, NULL))
+        return -1;
+    for (int k = 1; k < 100000; k++) {
+        if (k == 1) snprintf(out, len, "%s", base);
+        else snprintf(out, len, "%s-%d", base, k);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, out, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0) break;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int simulate(const validate_opts_t *o, const workload_t *w, const char *name,
+                    int64_t *sim_id, char *err, size_t errlen) {
+    sim_opts_t so;
+    sim_opts_defaults(&so);
+    so.trace_path = w->trace;
+    so.trace_opts = w->topts;
+    so.policy_path = w->policy;
+    so.sets = (const char *const *)w->sets;
+    so.n_sets = w->n_sets;
+    so.model_shape = &w->shape;
+    if (o->hw) so.hw = o->hw;
+    so.cost_path = o->cost_path;
+    so.db_path = o->db_path;
+    so.run_name = name;
+    so.seed = w->seed;
+    so.block_size = w->block_size;
+    so.max_tokens = w->max_tokens;
+    so.max_seqs = w->max_seqs;
+    so.max_model_len = w->max_model_len;
+    so.kv_blocks = w->num_blocks;
+    so.watermark = w->watermark;
+    so.save_tokens = w->save_tokens;
+    so.version = o->version;
+    char extra[128];
+    snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld}", (long long)w->id);
+    so.config_extra = extra;
+    sim_result_t res;
+    char e[4096];
+    int rc = sim_run(&so, &res, e, sizeof e);
+    *sim_id = res.run_id;
+    if (rc != 0) return fail(err, errlen, "the simulated replay failed: %s", e);
+    return 0;
+}
+
+static int rerun_engine(const validate_opts_t *o, const workload_t *w, const char *name,
+                        int64_t *id, char *err, size_t errlen) {
+    engine_opts_t eo;
+    engine_opts_defaults(&eo);
+    eo.trace_path = w->trace;
+    eo.trace_opts = w->topts;
+    eo.policy_path = w->policy;
+    eo.sets = (const char *const *)w->sets;
+    eo.n_sets = w->n_sets;
+    eo.model = w->model_spec;
+    eo.backend = w->backend[0] ? w->backend : "cpu";
+    eo.n_threads = w->threads;
+    eo.dtype = w->dtype[0] ? w->dtype : NULL;
+    eo.batch_invariant = w->batch_invariant;
+    eo.db_path = o->db_path;
+    eo.run_name = name;
+    eo.seed = w->seed;
+    eo.temperature = (float)w->temperature;
+    eo.top_k = w->top_k;
+    eo.top_p = (float)w->top_p;
+    eo.save_tokens = w->save_tokens;
+    eo.block_size = w->block_size;
+    eo.max_tokens = w->max_tokens;
+    eo.max_seqs = w->max_seqs;
+    eo.max_model_len = w->max_model_len;
+    eo.kv_blocks = w->num_blocks;
+    eo.watermark = w->watermark;
+    eo.version = o->version;
+    engine_result_t res;
+    char e[4096];
+    int rc = engine_run(&eo, &res, e, sizeof e);
+    *id = res.run_id;
+    if (rc != 0) return fail(err, errlen, "the engine repeat %s failed: %s", name, e);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ comparing */
+
+static void add_metric(validate_result_t *r, const char *name, int is_time, int headline,
+                       const double *measured, int n_meas, double predicted) {
+    if (r->n >= VALIDATE_MAX_METRICS) return;
+    validate_metric_t *m = &r->m[r->n++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->is_time = is_time;
+    m->headline = headline;
+    m->measured = measured[0];
+    m->predicted = predicted;
+    m->err = isfinite(measured[0]) && measured[0] != 0 && isfinite(predicted)
+                 ? (predicted - measured[0]) / measured[0] : NAN;
+    m->lo = m->hi = m->spread = NAN;
+    if (n_meas > 1) {
+        double v[1 + VALIDATE_MAX_REPEAT];
+        int k = 0;
+        for (int i = 0; i < n_meas; i++)
+            if (isfinite(measured[i])) v[k++] = measured[i];
+        if (k > 1) {
+            stats_sort(v, (size_t)k);
+            m->lo = v[0];
+            m->hi = v[k - 1];
+            double med = stats_percentile_sorted(v, (size_t)k, 50);
+            m->spread = med != 0 ? (m->hi - m->lo) / med : NAN;
+        }
+    }
+}
+
+/* One distribution's rows: mean, p50, p90, p99 (the percentiles are headline metrics for
+ * the headline distributions). */
+static void add_dist(validate_result_t *r, const char *label, int headline,
+                     const stats_dist_t *const *meas, int n_meas, const stats_dist_t *pred) {
+    const char *q[4] = {"mean", "p50", "p90", "p99"};
+    for (int k = 0; k < 4; k++) {
+        double v[1 + VALIDATE_MAX_REPEAT], p;
+        for (int i = 0; i < n_meas; i++) {
+            const stats_dist_t *d = meas[i];
+            v[i] = k == 0 ? d->mean : k == 1 ? d->p50 : k == 2 ? d->p90 : d->p99;
+        }
+        p = k == 0 ? pred->mean : k == 1 ? pred->p50 : k == 2 ? pred->p90 : pred->p99;
+        char name[32];
+        snprintf(name, sizeof name, "%s %s", label, q[k]);
+        add_metric(r, name, 1, headline && k > 0, v, n_meas, p);
+    }
+}
+
+static void step_summary(double *e, size_t n, validate_steps_t *out) {
+    out->n = n;
+    out->median = out->p90 = out->bias = NAN;
+    if (!n) return;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += e[i];
+        e[i] = fabs(e[i]);
+    }
+    out->bias = sum / (double)n;
+    stats_sort(e, n);
+    out->median = stats_percentile_sorted(e, n, 50);
+    out->p90 = stats_percentile_sorted(e, n, 90);
+}
+
+/* Each engine step's pass (and host time) against the cost model's prediction for its
+ * recorded features. */
+static int compare_steps(sqlite3 *db, int64_t id, const cost_model_t *cm,
+                         validate_result_t *r, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    double *all = NULL, *dec = NULL, *pro = NULL, *host = NULL;
+    size_t na = 0, nd = 0, np = 0, nh = 0, cap = 0;
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT step, dur_s, host_s, tokens, pass_seqs, sampled, "
+                           "kv_tokens, attn_pairs FROM steps WHERE run_id = ?1 ORDER BY step",
+                           -1, &st, NULL) != SQLITE_OK) {
+        fail(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (na == cap) {
+            cap = cap ? 2 * cap : 1024;
+            double *a = realloc(all, sizeof *a * cap), *b = realloc(dec, sizeof *b * cap);
+            double *c = realloc(pro, sizeof *c * cap), *d = realloc(host, sizeof *d * cap);
+            if (a) all = a;
+            if (b) dec = b;
+            if (c) pro = c;
+            if (d) host = d;
+            if (!a || !b || !c || !d) {
+                fail(err, errlen, "out of memory");
+                goto done;
+            }
+        }
+        cost_features_t f = {sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                             sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6),
+                             sqlite3_column_int64(st, 7)};
+        double dur = sqlite3_column_double(st, 1);
+        if (f.tokens < 1 || !(dur > 0)) continue;
+        double e = (cost_pass_time(cm, &f) - dur) / dur;
+        all[na++] = e;
+        if (f.tokens == f.seqs) dec[nd++] = e;
+        else pro[np++] = e;
+        double h = sqlite3_column_double(st, 2);
+        if (sqlite3_column_int64(st, 0) > 0 && h > 0 && cm->host_time)
+            host[nh++] = (cost_host_time(cm, &f) - h) / h;
+    }
+    if (s != SQLITE_DONE) {
+        fail(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    step_summary(all, na, &r->pass);
+    step_summary(dec, nd, &r->pass_decode);
+    step_summary(pro, np, &r->pass_prompt);
+    step_summary(host, nh, &r->host);
+    rc = 0;
+done:
+    sqlite3_finalize(st);
+    free(all);
+    free(dec);
+    free(pro);
+    free(host);
+    return rc;
+}
+
+static int compare(sqlite3 *db, const int64_t *meas_ids, int n_meas, int64_t sim_id,
+                   validate_result_t *r, char *err, size_t errlen) {
+    report_t *mr = calloc((size_t)n_meas, sizeof *mr), pr;
+    const stats_dist_t *d[1 + VALIDATE_MAX_REPEAT] = {0};
+    double v[1 + VALIDATE_MAX_REPEAT] = {0};
+    int rc = -1;
+    if (!mr) return fail(err, errlen, "out of memory");
+    for (int i = 0; i < n_meas; i++)
+        if (report_load(db, meas_ids[i], NULL, &mr[i], err, errlen) != 0) goto done;
+    if (report_load(db, sim_id, NULL, &pr, err, errlen) != 0) goto done;
+#define DISTS(field) for (int i = 0; i < n_meas; i++) d[i] = &mr[i].field
+    DISTS(base.ttft);
+    add_dist(r, "TTFT", 1, d, n_meas, &pr.base.ttft);
+    DISTS(base.tpot);
+    add_dist(r, "TPOT", 1, d, n_meas, &pr.base.tpot);
+    if (mr[0].itl.n > 0 && pr.itl.n > 0) {
+        DISTS(itl);
+        add_dist(r, "ITL", 0, d, n_meas, &pr.itl);
+    }
+    DISTS(base.e2e);
+    add_dist(r, "E2E", 1, d, n_meas, &pr.base.e2e);
+    DISTS(base.queue);
+    add_dist(r, "queue", 0, d, n_meas, &pr.base.queue);
+#undef DISTS
+    for (int i = 0; i < n_meas; i++) v[i] = mr[i].base.out_tok_per_s;
+    add_metric(r, "output tok/s", 0, 1, v, n_meas, pr.base.out_tok_per_s);
+    for (int i = 0; i < n_meas; i++) v[i] = mr[i].base.req_per_s;
+    add_metric(r, "requests/s", 0, 0, v, n_meas, pr.base.req_per_s);
+    for (int i = 0; i < n_meas; i++) v[i] = mr[i].base.makespan_s;
+    add_metric(r, "makespan", 1, 0, v, n_meas, pr.base.makespan_s);
+    for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.preemptions;
+    add_metric(r, "preemptions", 0, 0, v, n_meas, (double)pr.base.preemptions);
+    for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.steps;
+    add_metric(r, "steps", 0, 0, v, n_meas, (double)pr.base.steps);
+    double sum = 0;
+    r->mape_n = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->m[i].headline && isfinite(r->m[i].err)) {
+            sum += fabs(r->m[i].err);
+            r->mape_n++;
+        }
+    r->mape = r->mape_n ? sum / r->mape_n : NAN;
+    rc = 0;
+done:
+    free(mr);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the entry point */
+
+int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    workload_t w;
+    int have_w = 0, rc = -1;
+    cost_model_t *cm = NULL;
+    cost_file_t *cf = NULL;
+    int64_t id;
+    memset(r, 0, sizeof *r);
+    r->engine_id = r->sim_id = -1;
+    if (o->repeat < 0 || o->repeat > VALIDATE_MAX_REPEAT)
+        return fail(err, errlen, "--repeat must be 0 to %d", VALIDATE_MAX_REPEAT);
+    if (summary_open(o->db_path, &db, err, errlen) != 0) return -1;
+    if (o->run) {
+        if (summary_find_run(db, o->run, &id, err, errlen) != 0) goto done;
+    } else {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT max(id) FROM runs WHERE kind = 'engine'", -1, &st,
+                               NULL) != SQLITE_OK ||
+            sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
+            sqlite3_finalize(st);
+            fail(err, errlen, "%s has no engine run to validate", o->db_path);
+            goto done;
+        }
+        id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (load_workload(db, o->db_path, id, &w, err, errlen) != 0) goto done;
+    have_w = 1;
+    r->engine_id = id;
+    snprintf(r->engine_name, sizeof r->engine_name, "%s", w.name);
+
+    /* the cost model, for the per-step comparison (the simulator builds its own the same
+     * way from the same options) */
+    char e[1024];
+    if (o->cost_path) {
+        if (!(cf = malloc(sizeof *cf))) {
+            fail(err, errlen, "out of memory");
+            goto done;
+        }
+        if (cost_file_read(o->cost_path, cf, e, sizeof e) != 0) {
+            fail(err, errlen, "--cost: %s", e);
+            goto done;
+        }
+        if (cost_file_same_shape(&w.shape, &cf->model, e, sizeof e) != 0) {
+            fail(err, errlen, "run '%s' ran a model of another shape than the cost file %s "
+                 "was fitted for (%s)", w.name, o->cost_path, e);
+            goto done;
+        }
+        if (!(cm = cost_file_model(cf, 1, e, sizeof e))) {
+            fail(err, errlen, "%s", e);
+            goto done;
+        }
+        snprintf(r->cost_desc, sizeof r->cost_desc, "cost file %.200s (%.80s)", o->cost_path,
+                 cf->fitted_for);
+    } else {
+        if (!o->hw) {
+            fail(err, errlen, "run '%s' ran on %s: give the cost model to predict it with, "
+                 "--cost FILE (from twinserve calibrate), or --hw PRESET for the roofline",
+                 w.name, w.backend);
+            goto done;
+        }
+        preset_hw_t hw;
+        if (preset_hw_get(o->hw, &hw, e, sizeof e) != 0) {
+            fail(err, errlen, "--hw: %s", e);
+            goto done;
+        }
+        cost_roofline_params_t p;
+        cost_roofline_defaults(&p);
+        if (cost_roofline_check(&w.shape, &hw, &p, e, sizeof e) != 0 ||
+            !(cm = cost_roofline_new(&w.shape, &hw, &p))) {
+            fail(err, errlen, "roofline: %s", e);
+            goto done;
+        }
+        snprintf(r->cost_desc, sizeof r->cost_desc, "roofline on %s (default efficiencies)",
+                 hw.name);
+    }
+
+    /* names and runs: the summary connection is closed while others write */
+    char base[300], sim_name[300];
+    snprintf(base, sizeof base, "validate-%s", w.name);
+    if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
+    else if (free_name(db, base, sim_name, sizeof sim_name) != 0) {
+        fail(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_close(db);
+    db = NULL;
+    r->measured_ids[0] = id;
+    r->n_runs = 1;
+    for (int k = 1; k <= o->repeat; k++) {
+        char rep[300], want[300];
+        snprintf(want, sizeof want, "%s-rep%d", w.name, k);
+        sqlite3 *tmp;
+        if (summary_open(o->db_path, &tmp, err, errlen) != 0) goto done;
+        free_name(tmp, want, rep, sizeof rep);
+        sqlite3_close(tmp);
+        if (o->progress) fprintf(stderr, "[validate] engine repeat %d/%d: %s\n", k, o->repeat, rep);
+        if (rerun_engine(o, &w, rep, &r->measured_ids[k], err, errlen) != 0) goto done;
+        r->n_runs++;
+    }
+    if (o->progress) fprintf(stderr, "[validate] simulating %s\n", sim_name);
+    if (simulate(o, &w, sim_name, &r->sim_id, err, errlen) != 0) goto done;
+    snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
+    if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
+    if (compare(db, r->measured_ids, r->n_runs, r->sim_id, r, err, errlen) != 0) goto done;
+    if (compare_steps(db, id, cm, r, err, errlen) != 0) goto done;
+    rc = 0;
+done:
+    if (db) sqlite3_close(db);
+    if (have_w) workload_free(&w);
+    cost_free(cm);
+    free(cf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+static const char *fmt_val(char *buf, size_t len, double v, int is_time) {
+    if (isnan(v)) snprintf(buf, len, "-");
+    else if (is_time) summary_fmt_time(buf, len, v);
+    else snprintf(buf, len, "%.4g", v);
+    return buf;
+}
+
+void validate_print(FILE *f, const validate_result_t *r) {
+    char a[40], b[40], lo[40], hi[40];
+    fprintf(f, "validate: engine run %s (id %lld) against simulated run %s (id %lld)\n",
+            r->engine_name, (long long)r->engine_id, r->sim_name, (long long)r->sim_id);
+    fprintf(f, "cost model: %s\n", r->cost_desc);
+    if (r->n_runs > 1)
+        fprintf(f, "engine noise: %d measured runs of the same workload (the run and %d "
+                   "repeats)\n", r->n_runs, r->n_runs - 1);
+    fprintf(f, "\n%-14s %12s %12s %9s", "metric", "measured", "predicted", "error");
+    if (r->n_runs > 1) fprintf(f, "   %25s %8s  %s", "engine min .. max", "spread", "verdict");
+    fputc('\n', f);
+    for (int i = 0; i < r->n; i++) {
+        const validate_metric_t *m = &r->m[i];
+        fprintf(f, "%-14s %12s %12s ", m->name, fmt_val(a, sizeof a, m->measured, m->is_time),
+                fmt_val(b, sizeof b, m->predicted, m->is_time));
+        if (isfinite(m->err)) fprintf(f, "%+8.1f%%", 100 * m->err);
+        else fprintf(f, "%9s", "-");
+        if (r->n_runs > 1 && isfinite(m->spread)) {
+            int within = m->predicted >= m->lo && m->predicted <= m->hi;
+            char range[96];
+            snprintf(range, sizeof range, "%s .. %s", fmt_val(lo, sizeof lo, m->lo, m->is_time),
+                     fmt_val(hi, sizeof hi, m->hi, m->is_time));
+            fprintf(f, "   %25s %7.1f%%  %s", range, 100 * m->spread,
+                    within ? "within noise" : "model error");
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "\nper step, the cost model on each engine step's recorded work "
+               "(|predicted - measured| / measured):\n");
+    const struct { const char *label; const validate_steps_t *s; } rows[] = {
+        {"forward pass", &r->pass}, {"  decode-only", &r->pass_decode},
+        {"  with prompt", &r->pass_prompt}, {"host time", &r->host},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const validate_steps_t *s = rows[i].s;
+        if (!s->n) continue;
+        fprintf(f, "  %-14s %7zu steps  median %6.2f%%  p90 %6.2f%%  bias %+6.2f%%\n",
+                rows[i].label, s->n, 100 * s->median, 100 * s->p90, 100 * s->bias);
+    }
+    if (!r->host.n) fprintf(f, "  host time: not modelled by this cost model\n");
+    fprintf(f, "\nMAPE %.2f%% over %d headline metrics (p50, p90, p99 of TTFT, TPOT and E2E; "
+               "output throughput)\n", 100 * r->mape, r->mape_n);
+}
+
+static void json_num(FILE *f, const char *key, double v, const char *after) {
+    report_json_key_num(f, key, v, after);
+}
+
+void validate_json(FILE *f, const validate_result_t *r) {
+    fputs("{\"engine_run\": ", f);
+    json_write_str(f, r->engine_name);
+    fprintf(f, ", \"engine_run_id\": %lld, \"sim_run\": ", (long long)r->engine_id);
+    json_write_str(f, r->sim_name);
+    fprintf(f, ", \"sim_run_id\": %lld, \"cost_model\": ", (long long)r->sim_id);
+    json_write_str(f, r->cost_desc);
+    fprintf(f, ", \"measured_runs\": %d, \"metrics\": [", r->n_runs);
+    for (int i = 0; i < r->n; i++) {
+        const validate_metric_t *m = &r->m[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", f);
+        json_write_str(f, m->name);
+        fprintf(f, ", \"headline\": %s, ", m->headline ? "true" : "false");
+        json_num(f, "measured", m->measured, ", ");
+        json_num(f, "predicted", m->predicted, ", ");
+        json_num(f, "error", m->err, ", ");
+        json_num(f, "measured_min", m->lo, ", ");
+        json_num(f, "measured_max", m->hi, ", ");
+        json_num(f, "spread", m->spread, "}");
+    }
+    fputs("], \"steps\": {", f);
+    const struct { const char *key; const validate_steps_t *s; } rows[] = {
+        {"pass", &r->pass}, {"pass_decode", &r->pass_decode},
+        {"pass_prompt", &r->pass_prompt}, {"host", &r->host},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        fprintf(f, "%s\"%s\": {\"n\": %zu, ", i ? ", " : "", rows[i].key, rows[i].s->n);
+        json_num(f, "median_abs_error", rows[i].s->median, ", ");
+        json_num(f, "p90_abs_error", rows[i].s->p90, ", ");
+        json_num(f, "bias", rows[i].s->bias, "}");
+    }
+    fputs("}, ", f);
+    json_num(f, "mape", r->mape, ", ");
+    fprintf(f, "\"mape_metrics\": %d}\n", r->mape_n);
+}

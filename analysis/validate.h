@@ -1,0 +1,75 @@
+/* validate: holds the simulator against the engine. It replays a measured engine run's
+ * exact workload in the simulator (the same trace slice, rate scale, clipping, seed,
+ * policy file and effective params, token and sequence budgets, KV blocks and block size,
+ * model shape) with a cost model, records the simulated run in the same database, and
+ * compares them: every latency metric's mean and percentiles, throughput and preemptions,
+ * and each engine step's measured pass and host time against the cost model's prediction
+ * for that step's recorded features. With repeats it first reruns the engine on the same
+ * workload, so the prediction errors stand beside the engine's own run-to-run spread.
+ *
+ * Definitions: error = (predicted - measured) / measured. The MAPE is the mean |error|
+ * over the headline metrics: p50, p90 and p99 of TTFT, TPOT and E2E, and output
+ * throughput. The spread of a metric over the measured runs is (max - min) / median; a
+ * prediction is "within noise" when it lies between the measured runs' min and max.
+ *
+ * Invariants: nothing already recorded changes; the simulated run (kind sim, named
+ * validate-<run>[-K], config "validate":{"of":ID}) and any engine repeats are added.
+ * Refused, with the reason: a run that is not an engine run, not done, older than the
+ * workload record (schema 3), speculative (its n-gram drafts' acceptance is not modelled),
+ * or whose trace or policy file is gone.
+ *
+ * Ownership: options are borrowed for the call; the result is a plain value. */
+#ifndef TWIN_VALIDATE_H
+#define TWIN_VALIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/report.h"
+
+typedef struct {
+    const char *db_path;
+    const char *run;          /* engine run name or id; NULL: the latest engine run */
+    const char *cost_path;    /* a cost file; NULL: the roofline on hw */
+    const char *hw;           /* hardware preset for the roofline when no cost file */
+    const char *name;         /* the simulated run's name; NULL: validate-<run>[-K] */
+    int repeat;               /* engine reruns of the workload, for the noise floor (0) */
+    int progress;             /* progress lines on stderr */
+    const char *version;
+} validate_opts_t;
+
+#define VALIDATE_MAX_METRICS 48
+#define VALIDATE_MAX_REPEAT 20
+
+typedef struct {
+    char name[32];            /* "TTFT p50" */
+    int is_time;              /* seconds (printed as ms) vs a rate or a count */
+    int headline;             /* part of the MAPE */
+    double measured, predicted, err;
+    double lo, hi, spread;    /* over the measured runs; NAN without repeats */
+} validate_metric_t;
+
+typedef struct {
+    size_t n;                 /* steps compared */
+    double median, p90, bias; /* of |error|; bias = mean signed error */
+} validate_steps_t;
+
+typedef struct {
+    int64_t engine_id, sim_id;
+    char engine_name[256], sim_name[256], cost_desc[300];
+    int n_runs;                           /* measured runs: 1 + repeats */
+    int64_t measured_ids[1 + VALIDATE_MAX_REPEAT];
+    validate_metric_t m[VALIDATE_MAX_METRICS];
+    int n;
+    validate_steps_t pass, host, pass_decode, pass_prompt;
+    double mape;
+    int mape_n;
+} validate_result_t;
+
+int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size_t errlen);
+
+void validate_print(FILE *f, const validate_result_t *r);
+void validate_json(FILE *f, const validate_result_t *r);
+
+#endif

@@ -1,0 +1,114 @@
+/* cmd_validate: `twinserve validate`, the simulator held against a measured engine run. */
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis/plot.h"
+#include "analysis/summary.h"
+#include "analysis/validate.h"
+#include "cli/cli.h"
+#include "cli/cli_util.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve validate --db DB [--run ENGINE_RUN] (--cost COST | --hw PRESET)\n"
+        "                          [--repeat N] [--json] [--plot DIR] [--name NAME]\n"
+        "\n"
+        "Replays an engine run's exact workload in the simulator (the same trace slice,\n"
+        "rate scale, clipping, seed, policy and params, token and sequence budgets, KV\n"
+        "blocks and block size) and prints measured and predicted side by side: mean, p50,\n"
+        "p90 and p99 of TTFT, TPOT, ITL (when the run saved tokens), E2E and queueing;\n"
+        "throughput; preemptions; and each engine step's pass and host time against the\n"
+        "cost model's prediction for that step's recorded work. One MAPE line at the end.\n"
+        "The simulated run is recorded in DB (validate-RUN), so report and compare work on it.\n"
+        "\n"
+        "  --db DB               the database holding the engine run (the runs are added to it)\n"
+        "  --run RUN             the engine run, a name or id (default: the latest engine run)\n"
+        "  --cost COST           the cost model (twinserve calibrate; a roofline cost file too)\n"
+        "  --hw PRESET           without --cost: the roofline on this hardware\n"
+        "  --repeat N            first run the engine N more times on the same workload and\n"
+        "                        show its spread beside each error (noise vs model error)\n"
+        "  --plot DIR            measured and predicted CDFs of TTFT, TPOT and E2E, and both\n"
+        "                        runs' timelines (gnuplot)\n"
+        "  --name NAME           the simulated run's name\n"
+        "  --json                the comparison as one JSON object\n"
+        "  -q, --quiet           no progress lines\n"
+        "\n"
+        "Exit status: 0 compared, 1 a run failed or the input is refused, 2 usage error.\n");
+}
+
+enum { O_DB = 256, O_RUN, O_COST, O_HW, O_REPEAT, O_PLOT, O_NAME, O_JSON, O_HELP };
+
+int cmd_validate(int argc, char **argv) {
+    static const struct option opts[] = {
+        { "db", 1, 0, O_DB }, { "run", 1, 0, O_RUN }, { "cost", 1, 0, O_COST },
+        { "hw", 1, 0, O_HW }, { "repeat", 1, 0, O_REPEAT }, { "plot", 1, 0, O_PLOT },
+        { "name", 1, 0, O_NAME }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
+        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    };
+    validate_opts_t o = { .version = TWIN_VERSION };
+    const char *plot_dir = NULL;
+    int json = 0, quiet = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DB: o.db_path = optarg; break;
+        case O_RUN: o.run = optarg; break;
+        case O_COST: o.cost_path = optarg; break;
+        case O_HW: o.hw = optarg; break;
+        case O_REPEAT:
+            if (!cli_int(optarg, 0, VALIDATE_MAX_REPEAT, &o.repeat)) {
+                fprintf(stderr, "twinserve validate: bad value '%s' for --repeat (0 to %d)\n",
+                        optarg, VALIDATE_MAX_REPEAT);
+                return 2;
+            }
+            break;
+        case O_PLOT: plot_dir = optarg; break;
+        case O_NAME: o.name = optarg; break;
+        case O_JSON: json = 1; break;
+        case 'q': quiet = 1; break;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "twinserve validate: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!o.db_path) {
+        fprintf(stderr, "twinserve validate: --db DB is required\n");
+        return 2;
+    }
+    if (o.cost_path && o.hw) {
+        fprintf(stderr, "twinserve validate: give --cost or --hw, not both (a cost file "
+                        "carries its own model of the hardware)\n");
+        return 2;
+    }
+    o.progress = !quiet && isatty(2);
+    validate_result_t r;
+    char err[8192];
+    if (validate_run(&o, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve validate: %s\n", err);
+        return 1;
+    }
+    if (json) validate_json(stdout, &r);
+    else validate_print(stdout, &r);
+    if (plot_dir) {
+        sqlite3 *db;
+        plot_opts_t po = { .out_dir = plot_dir, .png = 1, .svg = 1 };
+        plot_result_t pr = {0};
+        int64_t ids[2] = { r.engine_id, r.sim_id };
+        if (summary_open(o.db_path, &db, err, sizeof err) != 0 ||
+            plot_runs(db, ids, 2, &po, &pr, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve validate: --plot: %s\n", err);
+            return 1;
+        }
+        sqlite3_close(db);
+        if (!json) printf("plots: %d figures in %s (cdf_ttft, cdf_tpot, cdf_e2e, timelines)\n",
+                          pr.figures, plot_dir);
+    }
+    return 0;
+}
