@@ -20,5 +20,6 @@ int cmd_explain(int argc, char **argv);   /* cli/cmd_explain.c */
 int cmd_generate(int argc, char **argv);  /* cli/cmd_generate.c */
 int cmd_engine(int argc, char **argv);    /* cli/cmd_engine.c */
 int cmd_bench(int argc, char **argv);     /* cli/cmd_bench.c */
+int cmd_profile(int argc, char **argv);   /* cli/cmd_profile.c: timed passes -> a profile CSV */
 
 #endif

@@ -22,6 +22,7 @@ static const command_t commands[] = {
     { "engine", cmd_engine, "replay a trace through a policy on the real engine" },
     { "generate", cmd_generate, "generate text from a model (llama2.c .bin, GGUF, dummy:PRESET)" },
     { "bench", cmd_bench, "decode tokens/s per batch size against the machine's roofs" },
+    { "profile", cmd_profile, "time forward passes over a grid of batch shapes (a profile CSV)" },
     { "kv", cmd_kv, "KV-cache size calculator (bytes per token, per sequence)" },
     { "roofline", cmd_roofline, "decode/prefill roofline calculator for a model on a GPU" },
     { "presets", cmd_presets, "list the built-in model and hardware presets" },
