@@ -5,7 +5,9 @@
  * The file is written under a temporary name in the output's directory, created before the
  * grid runs (so an unwritable directory fails in a second, not after minutes), and renamed
  * at the end: a failed or interrupted profile never leaves a truncated file under the
- * requested name (SIGINT, SIGTERM and SIGHUP remove the temporary file). */
+ * requested name (SIGINT, SIGTERM and SIGHUP remove the temporary file, then end the
+ * process as the signal would). */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -116,14 +118,17 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
+/* A signal the parent had ignored (nohup, a shell's background job) stays ignored. */
 static void guard_signals(void (*h)(int)) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = h;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = h;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 /* Creates OUT.tmp-XXXXXX beside out; the fd, or -1 with a message. */
@@ -184,8 +189,7 @@ static void command_line(int argc, char **argv, char *buf, size_t len) {
         const char *a = argv[i];
         int plain = *a != '\0';
         for (const char *c = a; *c; c++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@", *c))
-                plain = 0;
+            if (!isalnum((unsigned char)*c) && !strchr("-_./:=,+@", *c)) plain = 0;
         u += (size_t)snprintf(buf + u, len - u, plain ? " %s" : " '%s'", a);
     }
 }

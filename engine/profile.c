@@ -548,12 +548,14 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     /* The backend before the host phase, so that a missing GPU or a wrong --dtype fails
      * at once rather than after the replay (the replay makes its own). */
     bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
-    if (!(b = backend_new(o->backend ? o->backend : "cpu", &bo, msg, sizeof msg))) {
-        failf(err, errlen, "backend %s: %s", o->backend ? o->backend : "cpu", msg);
+    const char *bname = o->backend ? o->backend : "cpu";
+    if (!(b = backend_new(bname, &bo, msg, sizeof msg))) {
+        if (strstr(msg, bname)) failf(err, errlen, "%s", msg);   /* it names itself */
+        else failf(err, errlen, "backend %s: %s", bname, msg);
         goto done;
     }
     if (o->dtype && strcmp(o->dtype, b->weight_type)) {
-        failf(err, errlen, "dtype %s: backend %s holds %s weights", o->dtype, b->name,
+        failf(err, errlen, "dtype %s: the %s backend holds %s weights", o->dtype, b->name,
               b->weight_type);
         goto done;
     }
