@@ -143,7 +143,9 @@ static int open_tmp(const char *out) {
                 "%s\n", out, strerror(errno));
         return -1;
     }
-    fchmod(fd, 0644);   /* mkstemp's 0600 would make the profile private */
+    mode_t mask = umask(0);   /* mkstemp's 0600 would make the profile private */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
     tmp_live = 1;
     guard_signals(on_signal);
     return fd;

@@ -361,7 +361,10 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
     while ((s = sqlite3_step(q)) == SQLITE_ROW || cur >= 0) {
         int64_t seqs = s == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
         if (seqs != cur && n > 0) {   /* the group of cur is complete */
-            if (host_row(rows, cur, hs, n, sum)) goto oom;
+            if (host_row(rows, cur, hs, n, sum)) {
+                failf(err, errlen, "out of memory");
+                goto done;
+            }
             st->host_rows++;
             n = 0;
             memset(sum, 0, sizeof sum);
@@ -371,7 +374,10 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
             double *nh = realloc(hs, cap * sizeof *nh);
-            if (!nh) goto oom;
+            if (!nh) {
+                failf(err, errlen, "out of memory");
+                goto done;
+            }
             hs = nh;
         }
         hs[n++] = sqlite3_column_double(q, 1);
@@ -383,9 +389,6 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
         goto done;
     }
     rc = 0;
-    goto done;
-oom:
-    failf(err, errlen, "out of memory");
 done:
     sqlite3_finalize(q);
     sqlite3_close(h);
@@ -562,6 +565,9 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     if (o->host_policy) {
         model_free(m);   /* a file's host copy would sit beside the replay's */
         m = NULL;
+        if (o->progress)
+            fprintf(stderr, "[profile] host phase: %d requests under %s\n",
+                    PROFILE_HOST_REQUESTS, o->host_policy);
         if (host_phase(o, c.max_seq, &hp, out, st, err, errlen)) goto done;
         if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, msg, sizeof msg)) {
             model_fail(o, msg, err, errlen);
@@ -590,6 +596,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
         max_seqs = g.p[i].seqs > max_seqs ? g.p[i].seqs : max_seqs;
         max_sample = g.p[i].n_sample > max_sample ? g.p[i].n_sample : max_sample;
     }
+    if (o->progress) fprintf(stderr, "[profile] measuring the roofs (memory, GEMM)\n");
     if (b->roofs(b, ROOF_REPS, &out->mem_bw, &out->gemm_flops) || !(out->mem_bw > 0) ||
         !(out->gemm_flops > 0)) {
         failf(err, errlen, "measuring backend %s's roofs: %s", b->name, b->errmsg);
@@ -628,6 +635,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     double t0 = roofs_now();
     if (time_grid(o, f, &g, &x, c.vocab, err, errlen)) goto done;
     st->grid_s = roofs_now() - t0;
+    if (o->progress) fprintf(stderr, "[profile] measuring the roofs again\n");
     if (b->roofs(b, ROOF_REPS, &out->mem_bw_end, &out->gemm_flops_end)) {
         failf(err, errlen, "measuring backend %s's roofs after the grid: %s", b->name,
               b->errmsg);

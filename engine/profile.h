@@ -24,9 +24,11 @@
  * sampled ids, so the pass is complete when it returns (on a GPU too). The backend's roofs
  * are measured before and after the grid.
  *
- * Host phase (host_policy given): a saturated replay (PROFILE_HOST_REQUESTS requests at
- * time 0, prompts of 16..PROFILE_HOST_PROMPT tokens, outputs of 8..64) on engine_run with a temporary trace and database (both removed), whose steps'
- * host_s (the CPU-side time before each pass) become one kind=host row per pass_seqs.
+ * Host phase (host_policy given, run first so that a bad policy fails at once): a saturated
+ * replay (PROFILE_HOST_REQUESTS requests at time 0, prompts of 16..PROFILE_HOST_PROMPT
+ * tokens, outputs of 8..64) on engine_run with a temporary trace and database (both
+ * removed), whose steps' host_s (the CPU-side time before each pass) become one kind=host
+ * row per pass_seqs, after the grid's rows.
  *
  * Ownership: profile_run borrows the options for the call and fills `out` (the caller
  * frees it with profile_free, also after a failure). */

@@ -185,8 +185,8 @@ const char *profile_header_get(const profile_t *p, const char *key) {
 }
 
 int profile_add_point(profile_t *p, const profile_point_t *pt) {
-    if ((p->n & (p->n - 1)) == 0) {   /* grow at powers of two */
-        size_t cap = p->n ? 2 * p->n : 16;
+    if ((p->n & (p->n - 1)) == 0) {   /* n is 0 or a power of two: the array is full */
+        size_t cap = p->n ? 2 * p->n : 1;
         profile_point_t *q = realloc(p->pts, cap * sizeof *q);
         if (!q) return -1;
         p->pts = q;

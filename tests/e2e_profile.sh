@@ -25,8 +25,9 @@ for k in "# model = $M" "# backend = cpu" "# n_layers = 5" "# dtype_bytes = 4" "
          "# command = twinserve profile --model $M"; do
     grep -qF -- "$k" "$T/q.csv" || bad " header lacks '$k'"
 done
-grep -q '^kind,dec_seqs,dec_ctx,chunk_tokens,chunk_ctx,chunk_sampled,tokens,seqs,sampled,kv_tokens,attn_pairs,reps,median_s' "$T/q.csv" ||
-    bad " no column line"
+cols=kind,dec_seqs,dec_ctx,chunk_tokens,chunk_ctx,chunk_sampled,tokens,seqs,sampled
+cols=$cols,kv_tokens,attn_pairs,reps,median_s,mean_s,min_s,max_s,p10_s,p90_s
+grep -qx "$cols" "$T/q.csv" || bad " no column line"
 for k in decode prefill mixed host; do grep -q "^$k," "$T/q.csv" || bad " no $k row"; done
 grep -qxF "decode,4,40,0,0,0,4,4,4,164,164,2" <(grep '^decode,4,40,' "$T/q.csv" | cut -d, -f1-12) ||
     bad " the decode of 4 at context 40 is not 4,4,4,164,164"
