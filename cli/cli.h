@@ -20,6 +20,8 @@ int cmd_explain(int argc, char **argv);   /* cli/cmd_explain.c */
 int cmd_generate(int argc, char **argv);  /* cli/cmd_generate.c */
 int cmd_engine(int argc, char **argv);    /* cli/cmd_engine.c */
 int cmd_bench(int argc, char **argv);     /* cli/cmd_bench.c */
+int cmd_calibrate(int argc, char **argv); /* cli/cmd_calibrate.c */
+int cmd_validate(int argc, char **argv);  /* cli/cmd_validate.c */
 int cmd_profile(int argc, char **argv);   /* cli/cmd_profile.c: timed passes -> a profile CSV */
 
 #endif

@@ -21,6 +21,8 @@ static const command_t commands[] = {
     { "explain", cmd_explain, "step by step: what a policy schedules on a small trace" },
     { "engine", cmd_engine, "replay a trace through a policy on the real engine" },
     { "generate", cmd_generate, "generate text from a model (llama2.c .bin, GGUF, dummy:PRESET)" },
+    { "validate", cmd_validate, "replay an engine run in the simulator: predicted vs measured" },
+    { "calibrate", cmd_calibrate, "fit the simulator's cost model to a profile or an engine run" },
     { "bench", cmd_bench, "decode tokens/s per batch size against the machine's roofs" },
     { "profile", cmd_profile, "time forward passes over a grid of batch shapes (a profile CSV)" },
     { "kv", cmd_kv, "KV-cache size calculator (bytes per token, per sequence)" },

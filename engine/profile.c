@@ -151,9 +151,13 @@ static int build_grid(const profile_opts_t *o, int32_t S, grid_t *g) {
         for (; n <= top && n + c <= S; n *= 2) ADD("prefill", 0, 0, n, c, k == 0);
         if (k == 0 && n / 2 != top) ADD("prefill", 0, 0, top, 0, 1);
     }
+    /* Decodes beside a whole prompt (sampled) or, for the middle size, beside a middle
+     * chunk (not sampled): chunked prefill's steps, and the points where sampled rows
+     * differ from sequences, so that calibrate can tell the sampler's time per row from
+     * the time per sequence. */
     static const int32_t mb[] = {1, 8, 32}, mn[] = {32, 128, 512};
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) ADD("mixed", mb[i], pc, mn[j], 0, 1);
+        for (int j = 0; j < 3; j++) ADD("mixed", mb[i], pc, mn[j], j == 1 ? pc / 2 : 0, j != 1);
 #undef ADD
     return 0;
 }

@@ -137,12 +137,11 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
     for (size_t i = 0; i < n; i++) {
         const fit_point_t *pt = &pts[idx[i]];
         design_row(&pt->f, knots, nk, p->layer_params, p->lm_params, row);
+        double w = pt->w > 0 ? pt->w : 1;
+        for (int a = 0; a < nv; a++) row[a] /= pt->t;   /* relative error: the target is 1 */
         for (int a = 0; a < nv; a++) {
-            row[a] /= pt->t;   /* relative error: the target becomes 1 */
-        }
-        for (int a = 0; a < nv; a++) {
-            c[a] += row[a];
-            for (int b = 0; b <= a; b++) G[a * nv + b] += row[a] * row[b];
+            c[a] += w * row[a];
+            for (int b = 0; b <= a; b++) G[a * nv + b] += w * row[a] * row[b];
         }
     }
     for (int a = 0; a < nv; a++)
@@ -184,9 +183,10 @@ static int fit_host_once(const fit_point_t *pts, const size_t *idx, size_t n,
     for (size_t i = 0; i < n; i++) {
         const fit_point_t *pt = &pts[idx[i]];
         double row[NV] = {1 / pt->t, (double)pt->f.seqs / pt->t, (double)pt->f.tokens / pt->t};
+        double w = pt->w > 0 ? pt->w : 1;
         for (int a = 0; a < NV; a++) {
-            c[a] += row[a];
-            for (int b = 0; b < NV; b++) G[a * NV + b] += row[a] * row[b];
+            c[a] += w * row[a];
+            for (int b = 0; b < NV; b++) G[a * NV + b] += w * row[a] * row[b];
         }
     }
     if (nnls_dependent(G, NV, DEP_TOL, dep) < 0) return fail(err, errlen, "out of memory (fit)");

@@ -7,7 +7,8 @@
  * increments of gemm between knots (gemm_k = d_1 + ... + d_k, d >= 0). Knots are the
  * distinct row counts of the points (tokens, and sampled rows), thinned to at least
  * knot_ratio apart, so every knot has data. Errors are relative: each point's row is
- * divided by its measured time, so a 50 us decode counts as much as a 2 s prefill.
+ * divided by its measured time, so a 50 us decode counts as much as a 2 s prefill; a
+ * point that stands for w samples counts w times.
  *
  * Outliers: after a first fit, points more than max(0.5, 8 x the median) off in relative
  * terms (a step that the OS interrupted) are dropped once and the model refitted; the
@@ -36,6 +37,7 @@
 typedef struct {
     cost_features_t f;
     double t;          /* measured seconds, > 0 */
+    double w;          /* weight: the samples behind t (a profile's host group); <= 0: 1 */
 } fit_point_t;
 
 typedef struct {

@@ -118,8 +118,10 @@ static size_t grid(const cost_model_t *m, double noise, int decode_only, fit_poi
                     pts[n++].f = f;
                 }
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         pts[i].t = cost_pass_time(m, &pts[i].f) * (1 + noise * (2 * rng_uniform(&r) - 1));
+        pts[i].w = 1;
+    }
     return n;
 }
 
@@ -219,6 +221,17 @@ START_TEST(test_fit_recovers_known_model) {
     REL_NEAR(p.host_seq_s, t.host_seq_s, 1e-6);
     REL_NEAR(p.host_token_s, t.host_token_s, 1e-6);
     fit_report_free(&r);
+    /* a point of weight 2 counts as the point twice */
+    for (size_t i = 0; i < n; i++) pts[i].t *= 1 + 0.1 * (double)(i % 3);
+    pts[n] = pts[0];
+    cost_linear_params_t twice = p, weighted = p;
+    ck_assert_int_eq(fit_host(pts, n + 1, &o, &twice, &r, err, sizeof err), 0);
+    fit_report_free(&r);
+    pts[0].w = 2;
+    ck_assert_int_eq(fit_host(pts, n, &o, &weighted, &r, err, sizeof err), 0);
+    fit_report_free(&r);
+    REL_NEAR(weighted.host_step_s, twice.host_step_s, 1e-9);
+    REL_NEAR(weighted.host_seq_s, twice.host_seq_s, 1e-9);
     cost_free(m);
 }
 END_TEST
@@ -264,7 +277,7 @@ START_TEST(test_fit_degenerate) {
     ck_assert_ptr_nonnull(strstr(err, "too few"));
     /* one token count only: no GEMM curve */
     for (int i = 0; i < 10; i++) {
-        memset(&pts[i].f, 0, sizeof pts[i].f);
+        memset(&pts[i], 0, sizeof pts[i]);
         cost_features_add(&pts[i].f, 8, 100 * i, 1);
         pts[i].t = 1e-3 * (1 + i);
     }

@@ -1,0 +1,134 @@
+/* cmd_calibrate: `twinserve calibrate`, a cost model fitted to measurements (a profile, or
+ * an engine run's steps) and written as a cost file for `sim --cost`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/calibrate.h"
+#include "cli/cli.h"
+#include "cli/cli_util.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve calibrate --profile FILE --out COST [options]\n"
+        "       twinserve calibrate --db DB --run ENGINE_RUN --out COST [options]\n"
+        "\n"
+        "Fits the simulator's linear cost model to measured forward passes: a profile\n"
+        "(`twinserve profile`, or one written from another engine in the same format) or\n"
+        "the steps an engine run recorded. Prints the coefficients with what they mean, the\n"
+        "cross-validated error (held-out points: median and p90 of |predicted - measured| /\n"
+        "measured) and how the model extrapolates, and writes COST for `sim --cost COST`.\n"
+        "\n"
+        "  --profile FILE        a profile CSV (its kind=host rows fit the host-time terms)\n"
+        "  --db DB --run RUN     an engine run (name or id; the latest when RUN is omitted)\n"
+        "  --out COST            the cost file to write\n"
+        "  --model NAME|FILE     the model's shape, when the input does not say it\n"
+        "  --folds K             cross-validation folds (5)\n"
+        "  --seed N              the folds' shuffle (1)\n"
+        "  --json                the report as one JSON object\n"
+        "  -q, --quiet           no report\n");
+}
+
+enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP };
+
+int cmd_calibrate(int argc, char **argv) {
+    static const struct option opts[] = {
+        { "profile", 1, 0, O_PROFILE }, { "db", 1, 0, O_DB }, { "run", 1, 0, O_RUN },
+        { "out", 1, 0, O_OUT }, { "model", 1, 0, O_MODEL }, { "folds", 1, 0, O_FOLDS },
+        { "seed", 1, 0, O_SEED }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
+        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    };
+    const char *profile = NULL, *db = NULL, *run = NULL, *out = NULL, *model = NULL;
+    int json = 0, quiet = 0, c, rc = 2, have_in = 0;
+    fit_opts_t fo;
+    fit_opts_defaults(&fo);
+    calib_input_t in;
+    cost_file_t cf;
+    fit_report_t pr = {0}, hr = {0};
+    char err[2048];
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case O_PROFILE: profile = optarg; break;
+        case O_DB: db = optarg; break;
+        case O_RUN: run = optarg; break;
+        case O_OUT: out = optarg; break;
+        case O_MODEL: model = optarg; break;
+        case O_FOLDS: ok = cli_int(optarg, 2, 1000, &fo.folds); break;
+        case O_SEED: ok = cli_u64(optarg, &fo.seed); break;
+        case O_JSON: json = 1; break;
+        case 'q': quiet = 1; break;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "twinserve calibrate: bad value '%s' for --%s\n", optarg,
+                    opts[c - O_PROFILE].name);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "twinserve calibrate: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if ((profile != NULL) == (db != NULL)) {
+        fprintf(stderr, "twinserve calibrate: give one input: --profile FILE or --db DB --run RUN\n");
+        return 2;
+    }
+    if (run && !db) {
+        fprintf(stderr, "twinserve calibrate: --run needs --db\n");
+        return 2;
+    }
+    if (!out) {
+        fprintf(stderr, "twinserve calibrate: --out COST is required\n");
+        return 2;
+    }
+    rc = 1;
+    if ((profile ? calib_from_profile(profile, &in, err, sizeof err)
+                 : calib_from_run(db, run, &in, err, sizeof err)) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        goto done;
+    }
+    have_in = 1;
+    if (model) {
+        preset_model_t m;
+        if (preset_model_get(model, &m, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve calibrate: --model: %s\n", err);
+            goto done;
+        }
+        if (in.has_shape && cost_file_same_shape(&m, &in.shape, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve calibrate: --model %s is not the shape %s records (%s)\n",
+                    model, in.source, err);
+            goto done;
+        }
+        in.shape = m;
+        in.has_shape = 1;
+    }
+    if (calib_fit(&in, &fo, &cf, &pr, &hr, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        goto done;
+    }
+    char comment[512];
+    snprintf(comment, sizeof comment,
+             "twinserve cost model, fitted by `twinserve calibrate` (twinserve %s)\n"
+             "forward pass and host time as sim/cost.h describes; see docs/fidelity.md",
+             TWIN_VERSION);
+    snprintf(cf.version, sizeof cf.version, "%s", TWIN_VERSION);
+    if (cost_file_write(out, &cf, comment, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        goto done;
+    }
+    if (json) calib_json(stdout, &in, &cf, &pr, &hr);
+    else if (!quiet) {
+        calib_print(stdout, &in, &cf, &pr, &hr, fo.folds);
+        printf("\nwrote %s: `twinserve sim --cost %s --kv-blocks N ...`\n", out, out);
+    }
+    rc = 0;
+done:
+    fit_report_free(&pr);
+    fit_report_free(&hr);
+    if (have_in) calib_input_free(&in);
+    return rc;
+}
