@@ -21,6 +21,8 @@
 #     decode of dummy:llama-3-8b in bf16 at batch 1, 64, 256 and a 1024-token context;
 #     prefill of 4096 tokens of dummy:llama-3-8b in bf16; batch-1 decode of
 #     dummy:llama-3.2-1b in fp32;
+#  4b. fidelity: a synthetic trace, `profile` of dummy:llama-3.2-1b in bf16, `calibrate`,
+#     an engine run under chunked prefill and `validate` against it (docs/fidelity.md);
 #  5. the table: each figure with its roof and fraction, the issue's targets beside them
 #     (batch 1 >= 80% of the read bandwidth; prefill >= 60% of the bf16 GEMM rate), and
 #     each step's PASS/FAIL/SKIP.
@@ -202,6 +204,34 @@ bench prefill_bf16 120 --model dummy:llama-3-8b --dtype bf16 --prefill 4096 --st
 # a smaller model in fp32 (~5 GB of weights), batch 1
 bench decode_f32 90 --model dummy:llama-3.2-1b --dtype f32 --batch 1 --ctx 1024 --steps 64
 
+# ---- 4b. fidelity -----------------------------------------------------------------------
+# profile -> calibrate -> engine run -> validate, unchanged from the CPU (docs/fidelity.md),
+# on dummy:llama-3.2-1b in bf16 and a synthetic Azure-shaped trace (../shared does not
+# travel): the first GPU run measures the simulator's fidelity there too.
+fid=$logdir/fidelity
+mkdir -p "$fid"
+# (timeout runs programs, not shell functions: the steps go into a script of their own)
+cat >"$fid/run.sh" <<FID
+set -e
+"$bin" trace gen --n 300 --rate 12 --prompt lognormal:600:0.9 --output lognormal:80:0.8 \\
+    --seed 7 --out "$fid/trace.csv" >&2
+"$bin" profile --model dummy:llama-3.2-1b --backend cuda --dtype bf16 --reps 3 \\
+    --out "$fid/profile.csv" -q >&2
+"$bin" calibrate --profile "$fid/profile.csv" --out "$fid/l1b.cost" >"$fid/calibrate.txt"
+"$bin" engine -q --backend cuda --dtype bf16 --model dummy:llama-3.2-1b \\
+    --trace "$fid/trace.csv" --policy policies/chunked_prefill.lua --set chunk=512 \\
+    --max-prompt 2048 --db "$fid/runs.db" --name gpu-cp >&2
+"$bin" validate -q --db "$fid/runs.db" --run gpu-cp --cost "$fid/l1b.cost" >"$fid/validate.txt"
+"$bin" validate -q --db "$fid/runs.db" --run gpu-cp --cost "$fid/l1b.cost" --name gpu-cp-json --json
+FID
+if [ -x "$bin" ]; then
+    run_step fidelity 180 "$logdir/fidelity.json" bash "$fid/run.sh"
+    st=$(verdict "$logdir/fidelity.log")
+    record fidelity "$st" "$DT" "$(grep -m1 -E 'MAPE' "$fid/validate.txt" 2>/dev/null || tail -n 1 "$logdir/fidelity.log")"
+else
+    record fidelity FAIL 0 "no binary at $bin"
+fi
+
 # ---- 5. the table ----------------------------------------------------------------------
 table=$logdir/summary.txt
 env -u LD_LIBRARY_PATH python3 - "$logdir" "$gpu_name" >"$table" 2>"$logdir/summary.err" <<'PY'
@@ -285,6 +315,14 @@ if f32:
         f"{f32['mem_roof_tok_per_s_batch1']:.1f} tok/s", f"{100*x['frac_mem_roof']:.1f}%", "", "")
 else:
     row("decode llama-3.2-1b fp32 b=1", "no result", "", "", "", note("decode_f32"))
+fid = load("fidelity")
+if fid:
+    st = fid["steps"]["pass"]
+    row("fidelity llama-3.2-1b bf16 (validate)", f"MAPE {100*fid['mape']:.1f}%",
+        f"step med {100*st['median_abs_error']:.1f}%", f"p90 {100*st['p90_abs_error']:.1f}%",
+        "", "(see fidelity/validate.txt)")
+else:
+    row("fidelity (profile, calibrate, validate)", "no result", "", "", "", note("fidelity"))
 p("")
 p("fractions: decode b=1 of the measured read bandwidth (weight bytes x tok/s, the issue's "
   "figure; 'bytes really read' leaves out the untied embedding table and adds the KV "
