@@ -37,6 +37,12 @@ static void input_init(calib_input_t *in) {
     in->mem_bw = in->gemm_flops = NAN;
 }
 
+/* The shape named after the model: a path's file name, or the dummy:PRESET spec. */
+static void name_shape(preset_model_t *m, const char *model) {
+    const char *base = strrchr(model, '/');
+    snprintf(m->name, sizeof m->name, "%.47s", base ? base + 1 : model);
+}
+
 static int kind_index(calib_input_t *in, const char *kind) {
     for (int i = 0; i < in->n_kinds; i++)
         if (!strcmp(in->kinds[i], kind)) return i;
@@ -73,6 +79,7 @@ int calib_from_profile(const char *path, calib_input_t *in, char *err, size_t er
              p.weight_type[0] ? p.weight_type : "?", threads);
     in->shape = p.shape;
     in->has_shape = p.has_shape;
+    if (p.model[0]) name_shape(&in->shape, p.model);
     in->mem_bw = p.mem_bw;
     in->gemm_flops = p.gemm_flops;
     snprintf(in->host_note, sizeof in->host_note, "%s", p.host_note);
@@ -127,7 +134,9 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
         goto sqlerr;
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_ROW) goto sqlerr;
-    const char *name = (const char *)sqlite3_column_text(st, 0);
+    /* copies: the statement's text dies with it, and the names are used after */
+    char name[256], model[512];
+    snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(st, 0));
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
     if (!kind || strcmp(kind, "engine") != 0) {
@@ -142,14 +151,15 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     }
     snprintf(in->source, sizeof in->source, "engine run %.100s (id %lld) in %.120s", name,
              (long long)id, db_path);
-    const char *model = (const char *)sqlite3_column_text(st, 3);
+    snprintf(model, sizeof model, "%s",
+             sqlite3_column_text(st, 3) ? (const char *)sqlite3_column_text(st, 3) : "?");
     const char *backend = (const char *)sqlite3_column_text(st, 4);
     const char *wtype = (const char *)sqlite3_column_text(st, 5);
     int threads = sqlite3_column_int(st, 6), has_shape = sqlite3_column_int(st, 7);
     char tdesc[32] = "";
     if (threads > 0) snprintf(tdesc, sizeof tdesc, ", %d threads", threads);
     snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights)%s",
-             model ? model : "?", backend ? backend : "?", wtype ? wtype : "?", tdesc);
+             model, backend ? backend : "?", wtype ? wtype : "?", tdesc);
     sqlite3_finalize(st);
     st = NULL;
     if (has_shape) {
@@ -168,7 +178,7 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
             sqlite3_finalize(st);
             st = NULL;
         }
-        snprintf(in->shape.name, sizeof in->shape.name, "%.40s", name);
+        name_shape(&in->shape, model);
         char m[256];
         in->has_shape = preset_model_validate(&in->shape, m, sizeof m) == 0;
     }
