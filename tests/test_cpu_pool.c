@@ -1,10 +1,9 @@
 /* test_cpu_pool: the CPU backend's thread pool (engine/cpu/cpu_pool.h). Its pieces cover
  * every item once; every item is run exactly once per job whatever the thread count,
- * grain, job sequence and wake-ups between jobs; a worker that stalls inside its first
- * piece holds up only that piece (the caller takes every other, the rest of the stalled
- * worker's run included); and the backend's ops give bit-identical results with 1 to 4
- * threads, since a piece's result cannot depend on the thread that runs it. No timings
- * are asserted. */
+ * grain and job sequence; a worker that stalls inside its first piece holds up only that
+ * piece (the caller takes every other, the rest of the stalled worker's run included);
+ * and the backend's ops give bit-identical results with 1 to 4 threads, since a piece's
+ * result cannot depend on the thread that runs it. No timings are asserted. */
 #include <check.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -61,7 +60,6 @@ START_TEST(every_item_runs_exactly_once) {
         for (int rep = 0; rep < 2000; rep++) {
             int64_t n = 1 + (rep * 37) % N, grain = 1 + (rep % 5) * (rep % 3) * 100;
             for (int64_t i = 0; i < n; i++) atomic_store(&j.hits[i], 0);
-            if (rep % 7 == 0) cpool_wake(p);   /* workers woken without a job: no effect */
             cpool_run(p, n, grain, count_items, &j);
             int64_t bad = -1;   /* one assertion per job: Check reports each through a pipe */
             for (int64_t i = 0; i < n && bad < 0; i++)

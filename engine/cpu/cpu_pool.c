@@ -211,21 +211,6 @@ static void wait_done(cpool_t *p, int pieces, int64_t own_ns) {
     }
 }
 
-/* A new serial: workers waiting for a job wake (or keep spinning), find no piece, and
- * spin afresh. The caller's slots are all empty between jobs. */
-static void publish(cpool_t *p) {
-    atomic_fetch_add(&p->serial, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->go);
-        pthread_mutex_unlock(&p->mu);
-    }
-}
-
-void cpool_wake(cpool_t *p) {
-    if (p->started > 0) publish(p);
-}
-
 void cpool_run(cpool_t *p, int64_t n, int64_t grain, cpool_fn fn, void *ctx) {
     if (n <= 0) return;
     int parts = p->n_threads;
@@ -247,7 +232,12 @@ void cpool_run(cpool_t *p, int64_t n, int64_t grain, cpool_fn fn, void *ctx) {
         uint64_t hi = t < parts ? (uint64_t)pieces * (t + 1) / parts : 0;
         atomic_store_explicit(&p->slots[t].w, lo << 32 | hi, memory_order_release);
     }
-    publish(p);
+    atomic_fetch_add(&p->serial, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->go);
+        pthread_mutex_unlock(&p->mu);
+    }
     int64_t t0 = now_ns();
     run_pieces(p, 0);
     wait_done(p, pieces, now_ns() - t0);

@@ -32,10 +32,6 @@ typedef void (*cpool_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
 cpool_t *cpool_new(int n_threads);   /* NULL when threads cannot be started */
 int cpool_threads(const cpool_t *p);
 void cpool_run(cpool_t *p, int64_t n, int64_t grain, cpool_fn fn, void *ctx);
-/* Wakes sleeping workers without a job, so that they spin, ready, for the next cpool_run
- * (as after a job): for a caller that knows work is coming after an idle wait, so that
- * the first job does not pay the futex wake-ups. Not concurrently with cpool_run. */
-void cpool_wake(cpool_t *p);
 void cpool_free(cpool_t *p);
 
 /* The pieces cpool_run cuts n items into when `parts` threads take part, and piece k's
