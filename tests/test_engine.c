@@ -324,6 +324,68 @@ START_TEST(test_bad_model_marks_run_failed) {
 }
 END_TEST
 
+/* Rows go to the database through the recorder's writer thread: a run that fails part-way
+ * (here the policy, at its 40th call, after idle waits and the warm-up pass) still has
+ * every row it handed over: a step row per step run, a token row per token emitted, a
+ * request row per request that arrived. */
+START_TEST(test_failed_run_keeps_its_rows) {
+    char trace[256], db[256], policy[256], model[512], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
+    testutil_tmpfile(db, sizeof db, ".db");
+    testutil_write_tmp(policy, sizeof policy, ".lua",
+        "local calls = 0\n"
+        "return { schedule = function(s)\n"
+        "    calls = calls + 1\n"
+        "    if calls == 40 then error('planned failure') end\n"
+        "    local budget, seqs = s.max_tokens, s.max_seqs\n"
+        "    for i = 1, math.min(s:num_running(), seqs) do\n"
+        "        s:schedule(s:running(i)); budget = budget - 1; seqs = seqs - 1\n"
+        "    end\n"
+        "    for i = 1, s:num_waiting() do\n"
+        "        local r = s:waiting(i)\n"
+        "        if seqs == 0 or r:remaining() > budget or not s:can_allocate(r) then break end\n"
+        "        s:schedule(r); budget = budget - r:remaining(); seqs = seqs - 1\n"
+        "    end\n"
+        "end }\n");
+    engine_opts_t o;
+    engine_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.model = stories_or_dummy(model, sizeof model);
+    o.db_path = db;
+    o.save_tokens = 1;
+    o.n_threads = 2;
+    o.backend = test_backend();
+    o.dtype = test_dtype();
+    o.max_seqs = 8;
+    o.kv_blocks = kv_blocks;
+    engine_result_t res;
+    ck_assert_int_ne(engine_run(&o, &res, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "planned failure") != NULL, "%s", err);
+    ck_assert_int_gt(res.steps, 0);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+        "SELECT (SELECT status FROM runs), (SELECT COUNT(*) FROM steps), "
+        "(SELECT MAX(step) + 1 FROM steps), (SELECT COUNT(*) FROM requests), "
+        "(SELECT COUNT(*) FROM tokens), (SELECT SUM(generated_tokens) FROM requests)",
+        -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "failed");
+    ck_assert_int_eq(sqlite3_column_int64(st, 1), res.steps);
+    ck_assert_int_eq(sqlite3_column_int64(st, 2), res.steps);
+    ck_assert_int_eq(sqlite3_column_int64(st, 3), res.requests);
+    ck_assert_int_gt(sqlite3_column_int64(st, 4), 0);
+    ck_assert_int_eq(sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    unlink(trace);
+    unlink(policy);
+    testutil_unlink_db(db);
+}
+END_TEST
+
 /* dummy:PRESET weights run the same loop (timing studies without a checkpoint). */
 START_TEST(test_dummy_model_runs) {
     char trace[256], db[256], err[4096];
@@ -424,6 +486,7 @@ static Suite *suite(void) {
     tcase_add_test(t, test_policies_identical_greedy);
     tcase_add_test(t, test_sampling_independent_of_batching);
     tcase_add_test(t, test_bad_model_marks_run_failed);
+    tcase_add_test(t, test_failed_run_keeps_its_rows);
     tcase_add_test(t, test_dummy_model_runs);
     tcase_add_test(t, test_static_padding_at_full_context);
     tcase_add_test(t, test_kv_blocks_too_large);
