@@ -52,6 +52,10 @@ static void usage(FILE *f) {
         "                        leaves after weights and activations (default 0.9 on cuda,\n"
         "                        as vLLM's gpu_memory_utilization)\n"
         "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
+        "  --idle spin|sleep     between arrivals, keep the cores busy on the clock (spin,\n"
+        "                        the default: a core that sleeps comes back slow, which\n"
+        "                        makes step times depend on the idle time before them) or\n"
+        "                        sleep (frees the cores; steps after long waits are slower)\n"
         "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
         "  -q, --quiet           no progress line or summary\n"
         "\n"
@@ -63,7 +67,7 @@ enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_GPUUTIL, O_INVARIANT, O_HELP
+    O_GPUUTIL, O_INVARIANT, O_IDLE, O_HELP
 };
 
 static const struct option opts[] = {
@@ -80,6 +84,7 @@ static const struct option opts[] = {
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
     { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
     { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
+    { "idle", 1, 0, O_IDLE },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -118,6 +123,11 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_PMEM: return cli_double(a, 1, 1e6, &o->limits.mem_limit_mb);
     case O_GPUUTIL: return cli_double(a, 0.01, 0.99, &o->gpu_util);
     case O_INVARIANT: o->batch_invariant = 1; return 1;
+    case O_IDLE:
+        if (!strcmp(a, "spin")) o->idle_sleep = 0;
+        else if (!strcmp(a, "sleep")) o->idle_sleep = 1;
+        else return 0;
+        return 1;
     }
     return 0;
 }

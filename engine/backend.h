@@ -153,6 +153,10 @@ struct backend {
     /* the device's own ceilings, measured now: memory read bandwidth (bytes/s) and the
      * matrix-product rate of the weight type (FLOP/s); each the best of reps runs */
     int (*roofs)(backend_t *b, int reps, double *mem_bw, double *gemm_flops);
+    /* optional (NULL: nothing to do): on != 0 keeps the backend's own threads spinning
+     * between ops instead of sleeping, until turned off; for an engine that keeps its
+     * cores awake through idle waits (engine.h, idle_spin) */
+    void (*keep_warm)(backend_t *b, int on);
     void (*destroy)(backend_t *b);
 };
 

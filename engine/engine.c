@@ -420,10 +420,11 @@ static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
 
 /* ------------------------------------------------------------------ the loop */
 
-/* Sleeps until run time t, the last ENGINE_WAKE_EARLY_S on the clock. */
+/* Waits until run time t: on the clock (the default), or asleep but for the last
+ * ENGINE_WAKE_EARLY_S on the clock (idle_sleep). */
 static void sleep_until(const engine_t *e, double t) {
     double d = t - ENGINE_WAKE_EARLY_S - now_s(e);
-    if (d > 0) {
+    if (d > 0 && e->o->idle_sleep) {
         struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - floor(d)) * 1e9) };
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
@@ -579,11 +580,11 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             e.bk ? e.bk->weight_type : "", e.bk ? (int)e.bk->elem_size(e.bk, BK_WEIGHT) : 0);
     json_write_str(cf, o->dtype ? o->dtype : "");
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
-                "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,"
+                "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,\"idle\":\"%s\","
                 "\"proposer\":\"ngram\",\"model_spec\":",
             o->batch_invariant ? "true" : "false", o->temperature, o->top_k, o->top_p,
             o->trace_opts.max_prompt, o->trace_opts.max_output,
-            o->save_tokens ? "true" : "false");
+            o->save_tokens ? "true" : "false", o->idle_sleep ? "sleep" : "spin");
     json_write_str(cf, o->model ? o->model : "");
     if (e.has_shape) {
         fputs(",\"shape\":", cf);
@@ -609,7 +610,12 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
          * TTFT of every request that arrives at an idle engine. Restored after the run. */
         int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        /* Cores kept awake through idle waits: a halted vCPU comes back slow for tens of
+         * ms (engine.h, idle_sleep), which the simulator cannot know of. */
+        int warm = !o->idle_sleep && e.bk->keep_warm;
+        if (warm) e.bk->keep_warm(e.bk, 1);
         run_loop(&e);
+        if (warm) e.bk->keep_warm(e.bk, 0);
         if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     }
     replay_finish(&e.rp);

@@ -42,6 +42,10 @@ typedef struct {
     int n_threads;            /* CPU threads, 0 = all cores */
     const char *dtype;        /* GPU weight type (NULL = backend default) */
     int batch_invariant;      /* bk_opts_t.batch_invariant: outputs independent of batching */
+    int idle_sleep;           /* 1: idle waits sleep; 0 (default): they spin, and so do the
+                               * backend's threads (keep_warm), because a core that sleeps
+                               * comes back slow: on this VM a 256-token stories260K prefill
+                               * after 100-500 ms idle took 15-24 ms instead of 12 */
     const char *db_path;      /* default twinserve.db */
     const char *run_name;
     uint64_t seed;            /* prompts, sampling, dummy weights, policy randomness */

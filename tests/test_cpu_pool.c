@@ -75,6 +75,30 @@ START_TEST(every_item_runs_exactly_once) {
 }
 END_TEST
 
+/* Kept spinning (cpool_set_spin), workers still run every item once across idle gaps
+ * longer than their usual spin, the flag can be turned off and on, and cpool_free stops
+ * spinning workers. */
+START_TEST(spinning_workers_run_jobs_across_idle_gaps) {
+    enum { N = 999 };
+    count_job_t j;
+    memset(&j, 0, sizeof j);
+    j.hits = calloc(N, sizeof *j.hits);
+    ck_assert_ptr_nonnull(j.hits);
+    cpool_t *p = cpool_new(3);
+    ck_assert_ptr_nonnull(p);
+    for (int rep = 0; rep < 12; rep++) {
+        cpool_set_spin(p, rep % 4 != 3);
+        for (int64_t i = 0; i < N; i++) atomic_store(&j.hits[i], 0);
+        cpool_run(p, N, 1, count_items, &j);
+        for (int64_t i = 0; i < N; i++) ck_assert_int_eq(atomic_load(&j.hits[i]), 1);
+        usleep(rep % 2 ? 1000 : 300);   /* past the workers' usual 200 us spin */
+    }
+    cpool_set_spin(p, 1);
+    cpool_free(p);   /* returns: spinning workers see quit */
+    free(j.hits);
+}
+END_TEST
+
 /* Thread 1's first piece waits, once it has begun, until every other item is done: only
  * the caller can do them, its own run and the rest of thread 1's from the back. */
 typedef struct {
@@ -244,6 +268,7 @@ int main(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pieces_cover_the_items_once);
     tcase_add_test(tc, every_item_runs_exactly_once);
+    tcase_add_test(tc, spinning_workers_run_jobs_across_idle_gaps);
     tcase_add_test(tc, a_stalled_worker_holds_up_only_its_piece);
     tcase_add_test(tc, ops_give_the_same_bits_with_any_thread_count);
     suite_add_tcase(s, tc);

@@ -488,8 +488,14 @@ static int cpu_attention(backend_t *b, void *out, const void *q, int32_t layer,
     /* scores [g][stride], then K and V row pointers [stride] each */
     if (!scratch(b, stride * ((size_t)g + 2 * sizeof(float *) / sizeof(float)))) return -1;
     attn_job_t j = {c, out, q, layer, n_heads, n_kv_heads, head_dim, g, stride};
-    /* grain: about GRAIN_ELEMS multiply-adds of K per thread before waking another */
-    int64_t per_item = (int64_t)c->max_ctx * head_dim * g;
+    /* grain: about GRAIN_ELEMS multiply-adds' worth of work per thread before waking
+     * another. A position costs each of the g query heads its QK and PV multiply-adds
+     * (2 hd) plus an exp and the softmax's bookkeeping, worth about 32 more, and the item
+     * its K and V row pointers (16). Counting the multiply-adds alone (hd g) undercounted
+     * small heads 7-fold (stories260K: hd 8, g 2), so decodes at a few hundred positions
+     * ran their attention on one thread: twice the time per pair of a batch a little
+     * larger, a step no cost model linear in the pairs can follow. */
+    int64_t per_item = (int64_t)c->max_ctx * ((int64_t)g * (2 * head_dim + 32) + 16);
     cpool_run(c->pool, (int64_t)c->n_tokens * n_kv_heads, GRAIN_ELEMS / per_item + 1,
               attn_items, &j);
     return 0;
@@ -556,6 +562,8 @@ static int cpu_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_ki
     cpool_run(c->pool, c->n_sample, any_random ? 1 : GRAIN_ELEMS * 4 / vocab + 1, sample_rows, &j);
     return 0;
 }
+
+static void cpu_keep_warm(backend_t *b, int on) { cpool_set_spin(CPU(b)->pool, on); }
 
 static int cpu_sync(backend_t *b) {
     (void)b;
@@ -636,6 +644,7 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->sample = cpu_sample;
     b->sync = cpu_sync;
     b->roofs = cpu_roofs;
+    b->keep_warm = cpu_keep_warm;
     b->destroy = cpu_destroy;
     return b;
 fail:

@@ -52,6 +52,7 @@ struct cpool {
     atomic_int sleepers;              /* workers sleeping, or about to, on go */
     atomic_int waiting;               /* the caller sleeps, or is about to, on done_cv */
     atomic_int quit;
+    atomic_int keep_spinning;         /* cpool_set_spin: workers never sleep */
     alignas(64) atomic_int done;      /* pieces of the current job finished */
     /* the current job: written by the caller while no piece can be claimed */
     alignas(64) cpool_fn fn;
@@ -131,7 +132,9 @@ static unsigned wait_job(cpool_t *p, unsigned seen) {
         s = atomic_load_explicit(&p->serial, memory_order_acquire);
         if (s != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return s;
         cpu_relax();
-        if (i % 64 == 0 && now_ns() - t0 > IDLE_SPIN_NS) break;
+        if (i % 64 == 0 && now_ns() - t0 > IDLE_SPIN_NS &&
+            !atomic_load_explicit(&p->keep_spinning, memory_order_relaxed))
+            break;
     }
     atomic_fetch_add(&p->sleepers, 1);
     pthread_mutex_lock(&p->mu);
@@ -168,6 +171,7 @@ cpool_t *cpool_new(int n_threads) {
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->waiting, 0);
     atomic_init(&p->quit, 0);
+    atomic_init(&p->keep_spinning, 0);
     atomic_init(&p->done, 0);
     p->threads = calloc((size_t)p->n_threads, sizeof *p->threads);
     p->slots = aligned_alloc(64, sizeof *p->slots * (size_t)p->n_threads);
@@ -257,3 +261,5 @@ void cpool_free(cpool_t *p) {
     pthread_cond_destroy(&p->done_cv);
     free(p);
 }
+
+void cpool_set_spin(cpool_t *p, int on) { atomic_store(&p->keep_spinning, on != 0); }

@@ -34,6 +34,11 @@ int cpool_threads(const cpool_t *p);
 void cpool_run(cpool_t *p, int64_t n, int64_t grain, cpool_fn fn, void *ctx);
 void cpool_free(cpool_t *p);
 
+/* on != 0: idle workers spin (with pause) for the next job instead of sleeping after
+ * IDLE_SPIN_NS, until it is turned off. For an engine that keeps its cores awake through
+ * idle waits: a VM's vCPU that halts comes back slow (see engine.h, idle_spin). */
+void cpool_set_spin(cpool_t *p, int on);
+
 /* The pieces cpool_run cuts n items into when `parts` threads take part, and piece k's
  * items [*lo, *hi): exposed so tests can check the split covers [0, n) once. */
 int cpool_pieces(int64_t n, int parts);
