@@ -65,24 +65,34 @@ static int grow(fit_point_t **v, size_t n, int **kinds) {
     return 0;
 }
 
-int calib_from_profile(const char *path, calib_input_t *in, char *err, size_t errlen) {
+/* Appends one profile's rows to in (the first also sets what the input is). */
+static int add_profile(const char *path, int first, calib_input_t *in, char *err,
+                       size_t errlen) {
     profile_t p;
     int rc = -1;
-    input_init(in);
     profile_init(&p);
     if (profile_read(path, &p, err, errlen) != 0) goto done;
-    snprintf(in->source, sizeof in->source, "profile %.200s", path);
-    char threads[32] = "";
-    if (p.threads > 0) snprintf(threads, sizeof threads, ", %d threads", p.threads);
-    snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights)%s",
-             p.model[0] ? p.model : "(model not named)", p.backend[0] ? p.backend : "?",
-             p.weight_type[0] ? p.weight_type : "?", threads);
-    in->shape = p.shape;
-    in->has_shape = p.has_shape;
-    if (p.model[0]) name_shape(&in->shape, p.model);
-    in->mem_bw = p.mem_bw;
-    in->gemm_flops = p.gemm_flops;
-    snprintf(in->host_note, sizeof in->host_note, "%s", p.host_note);
+    if (first) {
+        char threads[32] = "";
+        if (p.threads > 0) snprintf(threads, sizeof threads, ", %d threads", p.threads);
+        snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights)%s",
+                 p.model[0] ? p.model : "(model not named)", p.backend[0] ? p.backend : "?",
+                 p.weight_type[0] ? p.weight_type : "?", threads);
+        in->shape = p.shape;
+        in->has_shape = p.has_shape;
+        if (p.model[0]) name_shape(&in->shape, p.model);
+        in->mem_bw = p.mem_bw;
+        in->gemm_flops = p.gemm_flops;
+        snprintf(in->host_note, sizeof in->host_note, "%s", p.host_note);
+    } else if (p.has_shape != in->has_shape ||
+               (p.has_shape && cost_file_same_shape(&p.shape, &in->shape, err, errlen) != 0)) {
+        char why[128];
+        snprintf(why, sizeof why, "%s", p.has_shape && in->has_shape ? err : "a shape given "
+                 "in one profile only");
+        fail(err, errlen, "%s profiles another model than the first profile (%s): a cost "
+             "model describes one model", path, why);
+        goto done;
+    }
     for (size_t i = 0; i < p.n; i++) {
         const profile_point_t *pt = &p.pts[i];
         /* a host row stands for its group's steps; a pass row is one point's median */
@@ -98,16 +108,31 @@ int calib_from_profile(const char *path, calib_input_t *in, char *err, size_t er
             in->pass[in->n_pass++] = fp;
         }
     }
-    if (in->n_host == 0 && !in->host_note[0])
-        snprintf(in->host_note, sizeof in->host_note, "the profile has no host rows");
     rc = 0;
     goto done;
 oom:
     fail(err, errlen, "out of memory reading %s", path);
 done:
     profile_free(&p);
-    if (rc != 0) calib_input_free(in);
     return rc;
+}
+
+int calib_from_profiles(const char *const *paths, int n, calib_input_t *in, char *err,
+                        size_t errlen) {
+    input_init(in);
+    size_t used = (size_t)snprintf(in->source, sizeof in->source, "profile%s", n > 1 ? "s" : "");
+    for (int i = 0; i < n; i++) {
+        if (add_profile(paths[i], i == 0, in, err, errlen) != 0) {
+            calib_input_free(in);
+            return -1;
+        }
+        if (used < sizeof in->source)
+            used += (size_t)snprintf(in->source + used, sizeof in->source - used, "%s %.120s",
+                                     i ? "," : "", paths[i]);
+    }
+    if (in->n_host == 0 && !in->host_note[0])
+        snprintf(in->host_note, sizeof in->host_note, "the profile has no host rows");
+    return 0;
 }
 
 /* A run's step, classified for the report by what its features say. */
@@ -277,7 +302,7 @@ static const char *const term_meaning[FIT_TERMS] = {
     "fixed per pass (launches, thread wake-ups)",
     "per sequence (block tables, per-sequence work)",
     "per sampled row (the sampler; the LM head is in gemm)",
-    "per KV position read (attention over cached K/V)",
+    "per KV position read (attention over cached K/V), below the first kv knot",
     "per (query, key) pair (attention's scores and sums)",
 };
 static const char *const term_hint[FIT_TERMS] = {
@@ -319,7 +344,7 @@ void calib_print(FILE *f, const calib_input_t *in, const cost_file_t *cf,
         fprintf(f, "  the device's measured roofs: %.1f GB/s read, %.1f GFLOP/s GEMM\n",
                 in->mem_bw / 1e9, in->gemm_flops / 1e9);
     fprintf(f, "\nforward pass = step + seq x seqs + %.4g x gemm(tokens) + %.4g x gemm(sampled)\n"
-               "               + sampled x rows + kv x KV positions + pair x pairs\n",
+               "               + sampled x rows + kv(KV positions) + pair x pairs\n",
             p->layer_params, p->lm_params);
     for (int t = 0; t < FIT_TERMS; t++) {
         fprintf(f, "  %-12s %12s  %s\n", fit_term_names[t], fmt_s(a, sizeof a, term_value(p, t)),
@@ -327,6 +352,16 @@ void calib_print(FILE *f, const calib_input_t *in, const cost_file_t *cf,
         if (pr->folded[t])
             fprintf(f, "  %12s %12s  (not separable from the terms above on these points: "
                        "%s; held at 0)\n", "", "", term_hint[t]);
+    }
+    if (p->n_kv_knots > 0) {
+        fprintf(f, "  kv(positions): %s per KV position", fmt_s(a, sizeof a, p->kv_token_s));
+        double rate = p->kv_token_s;
+        for (int32_t k = 0; k < p->n_kv_knots; k++) {
+            rate += p->kv_extra_s[k];
+            fprintf(f, ", %s beyond %.0f", fmt_s(a, sizeof a, rate), p->kv_knots[k]);
+        }
+        fprintf(f, "\n  %12s %12s  (a position costs more once a step's K/V outgrow a cache)\n",
+                "", "");
     }
     fprintf(f, "  gemm(rows): time per matrix parameter of a product of that many rows, and "
                "what it implies\n");

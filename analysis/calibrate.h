@@ -35,8 +35,13 @@ typedef struct {
     char host_note[256];            /* why there are no host points, when there are none */
 } calib_input_t;
 
-/* A profile's points (kind=host rows to host, the rest to pass). 0 or -1 with a message. */
-int calib_from_profile(const char *path, calib_input_t *in, char *err, size_t errlen);
+/* The points of n profiles of one model (kind=host rows to host, the rest to pass),
+ * pooled: profiles taken before and after a session, say, so that the machine's drift
+ * between them is in the fit (and in its error) rather than in whichever came last. The
+ * first says what the input is; the others must profile the same shape. 0 or -1 with a
+ * message. */
+int calib_from_profiles(const char *const *paths, int n, calib_input_t *in, char *err,
+                        size_t errlen);
 
 /* An engine run's steps (run: a name or id; NULL the latest). The shape comes from the
  * run's model, opened shape-only, unless the caller sets one afterwards. 0 or -1. */

@@ -20,7 +20,9 @@ static void usage(FILE *f) {
         "cross-validated error (held-out points: median and p90 of |predicted - measured| /\n"
         "measured) and how the model extrapolates, and writes COST for `sim --cost COST`.\n"
         "\n"
-        "  --profile FILE        a profile CSV (its kind=host rows fit the host-time terms)\n"
+        "  --profile FILE        a profile CSV (its kind=host rows fit the host-time terms);\n"
+        "                        repeat it to pool profiles of one model, e.g. taken before\n"
+        "                        and after a session on a machine whose speed drifts\n"
         "  --db DB --run RUN     an engine run (name or id; the latest when RUN is omitted)\n"
         "  --out COST            the cost file to write\n"
         "  --model NAME|FILE     the model's shape, when the input does not say it\n"
@@ -29,6 +31,8 @@ static void usage(FILE *f) {
         "  --json                the report as one JSON object\n"
         "  -q, --quiet           no report\n");
 }
+
+#define CALIB_MAX_PROFILES 16
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP };
 
@@ -39,7 +43,9 @@ int cmd_calibrate(int argc, char **argv) {
         { "seed", 1, 0, O_SEED }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
     };
-    const char *profile = NULL, *db = NULL, *run = NULL, *out = NULL, *model = NULL;
+    const char *profiles[CALIB_MAX_PROFILES], *db = NULL, *run = NULL, *out = NULL,
+               *model = NULL;
+    int n_prof = 0;
     int json = 0, quiet = 0, c, rc = 2, have_in = 0;
     fit_opts_t fo;
     fit_opts_defaults(&fo);
@@ -51,7 +57,13 @@ int cmd_calibrate(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         int ok = 1;
         switch (c) {
-        case O_PROFILE: profile = optarg; break;
+        case O_PROFILE:
+            if (n_prof == CALIB_MAX_PROFILES) {
+                fprintf(stderr, "twinserve calibrate: at most %d profiles\n", CALIB_MAX_PROFILES);
+                return 2;
+            }
+            profiles[n_prof++] = optarg;
+            break;
         case O_DB: db = optarg; break;
         case O_RUN: run = optarg; break;
         case O_OUT: out = optarg; break;
@@ -73,7 +85,7 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "twinserve calibrate: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if ((profile != NULL) == (db != NULL)) {
+    if ((n_prof > 0) == (db != NULL)) {
         fprintf(stderr, "twinserve calibrate: give one input: --profile FILE or --db DB --run RUN\n");
         return 2;
     }
@@ -86,7 +98,7 @@ int cmd_calibrate(int argc, char **argv) {
         return 2;
     }
     rc = 1;
-    if ((profile ? calib_from_profile(profile, &in, err, sizeof err)
+    if ((n_prof ? calib_from_profiles(profiles, n_prof, &in, err, sizeof err)
                  : calib_from_run(db, run, &in, err, sizeof err)) != 0) {
         fprintf(stderr, "twinserve calibrate: %s\n", err);
         goto done;

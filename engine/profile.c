@@ -286,6 +286,9 @@ static int time_grid(const profile_opts_t *o, fwd_t *f, grid_t *g, batch_buf_t *
         for (int i = 0; i < g->n; i++) {
             gpoint_t *p = &g->p[i];
             if (p->skip || r >= p->reps) continue;
+            double pre;
+            if (p->warm_s < PROFILE_PREPASS_S && run_point(f, p, x, vocab, &pre, err, errlen))
+                return -1;
             if (run_point(f, p, x, vocab, &p->t[r], err, errlen)) return -1;
             pg.done++;
             pg.left_s -= p->warm_s;

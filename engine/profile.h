@@ -20,8 +20,13 @@
  * every point, then rep 2, ...) so that a slow moment of a shared machine spreads over many
  * points. A point whose warm-up took longer than PROFILE_BIG_S gets fewer reps (at least
  * PROFILE_MIN_REPS) so that the default grid stays within minutes; the row's reps column
- * says how many. Each pass is timed on a monotonic clock around fwd_step, which returns the
- * sampled ids, so the pass is complete when it returns (on a GPU too). The backend's roofs
+ * says how many. A point shorter than PROFILE_PREPASS_S runs once more, untimed, right
+ * before each timed pass: in a replay a step mostly follows one of its own shape (decodes
+ * beside decodes), with the model's weights and its K/V in cache, and a short pass timed
+ * after the previous point of the round (a large prefill, say) ran 30% slower than the
+ * engine's own decode steps (stories260K). Each pass is timed on a monotonic clock around
+ * fwd_step, which returns the sampled ids, so the pass is complete when it returns (on a
+ * GPU too). The backend's roofs
  * are measured before and after the grid.
  *
  * Host phase (host_policy given, run first so that a bad policy fails at once): a saturated
@@ -45,6 +50,7 @@ enum { PROFILE_GRID_DEFAULT = 0, PROFILE_GRID_QUICK = 1 };
 
 #define PROFILE_BIG_S 0.25        /* a warm-up pass longer than this trims the point's reps */
 #define PROFILE_MIN_REPS 3
+#define PROFILE_PREPASS_S 0.02    /* a point shorter than this is run untimed before each rep */
 #define PROFILE_HOST_REQUESTS 200
 #define PROFILE_HOST_PROMPT 128   /* the replay's longest prompt (at most half the context):
                                    * a step's host time hardly depends on prompt lengths,

@@ -85,7 +85,7 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
  *        + layer_params x gemm(tokens)   the layers' products (and every token-parallel op)
  *        + lm_params x gemm(sampled)     the LM head's product, over the sampled rows
  *        + sampled_s x sampled           the sampler, per row
- *        + kv_token_s x kv_tokens        attention reading each sequence's cached K/V
+ *        + kv(kv_tokens)                 attention reading each sequence's cached K/V
  *        + attn_pair_s x attn_pairs      attention's scores and weighted sums
  *   host = host_step_s + host_seq_s x seqs + host_token_s x tokens   (cost_host_time)
  *
@@ -93,8 +93,15 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
  * counts (knot_rows, ascending, >= 1) and linear between them; flat below the first knot
  * (a product's weights are read once, whatever the rows: memory-bound), proportional to M
  * beyond the last (compute-bound: the last knot's rate per row), and 0 for M = 0 (a
- * step that samples nothing skips the LM head). Every coefficient is >= 0 and gemm is
- * non-decreasing in M, so more work never costs less. */
+ * step that samples nothing skips the LM head).
+ *
+ * kv(P) is the time to read P KV positions: kv_token_s per position, plus kv_extra_s[j]
+ * per position beyond kv_knots[j] for each knot, so the marginal cost of a position rises
+ * as a step's K/V outgrow the caches (convex and piecewise linear; DRAM-bound beyond the
+ * last knot). Without knots it is linear.
+ *
+ * Every coefficient is >= 0 and gemm is non-decreasing in M, so more work never costs
+ * less. */
 #define COST_MAX_KNOTS 64
 
 typedef struct {
@@ -103,6 +110,9 @@ typedef struct {
     int32_t n_knots;
     double knot_rows[COST_MAX_KNOTS]; /* ascending, >= 1 */
     double knot_s[COST_MAX_KNOTS];    /* gemm at each knot: seconds per parameter */
+    int32_t n_kv_knots;               /* 0: kv is linear */
+    double kv_knots[COST_MAX_KNOTS];  /* KV positions per step, ascending, >= 1 */
+    double kv_extra_s[COST_MAX_KNOTS];/* seconds per position beyond each knot */
     double host_step_s, host_seq_s, host_token_s;
 } cost_linear_params_t;
 
@@ -115,6 +125,8 @@ cost_model_t *cost_linear_new(const cost_linear_params_t *p);
  * = sum_k w[k] knot_s[k]. The fit builds its design matrix with the same weights. */
 void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double rows,
                               double *w);
+/* kv(P) of p (see above): the time to read P KV positions. */
+double cost_linear_kv_time(const cost_linear_params_t *p, double positions);
 /* The parameters of a linear model (NULL when m is not one). */
 const cost_linear_params_t *cost_linear_params(const cost_model_t *m);
 

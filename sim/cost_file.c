@@ -69,7 +69,7 @@ static const char *const roofline_only[] = {"flops_eff", "bw_eff", "attn_eff", "
 typedef struct {
     cost_file_t *cf;
     head_t head;
-    int n_rows, n_s;
+    int n_rows, n_s, n_kv, n_kv_s;
     int have_format, have_kind;
 } read_ctx_t;
 
@@ -113,6 +113,10 @@ static int other_key(void *ud, const char *key, const char *val, char *msg, size
         return parse_list(key, val, x->cf->lin.knot_rows, &x->n_rows, msg, len) ? -1 : 1;
     if (!strcmp(key, "gemm_s_per_param"))
         return parse_list(key, val, x->cf->lin.knot_s, &x->n_s, msg, len) ? -1 : 1;
+    if (!strcmp(key, "kv_knots"))
+        return parse_list(key, val, x->cf->lin.kv_knots, &x->n_kv, msg, len) ? -1 : 1;
+    if (!strcmp(key, "kv_extra_s"))
+        return parse_list(key, val, x->cf->lin.kv_extra_s, &x->n_kv_s, msg, len) ? -1 : 1;
     return 0;
 }
 
@@ -181,6 +185,10 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
             return fail(err, errlen, "%s: gemm_rows has %d knots but gemm_s_per_param %d", path,
                         x.n_rows, x.n_s);
         cf->lin.n_knots = x.n_rows;
+        if (x.n_kv != x.n_kv_s)
+            return fail(err, errlen, "%s: kv_knots has %d knots but kv_extra_s %d", path, x.n_kv,
+                        x.n_kv_s);
+        cf->lin.n_kv_knots = x.n_kv;
         double lp = preset_model_layer_matrix_params(&cf->model);
         double hp = preset_model_lm_params(&cf->model);
         if (kvfile_seen(&t[1], "layer_params") && rel_diff(cf->lin.layer_params, lp) > 1e-9)
@@ -196,9 +204,10 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
             return fail(err, errlen, "%s: %s", path, m);
     } else {
         if ((i = seen_any(&t[1], linear_only, sizeof linear_only / sizeof *linear_only)) >= 0 ||
-            x.n_rows || x.n_s)
+            x.n_rows || x.n_s || x.n_kv || x.n_kv_s)
             return fail(err, errlen, "%s: key '%s' belongs to a linear cost file, this one is "
-                        "kind roofline", path, i >= 0 ? linear_only[i] : "gemm_rows");
+                        "kind roofline", path,
+                        i >= 0 ? linear_only[i] : x.n_rows || x.n_s ? "gemm_rows" : "kv_knots");
         static const char *const hw_required[] = {"mem_bw", "flops", "mem_bytes"};
         for (size_t k = 0; k < sizeof hw_required / sizeof *hw_required; k++)
             if (!kvfile_seen(&t[2], hw_required[k]))
@@ -276,6 +285,10 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
         put_num(f, "lm_params", p->lm_params);
         put_list(f, "gemm_rows", p->knot_rows, p->n_knots);
         put_list(f, "gemm_s_per_param", p->knot_s, p->n_knots);
+        if (p->n_kv_knots > 0) {
+            put_list(f, "kv_knots", p->kv_knots, p->n_kv_knots);
+            put_list(f, "kv_extra_s", p->kv_extra_s, p->n_kv_knots);
+        }
         fprintf(f, "\n# the CPU-side time before each pass (seconds)\n");
         put_num(f, "host_step_s", p->host_step_s);
         put_num(f, "host_seq_s", p->host_seq_s);
@@ -378,6 +391,12 @@ void cost_file_json(FILE *f, const cost_file_t *cf) {
         for (int32_t k = 0; k < p->n_knots; k++) fprintf(f, "%s%.17g", k ? "," : "", p->knot_rows[k]);
         fputs("],\"gemm_s_per_param\":[", f);
         for (int32_t k = 0; k < p->n_knots; k++) fprintf(f, "%s%.17g", k ? "," : "", p->knot_s[k]);
+        fputs("],\"kv_knots\":[", f);
+        for (int32_t k = 0; k < p->n_kv_knots; k++)
+            fprintf(f, "%s%.17g", k ? "," : "", p->kv_knots[k]);
+        fputs("],\"kv_extra_s\":[", f);
+        for (int32_t k = 0; k < p->n_kv_knots; k++)
+            fprintf(f, "%s%.17g", k ? "," : "", p->kv_extra_s[k]);
         fputc(']', f);
     } else {
         json_num(f, "mem_bw", cf->hw.mem_bw);

@@ -15,6 +15,8 @@
  *   seq_s, sampled_s, kv_token_s, attn_pair_s, host_step_s, host_seq_s, host_token_s
  *   gemm_rows = 1, 2, 4, ...      # knots (rows), ascending
  *   gemm_s_per_param = ...        # gemm(rows) at each knot, s per matrix parameter
+ *   kv_knots = 512, 4096          # optional: where a KV position's cost rises, and
+ *   kv_extra_s = ...              #   by how much (s per position beyond each)
  *   layer_params, lm_params       # optional: checked against the shape's
  *   fit_points, fit_median_err, cv_median_err, cv_p90_err           # informational
  *   range_tokens, range_seqs, range_kv_tokens, range_attn_pairs     # the largest fitted

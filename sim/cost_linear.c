@@ -45,13 +45,20 @@ static double gemm(const cost_linear_params_t *p, double rows) {
     return t;
 }
 
+double cost_linear_kv_time(const cost_linear_params_t *p, double positions) {
+    double t = p->kv_token_s * positions;
+    for (int32_t j = 0; j < p->n_kv_knots && positions > p->kv_knots[j]; j++)
+        t += p->kv_extra_s[j] * (positions - p->kv_knots[j]);
+    return t;
+}
+
 static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) {
     const cost_linear_params_t *p = &((const linear_t *)m)->p;
     if (f->tokens <= 0) return 0.0;
     return p->step_s + p->seq_s * (double)f->seqs +
            p->layer_params * gemm(p, (double)f->tokens) +
            p->lm_params * gemm(p, (double)f->sampled) + p->sampled_s * (double)f->sampled +
-           p->kv_token_s * (double)f->kv_tokens + p->attn_pair_s * (double)f->attn_pairs;
+           cost_linear_kv_time(p, (double)f->kv_tokens) + p->attn_pair_s * (double)f->attn_pairs;
 }
 
 static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
@@ -103,6 +110,19 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
             return fail(err, errlen, "gemm_s_per_param must not decrease with the rows (knot "
                         "%d: %g after %g): a product of more rows cannot take less time",
                         (int)k + 1, p->knot_s[k], p->knot_s[k - 1]);
+    }
+    if (p->n_kv_knots < 0 || p->n_kv_knots > COST_MAX_KNOTS)
+        return fail(err, errlen, "kv_knots must hold 0 to %d knots (got %d)", COST_MAX_KNOTS,
+                    (int)p->n_kv_knots);
+    for (int32_t k = 0; k < p->n_kv_knots; k++) {
+        if (!isfinite(p->kv_knots[k]) || p->kv_knots[k] < 1 ||
+            (k > 0 && !(p->kv_knots[k] > p->kv_knots[k - 1])))
+            return fail(err, errlen, "kv_knots must be ascending position counts >= 1 (knot %d "
+                        "is %g)", (int)k + 1, p->kv_knots[k]);
+        if (!isfinite(p->kv_extra_s[k]) || p->kv_extra_s[k] < 0)
+            return fail(err, errlen, "kv_extra_s must be finite numbers >= 0 (knot %d is %g): "
+                        "a position never costs less as the K/V grow", (int)k + 1,
+                        p->kv_extra_s[k]);
     }
     return 0;
 }

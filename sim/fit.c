@@ -16,6 +16,9 @@ const char *const fit_term_names[FIT_TERMS] = {
 };
 
 #define MIN_POINTS 8
+#define KV_KNOT_RATIO 2.0   /* the KV curve's knots: at least this factor apart, */
+#define KV_KNOT_BEYOND 3    /* and at least this many points beyond each */
+#define FIT_CURVE_GAIN 0.05 /* the KV curve is kept when it cuts the held-out error by 5% */
 #define DEP_TOL 1e-7   /* relative residual norm below which a column is a combination */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -30,6 +33,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 
 void fit_opts_defaults(fit_opts_t *o) {
     o->folds = 5;
+    o->kv_curve = -1;
     o->seed = 1;
     o->knot_ratio = 1.4;
 }
@@ -77,10 +81,30 @@ static int pick_knots(const fit_point_t *pts, const size_t *idx, size_t n, doubl
     return nk;
 }
 
-/* The design row of a point: [d_1 .. d_K, step, seq, sampled, kv, pairs], where d_j is the
- * increment of gemm at knot j, so its column is the sum of the knots' weights from j on. */
-static void design_row(const cost_features_t *f, const double *knots, int nk, double lp,
-                       double hp, double *row) {
+/* The KV curve's knots: distinct KV position counts of the points, at least `ratio`
+ * apart, each with at least KV_KNOT_BEYOND points beyond it (a hinge that only one or two
+ * points pin down follows their noise, and cross-validation then rightly rejects it). */
+static int pick_kv_knots(const fit_point_t *pts, const size_t *idx, size_t n, double ratio,
+                         double *knots) {
+    double *v = malloc(sizeof *v * (n ? n : 1));
+    if (!v) return -1;
+    for (size_t i = 0; i < n; i++) v[i] = (double)pts[idx[i]].f.kv_tokens;
+    stats_sort(v, n);
+    int nk = 0;
+    for (size_t i = 0; i + KV_KNOT_BEYOND < n && nk < COST_MAX_KNOTS; i++) {
+        if (v[i] < 1 || v[n - KV_KNOT_BEYOND] <= v[i]) continue;   /* too few beyond it */
+        if (nk == 0 || v[i] >= knots[nk - 1] * ratio) knots[nk++] = v[i];
+    }
+    free(v);
+    return nk;
+}
+
+/* The design row of a point: [d_1 .. d_K, step, seq, sampled, kv, pairs, h_1 .. h_J],
+ * where d_j is the increment of gemm at knot j (its column is the sum of the knots'
+ * weights from j on) and h_j the KV curve's extra rate beyond kv knot j (its column the
+ * positions beyond it). */
+static void design_row(const cost_features_t *f, const double *knots, int nk,
+                       const double *kv_knots, int nkv, double lp, double hp, double *row) {
     double wt[COST_MAX_KNOTS], ws[COST_MAX_KNOTS], suffix = 0;
     cost_linear_gemm_weights(knots, nk, (double)f->tokens, wt);
     cost_linear_gemm_weights(knots, nk, (double)f->sampled, ws);
@@ -93,6 +117,8 @@ static void design_row(const cost_features_t *f, const double *knots, int nk, do
     row[nk + FIT_TERM_SAMPLED] = (double)f->sampled;
     row[nk + FIT_TERM_KV] = (double)f->kv_tokens;
     row[nk + FIT_TERM_PAIR] = (double)f->attn_pairs;
+    for (int j = 0; j < nkv; j++)
+        row[nk + FIT_TERMS + j] = fmax(0.0, (double)f->kv_tokens - kv_knots[j]);
 }
 
 /* Solves the NNLS problem whose normal equations are G, c (nv variables), with the columns
@@ -116,17 +142,25 @@ static int solve_gram(double *G, double *c, int nv, const int *dep, double *x, c
 /* One fit of the pass terms on the points idx[0..n): knots, design, dependency, NNLS.
  * folded[] receives the terms fixed at 0. */
 static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double ratio,
-                    cost_linear_params_t *p, int *folded, char *err, size_t errlen) {
+                    int kv_curve, cost_linear_params_t *p, int *folded, char *err,
+                    size_t errlen) {
     int rc = -1;
-    double knots[COST_MAX_KNOTS];
+    double knots[COST_MAX_KNOTS], kv_knots[COST_MAX_KNOTS], kv_ratio = KV_KNOT_RATIO;
     int nk = pick_knots(pts, idx, n, ratio, knots);
-    /* keep the variables well below the points, so the fit is determined */
-    while (nk > 2 && (size_t)(nk + FIT_TERMS) * 2 > n) {
+    int nkv = kv_curve ? pick_kv_knots(pts, idx, n, kv_ratio, kv_knots) : 0;
+    /* keep the variables well below the points, so the fit is determined: the KV curve's
+     * knots go first (the GEMM curve's resolution is what the products need), then the
+     * GEMM curve's */
+    while (nkv > 0 && (size_t)(nk + nkv + FIT_TERMS) * 2 > n) {
+        kv_ratio *= 1.5;   /* a wide enough ratio leaves one knot: then none */
+        nkv = nkv == 1 ? 0 : pick_kv_knots(pts, idx, n, kv_ratio, kv_knots);
+    }
+    while (nk > 2 && nk >= 0 && nkv >= 0 && (size_t)(nk + nkv + FIT_TERMS) * 2 > n) {
         ratio *= 1.5;
         nk = pick_knots(pts, idx, n, ratio, knots);
     }
-    if (nk < 0) return fail(err, errlen, "out of memory (fit)");
-    int nv = nk + FIT_TERMS;
+    if (nk < 0 || nkv < 0) return fail(err, errlen, "out of memory (fit)");
+    int nv = nk + FIT_TERMS + nkv;
     double *G = calloc((size_t)nv * (size_t)nv, sizeof *G), *c = calloc((size_t)nv, sizeof *c);
     double *row = malloc(sizeof *row * (size_t)nv), *x = calloc((size_t)nv, sizeof *x);
     int *dep = calloc((size_t)nv, sizeof *dep);
@@ -136,7 +170,7 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
     }
     for (size_t i = 0; i < n; i++) {
         const fit_point_t *pt = &pts[idx[i]];
-        design_row(&pt->f, knots, nk, p->layer_params, p->lm_params, row);
+        design_row(&pt->f, knots, nk, kv_knots, nkv, p->layer_params, p->lm_params, row);
         double w = pt->w > 0 ? pt->w : 1;
         for (int a = 0; a < nv; a++) row[a] /= pt->t;   /* relative error: the target is 1 */
         for (int a = 0; a < nv; a++) {
@@ -164,6 +198,13 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
     p->sampled_s = x[nk + FIT_TERM_SAMPLED];
     p->kv_token_s = x[nk + FIT_TERM_KV];
     p->attn_pair_s = x[nk + FIT_TERM_PAIR];
+    /* the KV curve: only the knots where the rate rises */
+    p->n_kv_knots = 0;
+    for (int j = 0; j < nkv; j++)
+        if (x[nk + FIT_TERMS + j] > 0) {
+            p->kv_knots[p->n_kv_knots] = kv_knots[j];
+            p->kv_extra_s[p->n_kv_knots++] = x[nk + FIT_TERMS + j];
+        }
     rc = 0;
 done:
     free(G);
@@ -265,7 +306,8 @@ static int *make_folds(size_t n, int folds, uint64_t seed) {
 /* The shared driver of fit_pass and fit_host: fit, drop outliers once, refit, then
  * cross-validate. */
 static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int host,
-                      cost_linear_params_t *p, fit_report_t *r, char *err, size_t errlen) {
+                      int kv_curve, cost_linear_params_t *p, fit_report_t *r, char *err,
+                      size_t errlen) {
     int rc = -1, *fold = NULL, folded[FIT_TERMS] = {0}, cv_folded[FIT_TERMS];
     size_t *idx = malloc(sizeof *idx * (n ? n : 1)), *train = malloc(sizeof *train * (n ? n : 1));
     memset(r, 0, sizeof *r);
@@ -292,7 +334,7 @@ static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int
     for (size_t i = 0; i < n; i++) idx[i] = i;
     for (int round = 0; round < 2; round++) {
         if (host ? fit_host_once(pts, idx, m, p, err, errlen)
-                 : fit_once(pts, idx, m, o->knot_ratio, p, folded, err, errlen))
+                 : fit_once(pts, idx, m, o->knot_ratio, kv_curve, p, folded, err, errlen))
             goto done;
         for (size_t i = 0; i < n; i++) r->fit_err[i] = NAN;
         for (size_t i = 0; i < m; i++) {
@@ -331,7 +373,8 @@ static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int
             if (fold[i] != k) train[nt++] = idx[i];
         cost_linear_params_t q = *p;
         if (host ? fit_host_once(pts, train, nt, &q, err, errlen)
-                 : fit_once(pts, train, nt, o->knot_ratio, &q, cv_folded, err, errlen))
+                 : fit_once(pts, train, nt, o->knot_ratio, kv_curve, &q, cv_folded, err,
+                            errlen))
             goto done;
         for (size_t i = 0; i < m; i++)
             if (fold[i] == k) {
@@ -360,10 +403,34 @@ int fit_pass(const fit_point_t *pts, size_t n, const fit_opts_t *o, cost_linear_
              fit_report_t *r, char *err, size_t errlen) {
     if (!(p->layer_params > 0) || !(p->lm_params >= 0))
         return fail(err, errlen, "the model's layer and LM-head parameters are needed");
-    return fit_common(pts, n, o, 0, p, r, err, errlen);
+    if (o->kv_curve >= 0) {
+        if (fit_common(pts, n, o, 0, o->kv_curve, p, r, err, errlen) != 0) return -1;
+        r->kv_curve = o->kv_curve;
+        return 0;
+    }
+    /* Both forms, the simpler kept unless the curve predicts held-out points better: the
+     * curve's extra knots can follow noise as well as a cache, and cross-validation is
+     * what tells the two apart. */
+    cost_linear_params_t lin = *p;
+    fit_report_t rl;
+    if (fit_common(pts, n, o, 0, 0, &lin, &rl, err, errlen) != 0) return -1;
+    if (fit_common(pts, n, o, 0, 1, p, r, err, errlen) != 0) {
+        fit_report_free(&rl);
+        return -1;
+    }
+    if (!(r->cv_median < rl.cv_median * (1 - FIT_CURVE_GAIN))) {
+        fit_report_free(r);
+        *r = rl;
+        *p = lin;
+        r->kv_curve = 0;
+    } else {
+        fit_report_free(&rl);
+        r->kv_curve = 1;
+    }
+    return 0;
 }
 
 int fit_host(const fit_point_t *pts, size_t n, const fit_opts_t *o, cost_linear_params_t *p,
              fit_report_t *r, char *err, size_t errlen) {
-    return fit_common(pts, n, o, 1, p, r, err, errlen);
+    return fit_common(pts, n, o, 1, 0, p, r, err, errlen);
 }

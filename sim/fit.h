@@ -4,9 +4,11 @@
  * The forward pass. Every coefficient is a time and must be >= 0, and gemm(rows) must not
  * fall as rows grow, so the fit is a non-negative least-squares problem (sim/nnls.h) in
  * the per-pass, per-sequence, per-sampled-row, per-KV-position and per-pair times and the
- * increments of gemm between knots (gemm_k = d_1 + ... + d_k, d >= 0). Knots are the
- * distinct row counts of the points (tokens, and sampled rows), thinned to at least
- * knot_ratio apart, so every knot has data. Errors are relative: each point's row is
+ * increments of gemm between knots (gemm_k = d_1 + ... + d_k, d >= 0), and the KV curve's
+ * extra rates beyond its knots (>= 0: convex). Knots are the distinct row counts of the
+ * points (tokens, and sampled rows), thinned to at least knot_ratio apart, so every knot
+ * has data; the KV curve's are their KV positions, at least 2x apart, the largest left
+ * out. A KV knot whose extra rate comes out 0 is dropped from the model. Errors are relative: each point's row is
  * divided by its measured time, so a 50 us decode counts as much as a 2 s prefill; a
  * point that stands for w samples counts w times.
  *
@@ -44,6 +46,8 @@ typedef struct {
     int folds;         /* cross-validation folds, >= 2 (5); fewer points than folds: one per fold */
     uint64_t seed;
     double knot_ratio; /* successive knots at least this factor apart (1.4) */
+    int kv_curve;      /* the KV curve: 1 fit it, 0 keep kv linear, -1 (default) both, and
+                        * keep the curve only when it predicts held-out points 5% better */
 } fit_opts_t;
 
 enum { FIT_TERM_STEP, FIT_TERM_SEQ, FIT_TERM_SAMPLED, FIT_TERM_KV, FIT_TERM_PAIR, FIT_TERMS };
@@ -57,6 +61,7 @@ typedef struct {
     double *cv_err;          /* [n] the same for the held-out prediction of each point */
     double fit_median, fit_p90, cv_median, cv_p90;   /* of |err|, over kept points */
     double max_tokens, max_seqs, max_kv_tokens, max_attn_pairs;  /* the fitted range */
+    int kv_curve;            /* the kept model has the KV curve (fit_pass) */
 } fit_report_t;
 
 void fit_opts_defaults(fit_opts_t *o);

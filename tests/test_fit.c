@@ -236,6 +236,57 @@ START_TEST(test_fit_recovers_known_model) {
 }
 END_TEST
 
+/* A K/V read rate that rises past a cache-sized knot: the fitted curve follows it. */
+START_TEST(test_fit_kv_curve) {
+    cost_linear_params_t t, p;
+    truth(&t);
+    t.n_kv_knots = 1;
+    t.kv_knots[0] = 4000;
+    t.kv_extra_s[0] = 3e-8;
+    cost_model_t *m = cost_linear_new(&t);
+    ck_assert_ptr_nonnull(m);
+    fit_point_t pts[128];
+    size_t n = grid(m, 0, 0, pts);
+    fit_opts_t o;
+    fit_opts_defaults(&o);
+    fit_report_t r;
+    char err[512];
+    memset(&p, 0, sizeof p);
+    p.layer_params = t.layer_params;
+    p.lm_params = t.lm_params;
+    ck_assert_msg(fit_pass(pts, n, &o, &p, &r, err, sizeof err) == 0, "%s", err);
+    /* a linear KV term cannot follow the kink; the curve does, nearly (its knots sit at
+     * the points' KV positions, not at 4000), and is kept */
+    ck_assert_msg(r.fit_median < 2e-3, "fit median %g", r.fit_median);
+    double curve_median = r.fit_median;
+    ck_assert_int_eq(r.kv_curve, 1);
+    ck_assert_int_ge(p.n_kv_knots, 1);
+    /* the decodes' KV positions: at 16, 128, 1024 and 2048 context, 1 to 64 sequences */
+    double ps[] = {17, 2064, 8200, 32800, 131136};
+    for (size_t k = 0; k < sizeof ps / sizeof *ps; k++)
+        REL_NEAR(cost_linear_kv_time(&p, ps[k]) + p.attn_pair_s * ps[k],
+                 cost_linear_kv_time(&t, ps[k]) + t.attn_pair_s * ps[k], 0.05);
+    fit_report_free(&r);
+    /* forced linear, the same points cannot be fitted exactly */
+    o.kv_curve = 0;
+    ck_assert_msg(fit_pass(pts, n, &o, &p, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(r.kv_curve == 0 && p.n_kv_knots == 0 && r.fit_median > 3 * curve_median,
+                  "linear %g vs curve %g", r.fit_median, curve_median);
+    fit_report_free(&r);
+    cost_free(m);
+    /* the model's checks: knots ascending, extra rates >= 0 */
+    t.n_kv_knots = 2;
+    t.kv_knots[1] = 100;
+    t.kv_extra_s[1] = 1e-9;
+    ck_assert_int_eq(cost_linear_check(&t, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "kv_knots must be ascending"));
+    t.kv_knots[1] = 8000;
+    t.kv_extra_s[1] = -1e-9;
+    ck_assert_int_eq(cost_linear_check(&t, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "kv_extra_s must be finite numbers >= 0"));
+}
+END_TEST
+
 START_TEST(test_fit_outlier_dropped) {
     cost_linear_params_t t, p;
     truth(&t);
@@ -317,6 +368,11 @@ static void fitted_file(cost_file_t *cf) {
     cf->lin.lm_params = preset_model_lm_params(&cf->model);
     snprintf(cf->fitted_for, sizeof cf->fitted_for, "dummy:smollm2-135m on cpu # not a comment");
     snprintf(cf->source, sizeof cf->source, "profile p.csv (64 points)");
+    cf->lin.n_kv_knots = 2;
+    cf->lin.kv_knots[0] = 1000;
+    cf->lin.kv_extra_s[0] = 2e-9;
+    cf->lin.kv_knots[1] = 50000;
+    cf->lin.kv_extra_s[1] = 7e-9;
     cf->fit_points = 64;
     cf->cv_median_err = 0.01;
     cf->cv_p90_err = 0.03;
@@ -405,6 +461,8 @@ START_TEST(test_cost_file_errors) {
         {"n_layers", "n_layers = 0", "n_layers must be positive"},
         {NULL, "step_s = 1", "duplicate key 'step_s'"},
         {"d_model", "d_model 576", "expected 'key = value'"},
+        {"kv_extra_s", "kv_extra_s = 2e-9", "kv_knots has 2 knots but kv_extra_s 1"},
+        {"kv_knots", "kv_knots = 1000, 900", "kv_knots must be ascending"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         damaged(good, bad, cases[i].match, cases[i].line);
@@ -432,6 +490,7 @@ int main(void) {
     tcase_add_test(tc, test_nnls);
     tcase_add_test(tc, test_linear_model_by_hand);
     tcase_add_test(tc, test_fit_recovers_known_model);
+    tcase_add_test(tc, test_fit_kv_curve);
     tcase_add_test(tc, test_fit_outlier_dropped);
     tcase_add_test(tc, test_fit_degenerate);
     tcase_add_test(tc, test_cost_file_round_trip);

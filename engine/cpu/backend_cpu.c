@@ -19,6 +19,7 @@
 /* Below this many items per thread an element-wise op stays on the calling thread. */
 #define GRAIN_ELEMS 32768
 #define HUGE_PAGE ((size_t)2 << 20)
+#define ATTN_MAX_PARTS 256   /* parts an attention op is cut into, at most (threads) */
 
 typedef struct {
     int n_threads;
@@ -454,9 +455,11 @@ typedef struct {
     const float *q;
     int32_t layer, n_heads, n_kv, hd, group;
     size_t ctx_stride;   /* scratch floats per query head */
+    const int64_t *cut;  /* part p of the pool's job is items [cut[p], cut[p + 1]) */
 } attn_job_t;
 
-/* Items are (token, kv head): the group's query heads share each read of K and V. */
+/* Items are (token, kv head): the group's query heads share each read of K and V. The
+ * pool runs parts [lo, hi) of the job, each a contiguous run of items (cpu_attention). */
 static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
     attn_job_t *j = ctx;
     cpu_t *c = j->c;
@@ -466,7 +469,7 @@ static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
     const float **vrow = krow + j->ctx_stride;
     float scale = 1.0f / sqrtf((float)hd);
     size_t qd = (size_t)j->n_heads * hd;
-    for (int64_t it = lo; it < hi; it++) {
+    for (int64_t it = j->cut[lo]; it < j->cut[hi]; it++) {
         int32_t i = (int32_t)(it / j->n_kv), h = (int32_t)(it % j->n_kv);
         int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
         const int32_t *table = c->block_table + c->bt_start[s];
@@ -487,17 +490,37 @@ static int cpu_attention(backend_t *b, void *out, const void *q, int32_t layer,
     size_t stride = ((size_t)c->max_ctx + 15) & ~(size_t)15;
     /* scores [g][stride], then K and V row pointers [stride] each */
     if (!scratch(b, stride * ((size_t)g + 2 * sizeof(float *) / sizeof(float)))) return -1;
-    attn_job_t j = {c, out, q, layer, n_heads, n_kv_heads, head_dim, g, stride};
-    /* grain: about GRAIN_ELEMS multiply-adds' worth of work per thread before waking
-     * another. A position costs each of the g query heads its QK and PV multiply-adds
-     * (2 hd) plus an exp and the softmax's bookkeeping, worth about 32 more, and the item
-     * its K and V row pointers (16). Counting the multiply-adds alone (hd g) undercounted
-     * small heads 7-fold (stories260K: hd 8, g 2), so decodes at a few hundred positions
-     * ran their attention on one thread: twice the time per pair of a batch a little
-     * larger, a step no cost model linear in the pairs can follow. */
-    int64_t per_item = (int64_t)c->max_ctx * ((int64_t)g * (2 * head_dim + 32) + 16);
-    cpool_run(c->pool, (int64_t)c->n_tokens * n_kv_heads, GRAIN_ELEMS / per_item + 1,
-              attn_items, &j);
+    /* An item costs as much as its context, so a split by count is not a split by work:
+     * in a mixed step the decodes (long contexts) come first and the prompt's tokens
+     * (short ones) after, and equal counts gave one thread every decode, twice the time
+     * of a balanced split. The items are cut instead into one contiguous part per thread
+     * of equal work (a part keeps its tokens in order, so a prompt's tokens share their
+     * K/V in cache), and the pool runs the parts. A position costs each of the g query
+     * heads its QK and PV multiply-adds (2 hd) plus an exp and the softmax's bookkeeping,
+     * worth about 32 more, and its K and V row pointers (16); counting multiply-adds alone
+     * undercounted small heads 7-fold (stories260K: hd 8, g 2) and left decodes at a few
+     * hundred positions on one thread. The op stays on the caller below GRAIN_ELEMS of
+     * work per thread. Results do not depend on the cut: each item is computed alone. */
+    int64_t n_items = (int64_t)c->n_tokens * n_kv_heads;
+    int64_t per_pos = (int64_t)g * (2 * head_dim + 32) + 16, work = 0;
+    for (int32_t i = 0; i < c->n_tokens; i++) work += (int64_t)c->pos[i] + 1;
+    work *= n_kv_heads;
+    int64_t fit = work / (GRAIN_ELEMS / per_pos + 1);
+    int parts = cpool_threads(c->pool);
+    if (fit < parts) parts = (int)fit;
+    if (parts > n_items) parts = (int)n_items;
+    if (parts > ATTN_MAX_PARTS) parts = ATTN_MAX_PARTS;
+    if (parts < 1) parts = 1;
+    int64_t cut[ATTN_MAX_PARTS + 1], acc = 0, it = 0;
+    cut[0] = 0;
+    for (int p = 1; p < parts; p++) {
+        int64_t want = work * p / parts;
+        while (it < n_items && acc < want) acc += (int64_t)c->pos[it++ / n_kv_heads] + 1;
+        cut[p] = it;
+    }
+    cut[parts] = n_items;
+    attn_job_t j = {c, out, q, layer, n_heads, n_kv_heads, head_dim, g, stride, cut};
+    cpool_run(c->pool, parts, 1, attn_items, &j);
     return 0;
 }
 
