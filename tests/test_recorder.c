@@ -195,7 +195,7 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "3");
+                     "4");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -237,7 +237,7 @@ START_TEST(test_names) {
     in.name = "k";
     in.kind = "replay";
     ck_assert_int_eq(rec_run_begin(r, &in, &id), -1);
-    ck_assert_str_eq(rec_errmsg(r), "run kind must be 'sim' or 'engine' (got 'replay')");
+    ck_assert_str_eq(rec_errmsg(r), "run kind must be 'sim', 'engine' or 'measured' (got 'replay')");
     in = info_named("");
     ck_assert_int_eq(rec_run_begin(r, &in, &id), -1);
     in = info_named("badjson");
@@ -495,10 +495,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 4 is newer than this twinserve (3)", path);
+             "cannot open database '%s': schema_version 5 is newer than this twinserve (4)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -516,7 +516,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 1 is older than this twinserve (3)", path);
+             "cannot open database '%s': schema_version 1 is older than this twinserve (4)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     sqlite3 *old = peek(path);
@@ -536,12 +536,27 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 2 is older than this twinserve (3)", path);
+             "cannot open database '%s': schema_version 2 is older than this twinserve (4)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
     ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('steps') "
                                "WHERE name = 'kv_tokens'"), 0);
+    sqlite3_close(old);
+    testutil_unlink_db(path);
+
+    /* A version-3 database (its runs.kind CHECK knows no 'measured' run): the same columns,
+     * so only the version tells it apart; refused as older, and left as it was. */
+    tmpdb(path, sizeof path);
+    rec_close(open_ok(path));
+    make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+    r = rec_open(path);
+    snprintf(want, sizeof want,
+             "cannot open database '%s': schema_version 3 is older than this twinserve (4)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
+    rec_close(r);
+    old = peek(path);
+    ck_assert_int_eq(qint(old, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
     sqlite3_close(old);
     testutil_unlink_db(path);
 

@@ -466,8 +466,9 @@ int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id) {
     int ret = -1, in_begin = 0;
     if (!usable(r)) return -1;
     if (!info || !info->kind ||
-        (strcmp(info->kind, "sim") != 0 && strcmp(info->kind, "engine") != 0)) {
-        set_err(r, "run kind must be 'sim' or 'engine' (got '%s')",
+        (strcmp(info->kind, "sim") != 0 && strcmp(info->kind, "engine") != 0 &&
+         strcmp(info->kind, "measured") != 0)) {
+        set_err(r, "run kind must be 'sim', 'engine' or 'measured' (got '%s')",
                 info && info->kind ? info->kind : "NULL");
         return -1;
     }

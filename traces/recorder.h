@@ -27,7 +27,7 @@ typedef struct rec rec_t;
 
 typedef struct {
     const char *name;     /* NULL: "<kind>-<policy stem>-<run id>" */
-    const char *kind;     /* "sim" | "engine" */
+    const char *kind;     /* "sim" | "engine" | "measured" (imported, traces/import.h) */
     const char *policy;   /* policy file path */
     const char *params;   /* JSON object of the policy's effective params */
     const char *trace;    /* trace path, plus replay options */

@@ -1,4 +1,4 @@
--- twinserve record schema, version 3. The single source: the build compiles this file into
+-- twinserve record schema, version 4. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
 -- databases against the tables declared here, taking the version it accepts from the
 -- meta INSERT below.
@@ -6,7 +6,8 @@
 -- Versions: 1 the first; 2 added requests.cached_tokens (a version-1 file is refused as
 -- older, not reported as lacking the column); 3 added the steps' forward-pass features
 -- (tokens, pass_seqs, sampled, kv_tokens, attn_pairs) and host_s, which calibrate and
--- validate read.
+-- validate read; 4 added runs.kind 'measured' (`twinserve import`: measurements taken
+-- elsewhere, with requests and optional tokens rows but no steps).
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -22,17 +23,19 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '3');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '4');
 
--- One row per simulation or engine run. Inserted with status 'running' and committed before
--- any other row of the run, so a run that crashed stays visible as 'running'.
+-- One row per simulation, engine or measured (imported) run. Inserted with status 'running'
+-- and committed before any other row of the run, so a run that crashed stays visible as
+-- 'running'. A measured run has requests (and optional tokens) rows but no steps.
 CREATE TABLE IF NOT EXISTS runs (
     -- run id (rowid), referenced by the other tables
     id         INTEGER PRIMARY KEY,
     -- unique per database; default "<kind>-<policy file stem>-<id>", e.g. "sim-continuous-3"
     name       TEXT UNIQUE NOT NULL,
-    -- who produced the records
-    kind       TEXT NOT NULL CHECK (kind IN ('sim', 'engine')),
+    -- who produced the records: the simulator, our engine, or measurements taken elsewhere
+    -- and imported (config holds "source" and "arrivals"; docs/analysis.md, "## import")
+    kind       TEXT NOT NULL CHECK (kind IN ('sim', 'engine', 'measured')),
     -- policy script path, as given
     policy     TEXT,
     -- JSON object: the policy's effective params
