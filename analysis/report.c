@@ -317,8 +317,14 @@ void report_print(FILE *f, const report_t *r) {
         summary_print_dist(f, "ITL", &r->itl);
     else
         fprintf(f, "  %-6s (no per-token times recorded)\n", "ITL");
-    print_tw(f, "KV used", &r->kv_util, 100, "%");
-    print_tw(f, "batch", &r->batch, 1, "");
+    /* A measured run has requests only (traces/import.h): say so instead of two blanks. */
+    if (r->base.steps == 0 && !strcmp(r->base.kind, "measured")) {
+        fprintf(f, "steps     none: a measured run records requests, not the server's steps "
+                   "(no KV or batch figures)\n");
+    } else {
+        print_tw(f, "KV used", &r->kv_util, 100, "%");
+        print_tw(f, "batch", &r->batch, 1, "");
+    }
     if (!r->has_slo) return;
     fprintf(f, "SLO       ");
     const char *sep = "";

@@ -260,6 +260,25 @@ static const char SQL_COUNTS[] =
     " coalesce(sum(CASE WHEN status = 'finished' THEN cached_tokens END), 0) "
     "FROM requests WHERE run_id = ?1";
 
+/* A measured run without arrival times has every arrival at 0 (traces/import.h), so its
+ * requests cannot say how long the measurement took: the benchmark's duration, which its
+ * own throughput figures divide by, stands in. 1 and *dur set; 0 not such a run; -1 error. */
+static int measured_duration(sqlite3 *db, int64_t run_id, double *dur) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    if (sqlite3_prepare_v2(db, "SELECT json_extract(config, '$.duration_s') FROM runs WHERE "
+                           "id = ?1 AND json_extract(config, '$.arrivals') = 'unknown'", -1,
+                           &st, NULL) != SQLITE_OK)
+        goto done;
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    ret = rc == SQLITE_DONE ? 0 : rc != SQLITE_ROW ? -1 : sqlite3_column_type(st, 0) != SQLITE_NULL;
+    if (ret == 1) *dur = sqlite3_column_double(st, 0);
+done:
+    sqlite3_finalize(st);
+    return ret;
+}
+
 int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     int ret = -1;
@@ -306,6 +325,11 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
 
     /* NAN propagates: no finished request means no makespan and no throughput. */
     out->makespan_s = last_finish - first_arrival;
+    if (!strcmp(out->kind, "measured")) {
+        int known = measured_duration(db, run_id, &out->makespan_s);
+        if (known < 0) goto sql_error;
+        out->makespan_is_duration = known;
+    }
     int has_span = out->makespan_s > 0;
     out->req_per_s = has_span ? (double)out->finished / out->makespan_s : NAN;
     out->out_tok_per_s = has_span ? (double)out->output_tokens / out->makespan_s : NAN;
@@ -390,6 +414,8 @@ void summary_print(FILE *f, const summary_t *s) {
     fprintf(f, "makespan  %s: %s req/s, %s output tok/s, %s total tok/s\n",
             summary_fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
             fmt_num(c, sizeof c, s->out_tok_per_s, 1), fmt_num(d, sizeof d, s->tok_per_s, 1));
+    if (s->makespan_is_duration)
+        fprintf(f, "          (the benchmark's duration: the measurement has no arrival times)\n");
     fprintf(f, "  %-6s %8s %11s %11s %11s %11s %11s\n", "", "n", "mean", "p50", "p90", "p95",
             "p99");
     summary_print_dist(f, "TTFT", &s->ttft);

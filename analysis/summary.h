@@ -5,7 +5,9 @@
  *    tpot_s, e2e_s, queue_s: the metric definitions live in traces/recorder.c only). NULL
  *    values are excluded from a distribution, so n may differ between metrics.
  *  - Counts cover all requests of the run; token counts, makespan and throughput cover the
- *    finished ones: makespan = last finish of a finished request - first arrival of any.
+ *    finished ones: makespan = last finish of a finished request - first arrival of any;
+ *    for a measured run whose arrivals are unknown (every arrival_s 0; its config says
+ *    "arrivals":"unknown"), the benchmark's duration from its config instead.
  *  - A value that cannot be computed (no finished request, zero makespan) is NAN, printed "-".
  *  - Readers never write: summary_open opens read-only and never creates a file.
  *
@@ -43,6 +45,8 @@ typedef struct {
     int64_t cached_tokens;                 /* of prompt_tokens, served by the prefix cache */
 
     double makespan_s;
+    int makespan_is_duration; /* a measured run without arrival times (traces/import.h):
+                               * makespan_s is the benchmark's own duration */
     double req_per_s;       /* finished requests / makespan */
     double out_tok_per_s;   /* output tokens / makespan */
     double tok_per_s;       /* (prompt + output tokens) / makespan */

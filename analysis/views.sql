@@ -35,40 +35,52 @@ SELECT r.id                 AS run_id,
        q.reason             AS reason
 FROM requests q JOIN runs r ON r.id = q.run_id;
 
--- One row per run: counts, makespan, throughput and mean latencies (seconds).
+-- One row per run: counts, makespan, throughput and mean latencies (seconds). A measured
+-- run without arrival times (every arrival_s 0, config "arrivals":"unknown") takes the
+-- benchmark's duration (config "duration_s") as its makespan, as summary.c does.
 CREATE VIEW IF NOT EXISTS run_summary AS
-SELECT r.id AS run_id,
-       r.name AS run,
-       r.kind AS kind,
-       r.policy AS policy,
-       r.status AS status,
-       r.trace AS trace,
-       s.requests, s.completed, s.rejected, s.aborted, s.preempted,
-       s.makespan_s,
-       CASE WHEN s.makespan_s > 0 THEN s.completed / s.makespan_s END AS req_per_s,
-       CASE WHEN s.makespan_s > 0 THEN s.output_tokens / s.makespan_s END AS out_tok_per_s,
-       CASE WHEN s.makespan_s > 0
-            THEN (s.prompt_tokens + s.output_tokens) / s.makespan_s END AS tok_per_s,
-       s.mean_ttft_s, s.mean_tpot_s, s.mean_e2e_s, s.mean_queue_s,
-       s.max_ttft_s, s.max_e2e_s
-FROM runs r LEFT JOIN (
-    SELECT run_id,
-           count(*) AS requests,
-           sum(status = 'finished') AS completed,
-           sum(status = 'rejected') AS rejected,
-           sum(status = 'aborted') AS aborted,
-           sum(preemptions > 0) AS preempted,
-           max(CASE WHEN status = 'finished' THEN finish_s END) - min(arrival_s) AS makespan_s,
-           1.0 * sum(CASE WHEN status = 'finished' THEN prompt_tokens END) AS prompt_tokens,
-           1.0 * sum(CASE WHEN status = 'finished' THEN generated_tokens END) AS output_tokens,
-           avg(ttft_s) AS mean_ttft_s,
-           avg(tpot_s) AS mean_tpot_s,
-           avg(e2e_s) AS mean_e2e_s,
-           avg(queue_s) AS mean_queue_s,
-           max(ttft_s) AS max_ttft_s,
-           max(e2e_s) AS max_e2e_s
-    FROM requests GROUP BY run_id
-) s ON s.run_id = r.id;
+SELECT run_id, run, kind, policy, status, trace,
+       requests, completed, rejected, aborted, preempted,
+       makespan_s,
+       CASE WHEN makespan_s > 0 THEN completed / makespan_s END AS req_per_s,
+       CASE WHEN makespan_s > 0 THEN output_tokens / makespan_s END AS out_tok_per_s,
+       CASE WHEN makespan_s > 0
+            THEN (prompt_tokens + output_tokens) / makespan_s END AS tok_per_s,
+       mean_ttft_s, mean_tpot_s, mean_e2e_s, mean_queue_s,
+       max_ttft_s, max_e2e_s
+FROM (
+    SELECT r.id AS run_id,
+           r.name AS run,
+           r.kind AS kind,
+           r.policy AS policy,
+           r.status AS status,
+           r.trace AS trace,
+           s.requests, s.completed, s.rejected, s.aborted, s.preempted,
+           CASE WHEN r.kind = 'measured' AND json_extract(r.config, '$.arrivals') = 'unknown'
+                THEN json_extract(r.config, '$.duration_s') ELSE s.span_s END AS makespan_s,
+           s.prompt_tokens, s.output_tokens,
+           s.mean_ttft_s, s.mean_tpot_s, s.mean_e2e_s, s.mean_queue_s,
+           s.max_ttft_s, s.max_e2e_s
+    FROM runs r LEFT JOIN (
+        SELECT run_id,
+               count(*) AS requests,
+               sum(status = 'finished') AS completed,
+               sum(status = 'rejected') AS rejected,
+               sum(status = 'aborted') AS aborted,
+               sum(preemptions > 0) AS preempted,
+               max(CASE WHEN status = 'finished' THEN finish_s END) - min(arrival_s) AS span_s,
+               1.0 * sum(CASE WHEN status = 'finished' THEN prompt_tokens END) AS prompt_tokens,
+               1.0 * sum(CASE WHEN status = 'finished' THEN generated_tokens END)
+                   AS output_tokens,
+               avg(ttft_s) AS mean_ttft_s,
+               avg(tpot_s) AS mean_tpot_s,
+               avg(e2e_s) AS mean_e2e_s,
+               avg(queue_s) AS mean_queue_s,
+               max(ttft_s) AS max_ttft_s,
+               max(e2e_s) AS max_e2e_s
+        FROM requests GROUP BY run_id
+    ) s ON s.run_id = r.id
+);
 
 -- One row per step, with its end time, total tokens and KV utilisation (fraction).
 CREATE VIEW IF NOT EXISTS step_timeline AS

@@ -22,6 +22,7 @@ static const command_t commands[] = {
     { "engine", cmd_engine, "replay a trace through a policy on the real engine" },
     { "generate", cmd_generate, "generate text from a model (llama2.c .bin, GGUF, dummy:PRESET)" },
     { "validate", cmd_validate, "replay an engine run in the simulator: predicted vs measured" },
+    { "import", cmd_import, "record measurements taken elsewhere (CSV, vLLM benchmark JSON)" },
     { "calibrate", cmd_calibrate, "fit the simulator's cost model to a profile or an engine run" },
     { "bench", cmd_bench, "decode tokens/s per batch size against the machine's roofs" },
     { "profile", cmd_profile, "time forward passes over a grid of batch shapes (a profile CSV)" },
