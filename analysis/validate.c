@@ -11,6 +11,7 @@
 
 #include "analysis/stats.h"
 #include "analysis/summary.h"
+#include "analysis/validate_internal.h"
 #include "engine/engine.h"
 #include "sim/cost_file.h"
 #include "sim/sim.h"
@@ -233,7 +234,7 @@ done:
 /* ------------------------------------------------------------------ the two sides */
 
 /* A run name not yet in the database: base, base-2, base-3, ... */
-static int free_name(sqlite3 *db, const char *base, char *out, size_t len) {
+int validate_free_name(sqlite3 *db, const char *base, char *out, size_t len) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE name = ?1", -1, &st, NULL))
         return -1;
@@ -441,8 +442,8 @@ done:
     return rc;
 }
 
-static int compare(sqlite3 *db, const int64_t *meas_ids, int n_meas, int64_t sim_id,
-                   validate_result_t *r, char *err, size_t errlen) {
+int validate_compare_runs(sqlite3 *db, const int64_t *meas_ids, int n_meas, int64_t sim_id,
+                          int requests_only, validate_result_t *r, char *err, size_t errlen) {
     report_t *mr = calloc((size_t)n_meas, sizeof *mr), pr;
     const stats_dist_t *d[1 + VALIDATE_MAX_REPEAT] = {0};
     double v[1 + VALIDATE_MAX_REPEAT] = {0};
@@ -462,8 +463,10 @@ static int compare(sqlite3 *db, const int64_t *meas_ids, int n_meas, int64_t sim
     }
     DISTS(base.e2e);
     add_dist(r, "E2E", 1, d, n_meas, &pr.base.e2e);
-    DISTS(base.queue);
-    add_dist(r, "queue", 0, d, n_meas, &pr.base.queue);
+    if (!requests_only) {
+        DISTS(base.queue);
+        add_dist(r, "queue", 0, d, n_meas, &pr.base.queue);
+    }
 #undef DISTS
     for (int i = 0; i < n_meas; i++) v[i] = mr[i].base.out_tok_per_s;
     add_metric(r, "output tok/s", 0, 1, v, n_meas, pr.base.out_tok_per_s);
@@ -471,10 +474,12 @@ static int compare(sqlite3 *db, const int64_t *meas_ids, int n_meas, int64_t sim
     add_metric(r, "requests/s", 0, 0, v, n_meas, pr.base.req_per_s);
     for (int i = 0; i < n_meas; i++) v[i] = mr[i].base.makespan_s;
     add_metric(r, "makespan", 1, 0, v, n_meas, pr.base.makespan_s);
-    for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.preemptions;
-    add_metric(r, "preemptions", 0, 0, v, n_meas, (double)pr.base.preemptions);
-    for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.steps;
-    add_metric(r, "steps", 0, 0, v, n_meas, (double)pr.base.steps);
+    if (!requests_only) {   /* only our engine measures these */
+        for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.preemptions;
+        add_metric(r, "preemptions", 0, 0, v, n_meas, (double)pr.base.preemptions);
+        for (int i = 0; i < n_meas; i++) v[i] = (double)mr[i].base.steps;
+        add_metric(r, "steps", 0, 0, v, n_meas, (double)pr.base.steps);
+    }
     double sum = 0;
     r->mape_n = 0;
     for (int i = 0; i < r->n; i++)
@@ -507,15 +512,32 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
         if (summary_find_run(db, o->run, &id, err, errlen) != 0) goto done;
     } else {
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "SELECT max(id) FROM runs WHERE kind = 'engine'", -1, &st,
-                               NULL) != SQLITE_OK ||
+        if (sqlite3_prepare_v2(db, "SELECT max(id) FROM runs WHERE kind IN ('engine', "
+                               "'measured')", -1, &st, NULL) != SQLITE_OK ||
             sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
             sqlite3_finalize(st);
-            fail(err, errlen, "%s has no engine run to validate", o->db_path);
+            fail(err, errlen, "%s has no engine or measured run to validate", o->db_path);
             goto done;
         }
         id = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
+    }
+    /* A measured run has no workload record to replay: it takes its own path; the
+     * replay options it needs are refused for any other run, whose record has them. */
+    char kind[16], name[256];
+    if (validate_run_kind(db, id, kind, sizeof kind, name, sizeof name, err, errlen) != 0)
+        goto done;
+    if (!strcmp(kind, "measured")) {
+        sqlite3_close(db);
+        db = NULL;
+        rc = validate_measured(o, id, r, err, errlen);
+        goto done;
+    }
+    if (o->sim && kind[0]) {
+        fail(err, errlen, "run '%s' is a%s %s run: --policy, --set, --model, --tp, --seed and "
+             "the limits are for measured runs (twinserve import), whose record lacks them; "
+             "an engine run's come from its own record", name, kind[0] == 'e' ? "n" : "", kind);
+        goto done;
     }
     if (load_workload(db, o->db_path, id, &w, err, errlen) != 0) goto done;
     have_w = 1;
@@ -572,7 +594,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     char base[300], sim_name[300];
     snprintf(base, sizeof base, "validate-%s", w.name);
     if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
-    else if (free_name(db, base, sim_name, sizeof sim_name) != 0) {
+    else if (validate_free_name(db, base, sim_name, sizeof sim_name) != 0) {
         fail(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
@@ -585,7 +607,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
         snprintf(want, sizeof want, "%s-rep%d", w.name, k);
         sqlite3 *tmp;
         if (summary_open(o->db_path, &tmp, err, errlen) != 0) goto done;
-        free_name(tmp, want, rep, sizeof rep);
+        validate_free_name(tmp, want, rep, sizeof rep);
         sqlite3_close(tmp);
         if (o->progress) fprintf(stderr, "[validate] engine repeat %d/%d: %s\n", k, o->repeat, rep);
         if (rerun_engine(o, &w, rep, &r->measured_ids[k], err, errlen) != 0) goto done;
@@ -595,7 +617,8 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     if (simulate(o, &w, sim_name, &r->sim_id, err, errlen) != 0) goto done;
     snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
     if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
-    if (compare(db, r->measured_ids, r->n_runs, r->sim_id, r, err, errlen) != 0) goto done;
+    if (validate_compare_runs(db, r->measured_ids, r->n_runs, r->sim_id, 0, r, err, errlen))
+        goto done;
     if (compare_steps(db, id, cm, r, err, errlen) != 0) goto done;
     rc = 0;
 done:
@@ -617,9 +640,11 @@ static const char *fmt_val(char *buf, size_t len, double v, int is_time) {
 
 void validate_print(FILE *f, const validate_result_t *r) {
     char a[40], b[40], lo[40], hi[40];
-    fprintf(f, "validate: engine run %s (id %lld) against simulated run %s (id %lld)\n",
-            r->engine_name, (long long)r->engine_id, r->sim_name, (long long)r->sim_id);
+    fprintf(f, "validate: %s run %s (id %lld) against simulated run %s (id %lld)\n",
+            r->measured ? "measured" : "engine", r->engine_name, (long long)r->engine_id,
+            r->sim_name, (long long)r->sim_id);
     fprintf(f, "cost model: %s\n", r->cost_desc);
+    if (r->note[0]) fprintf(f, "replay: %s\n", r->note);
     if (r->n_runs > 1)
         fprintf(f, "engine noise: %d measured runs of the same workload (the run and %d "
                    "repeats)\n", r->n_runs, r->n_runs - 1);
@@ -642,8 +667,12 @@ void validate_print(FILE *f, const validate_result_t *r) {
         }
         fputc('\n', f);
     }
-    fprintf(f, "\nper step, the cost model on each engine step's recorded work "
-               "(|predicted - measured| / measured):\n");
+    if (r->measured)
+        fprintf(f, "\nper step: none: a measured run records requests, not the server's "
+                   "steps\n");
+    else
+        fprintf(f, "\nper step, the cost model on each engine step's recorded work "
+                   "(|predicted - measured| / measured):\n");
     const struct { const char *label; const validate_steps_t *s; } rows[] = {
         {"forward pass", &r->pass}, {"  decode-only", &r->pass_decode},
         {"  with prompt", &r->pass_prompt}, {"host time", &r->host},
@@ -654,7 +683,7 @@ void validate_print(FILE *f, const validate_result_t *r) {
         fprintf(f, "  %-14s %7zu steps  median %6.2f%%  p90 %6.2f%%  bias %+6.2f%%\n",
                 rows[i].label, s->n, 100 * s->median, 100 * s->p90, 100 * s->bias);
     }
-    if (!r->host.n) fprintf(f, "  host time: not modelled by this cost model\n");
+    if (!r->host.n && !r->measured) fprintf(f, "  host time: not modelled by this cost model\n");
     fprintf(f, "\nMAPE %.2f%% over %d headline metrics (p50, p90, p99 of TTFT, TPOT and E2E; "
                "output throughput)\n", 100 * r->mape, r->mape_n);
 }
@@ -668,7 +697,11 @@ void validate_json(FILE *f, const validate_result_t *r) {
     json_write_str(f, r->engine_name);
     fprintf(f, ", \"engine_run_id\": %lld, \"sim_run\": ", (long long)r->engine_id);
     json_write_str(f, r->sim_name);
-    fprintf(f, ", \"sim_run_id\": %lld, \"cost_model\": ", (long long)r->sim_id);
+    fprintf(f, ", \"sim_run_id\": %lld, \"run_kind\": \"%s\", \"replay\": ", (long long)r->sim_id,
+            r->measured ? "measured" : "engine");
+    if (r->note[0]) json_write_str(f, r->note);
+    else fputs("null", f);
+    fputs(", \"cost_model\": ", f);
     json_write_str(f, r->cost_desc);
     fprintf(f, ", \"measured_runs\": %d, \"metrics\": [", r->n_runs);
     for (int i = 0; i < r->n; i++) {

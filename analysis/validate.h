@@ -12,11 +12,20 @@
  * throughput. The spread of a metric over the measured runs is (max - min) / median; a
  * prediction is "within noise" when it lies between the measured runs' min and max.
  *
+ * Measured runs (kind 'measured', traces/import.h: measurements taken elsewhere) have no
+ * workload record, so the caller supplies the policy and the simulator's options (sim).
+ * Their requests are replayed exactly when the import recorded arrivals (a CSV), or over
+ * arrivals regenerated as vLLM's benchmark draws them (its request rate and burstiness,
+ * seeded by sim->seed) when it did not: then the comparison is of distributions, and the
+ * result's note says so. Only per-request metrics are compared (no steps, queueing or
+ * preemptions are measured); repeats are refused (a measurement cannot be rerun).
+ *
  * Invariants: nothing already recorded changes; the simulated run (kind sim, named
  * validate-<run>[-K], config "validate":{"of":ID}) and any engine repeats are added.
- * Refused, with the reason: a run that is not an engine run, not done, older than the
- * workload record (schema 3), speculative (its n-gram drafts' acceptance is not modelled),
- * or whose trace or policy file is gone.
+ * Refused, with the reason: a run that is not an engine or measured run, not done, older
+ * than the workload record (schema 3), speculative (its n-gram drafts' acceptance is not
+ * modelled), or whose trace or policy file is gone; the sim options for any run but a
+ * measured one (an engine run's come from its record).
  *
  * Ownership: options are borrowed for the call; the result is a plain value. */
 #ifndef TWIN_VALIDATE_H
@@ -27,6 +36,7 @@
 #include <stdio.h>
 
 #include "analysis/report.h"
+#include "sim/sim.h"
 
 typedef struct {
     const char *db_path;
@@ -37,6 +47,11 @@ typedef struct {
     int repeat;               /* engine reruns of the workload, for the noise floor (0) */
     int progress;             /* progress lines on stderr */
     const char *version;
+    /* Measured runs only (refused for an engine run, whose record says all this): the
+     * replay's policy, params, model, tp (0: the run's), seed, limits and KV capacity.
+     * Its trace, database, run name, cost model (cost_path, hw) and config are set by
+     * validate. NULL: none given. */
+    const sim_opts_t *sim;
 } validate_opts_t;
 
 #define VALIDATE_MAX_METRICS 48
@@ -56,7 +71,9 @@ typedef struct {
 } validate_steps_t;
 
 typedef struct {
-    int64_t engine_id, sim_id;
+    int64_t engine_id, sim_id;            /* engine_*: the measured run, engine or measured */
+    int measured;                         /* it is a measured run (traces/import.h) */
+    char note[512];                       /* how a measured run was replayed; "" otherwise */
     char engine_name[256], sim_name[256], cost_desc[300];
     int n_runs;                           /* measured runs: 1 + repeats */
     int64_t measured_ids[1 + VALIDATE_MAX_REPEAT];

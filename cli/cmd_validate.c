@@ -1,4 +1,5 @@
-/* cmd_validate: `twinserve validate`, the simulator held against a measured engine run. */
+/* cmd_validate: `twinserve validate`, the simulator held against a measured engine run, or
+ * against a measured run imported from elsewhere (`twinserve import`). */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "analysis/summary.h"
 #include "analysis/validate.h"
 #include "cli/cli.h"
+#include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 
 static void usage(FILE *f) {
@@ -37,19 +39,51 @@ static void usage(FILE *f) {
         "  --json                the comparison as one JSON object\n"
         "  -q, --quiet           no progress lines\n"
         "\n"
+        "\n"
+        "A measured run (twinserve import) has no workload record: give its replay's policy\n"
+        "and options. Its requests are replayed exactly when the import has their arrival\n"
+        "times (a CSV); a vLLM result has none, so arrivals are drawn from its request rate\n"
+        "and burstiness as vLLM's benchmark draws them, seeded by --seed, and only the\n"
+        "distributions compare. Per-request metrics only (no steps); no --repeat.\n"
+        "  --policy FILE         the policy to replay the measured requests with (required)\n"
+        "  --set KEY=VALUE       a policy param (repeatable)\n"
+        "  --model NAME|FILE     the model to simulate (default: the run's, when a preset)\n"
+        "  --tp N                tensor-parallel degree (default: the run's, else 1)\n"
+        "  --seed N              the policy's seed, and the regenerated arrivals' (0)\n"
+        "  --kv-blocks N, --gpu-util F, --block-size N, --max-tokens N, --max-seqs N,\n"
+        "  --max-model-len N     the simulated server's limits, as for sim\n"
+        "  (--hw defaults to the run's hardware when it names a preset)\n"
+        "\n"
         "Exit status: 0 compared, 1 a run failed or the input is refused, 2 usage error.\n");
 }
+
+/* --policy, beside sim's codes (cli_sim.h) for the other options of a measured replay */
+enum { O_POLICY = CLI_SIM_FIRST - 1 };
+#define VALIDATE_MAX_SETS 256
 
 enum { O_DB = 256, O_RUN, O_COST, O_HW, O_REPEAT, O_PLOT, O_NAME, O_JSON, O_HELP };
 
 int cmd_validate(int argc, char **argv) {
     static const struct option opts[] = {
         { "db", 1, 0, O_DB }, { "run", 1, 0, O_RUN }, { "cost", 1, 0, O_COST },
+        { "policy", 1, 0, O_POLICY }, { "set", 1, 0, CLI_SIM_SET },
+        { "model", 1, 0, CLI_SIM_MODEL }, { "tp", 1, 0, CLI_SIM_TP },
+        { "seed", 1, 0, CLI_SIM_SEED }, { "kv-blocks", 1, 0, CLI_SIM_KVB },
+        { "gpu-util", 1, 0, CLI_SIM_UTIL }, { "block-size", 1, 0, CLI_SIM_BLOCK },
+        { "max-tokens", 1, 0, CLI_SIM_MAXTOK }, { "max-seqs", 1, 0, CLI_SIM_MAXSEQ },
+        { "max-model-len", 1, 0, CLI_SIM_MAXLEN },
         { "hw", 1, 0, O_HW }, { "repeat", 1, 0, O_REPEAT }, { "plot", 1, 0, O_PLOT },
         { "name", 1, 0, O_NAME }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
     };
     validate_opts_t o = { .version = TWIN_VERSION };
+    /* a measured run's replay options (sets static: nothing to free on the early returns) */
+    static const char *sets[VALIDATE_MAX_SETS];
+    sim_opts_t so;
+    int measured_opts = 0;
+    sim_opts_defaults(&so);
+    so.sets = sets;
+    so.tp = 0;   /* not given: the measured run's */
     const char *plot_dir = NULL;
     int json = 0, quiet = 0, c;
     optind = 1;
@@ -68,6 +102,17 @@ int cmd_validate(int argc, char **argv) {
             break;
         case O_PLOT: plot_dir = optarg; break;
         case O_NAME: o.name = optarg; break;
+        case O_POLICY: so.policy_path = optarg; measured_opts = 1; break;
+        case CLI_SIM_SET: case CLI_SIM_MODEL: case CLI_SIM_TP: case CLI_SIM_SEED:
+        case CLI_SIM_KVB: case CLI_SIM_UTIL: case CLI_SIM_BLOCK: case CLI_SIM_MAXTOK:
+        case CLI_SIM_MAXSEQ: case CLI_SIM_MAXLEN:
+            if (c == CLI_SIM_SET && so.n_sets == VALIDATE_MAX_SETS) {
+                fprintf(stderr, "twinserve validate: more than %d --set\n", VALIDATE_MAX_SETS);
+                return 2;
+            }
+            if (!cli_sim_apply("validate", c, optarg, &so)) return 2;
+            measured_opts = 1;
+            break;
         case O_JSON: json = 1; break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
@@ -87,6 +132,7 @@ int cmd_validate(int argc, char **argv) {
                         "carries its own model of the hardware)\n");
         return 2;
     }
+    if (measured_opts) o.sim = &so;
     o.progress = !quiet && isatty(2);
     validate_result_t r;
     char err[8192];

@@ -1,5 +1,6 @@
 /* test_import: `twinserve import` (traces/import.c, import_vllm.c) and what reads a measured
- * run: report's metrics (analysis/summary.c, report.c).
+ * run: report's metrics (analysis/summary.c, report.c) and validate's replay of it
+ * (analysis/validate_measured.c).
  *
  * The fixtures are hand-made (tests/data/measured.csv, measured_abs.csv, vllm_result.json),
  * so every expected figure below is worked out from their numbers: a CSV's times round trip
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "analysis/report.h"
+#include "analysis/validate.h"
 #include "tests/testutil.h"
 #include "traces/import.h"
 
@@ -429,6 +431,113 @@ START_TEST(test_vllm_empty_output) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ validate */
+
+static int validate_measured_run(const char *db, const char *run, const sim_opts_t *so,
+                                 int repeat, validate_result_t *r, char *err, size_t errlen) {
+    validate_opts_t o = {.db_path = db, .run = run, .hw = "h100", .sim = so, .repeat = repeat,
+                         .version = "test"};
+    return validate_run(&o, r, err, errlen);
+}
+
+static int has_metric(const validate_result_t *r, const char *name) {
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->m[i].name, name)) return 1;
+    return 0;
+}
+
+START_TEST(test_validate_csv_replays_exactly) {
+    char db[256], err[4096], a[512], b[512], sql[512];
+    import_result_t res;
+    validate_result_t r;
+    db_path(db, sizeof db);
+    import_opts_t io = {.db_path = db, .path = CSV_FIXTURE, .format = IMPORT_CSV,
+                        .model = "llama-3-8b", .version = "test"};
+    ck_assert_msg(import_run(&io, &res, err, sizeof err) == 0, "%s", err);
+    sim_opts_t so;
+    sim_opts_defaults(&so);
+    so.policy_path = "policies/continuous.lua";
+    so.tp = 0;
+    ck_assert_msg(validate_measured_run(db, NULL, &so, 0, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(r.measured, 1);
+    ck_assert_int_eq(r.engine_id, res.run_id);
+    ck_assert_str_eq(r.engine_name, "measured-measured");
+    ck_assert_str_eq(r.sim_name, "validate-measured-measured");
+    ck_assert_msg(strstr(r.note, "the measured requests exactly") &&
+                  strstr(r.note, "1 failed request left out"), "%s", r.note);
+    ck_assert(has_metric(&r, "TTFT p99") && has_metric(&r, "ITL p50") &&
+              has_metric(&r, "makespan"));
+    ck_assert(!has_metric(&r, "queue p50") && !has_metric(&r, "steps") &&
+              !has_metric(&r, "preemptions"));
+    ck_assert_int_eq(r.pass.n, 0);
+    /* the replay's requests are the finished measured ones, at their arrivals */
+    const char *fmt = "SELECT group_concat(printf('%%.6f %%d %%d', arrival_s, prompt_tokens, "
+                      "output_tokens), '; ') FROM (SELECT * FROM requests WHERE run_id = %lld "
+                      "%s ORDER BY arrival_s)";
+    snprintf(sql, sizeof sql, fmt, (long long)res.run_id, "AND status = 'finished'");
+    q(db, sql, a, sizeof a);
+    snprintf(sql, sizeof sql, fmt, (long long)r.sim_id, "");
+    q(db, sql, b, sizeof b);
+    ck_assert_str_eq(a, b);
+    snprintf(sql, sizeof sql, "SELECT json_extract(config, '$.validate.arrivals') || "
+             "json_extract(config, '$.tp') || (SELECT count(*) > 0 FROM tokens WHERE run_id = "
+             "%lld) FROM runs WHERE id = %lld", (long long)r.sim_id, (long long)r.sim_id);
+    q(db, sql, a, sizeof a);
+    ck_assert_str_eq(a, "recorded11");
+
+    /* refused: a repeat, no policy, no model to simulate */
+    ck_assert_int_eq(validate_measured_run(db, "measured-measured", &so, 1, &r, err,
+                                           sizeof err), -1);
+    ck_assert_msg(strstr(err, "is a measured run (imported from ") &&
+                  strstr(err, "a measurement taken elsewhere cannot be rerun"), "%s", err);
+    ck_assert_int_eq(validate_measured_run(db, "measured-measured", NULL, 0, &r, err,
+                                           sizeof err), -1);
+    ck_assert_msg(strstr(err, "give the policy to replay its requests with, --policy FILE"),
+                  "%s", err);
+    io.model = "some/hf-model";
+    io.name = "hf";
+    ck_assert_msg(import_run(&io, &res, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(validate_measured_run(db, "hf", &so, 0, &r, err, sizeof err), -1);
+    ck_assert_str_eq(err, "run 'hf' names the model 'some/hf-model', not a preset: give the "
+                     "model to simulate, --model PRESET|FILE, or a cost file (--cost FILE), "
+                     "which carries one");
+    testutil_unlink_db(db);
+}
+END_TEST
+
+START_TEST(test_validate_vllm_regenerates_arrivals) {
+    char db[256], err[4096], s[256], sql[256];
+    import_result_t res;
+    validate_result_t r, r2;
+    db_path(db, sizeof db);
+    import_opts_t io = {.db_path = db, .path = VLLM_FIXTURE, .format = IMPORT_VLLM,
+                        .model = "llama-3-8b", .version = "test"};
+    ck_assert_msg(import_run(&io, &res, err, sizeof err) == 0, "%s", err);
+    sim_opts_t so;
+    sim_opts_defaults(&so);
+    so.policy_path = "policies/continuous.lua";
+    so.seed = 7;
+    ck_assert_msg(validate_measured_run(db, NULL, &so, 0, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(r.note, "compares distributions (arrivals regenerated): 5 requests at "
+                         "4 req/s, burstiness 1, seed 7"), "%s", r.note);
+    /* 4 finished requests replayed, the first at 0, with the measured lengths in order */
+    snprintf(sql, sizeof sql, "SELECT group_concat(prompt_tokens || '/' || output_tokens, ' ') "
+             "FROM requests WHERE run_id = %lld", (long long)r.sim_id);
+    q(db, sql, s, sizeof s);
+    ck_assert_str_eq(s, "10/4 20/3 30/1 40/6");
+    snprintf(sql, sizeof sql, "SELECT min(arrival_s) = 0 AND max(arrival_s) > 0 FROM requests "
+             "WHERE run_id = %lld", (long long)r.sim_id);
+    NEAR(q(db, sql, NULL, 0), 1);
+    /* the same seed draws the same arrivals */
+    ck_assert_msg(validate_measured_run(db, NULL, &so, 0, &r2, err, sizeof err) == 0, "%s", err);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM requests a JOIN requests b ON a.req_id = "
+             "b.req_id WHERE a.run_id = %lld AND b.run_id = %lld AND a.arrival_s = b.arrival_s",
+             (long long)r.sim_id, (long long)r2.sim_id);
+    NEAR(q(db, sql, NULL, 0), 4);
+    testutil_unlink_db(db);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("import");
     TCase *tc = tcase_create("core");
@@ -442,6 +551,8 @@ int main(void) {
     tcase_add_test(tc, test_vllm_missing_keys);
     tcase_add_test(tc, test_vllm_bad_values);
     tcase_add_test(tc, test_vllm_empty_output);
+    tcase_add_test(tc, test_validate_csv_replays_exactly);
+    tcase_add_test(tc, test_validate_vllm_regenerates_arrivals);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }

@@ -166,7 +166,7 @@ START_TEST(test_refusals) {
     /* nothing to validate in a database without engine runs */
     o.run = NULL;
     ck_assert_int_eq(validate_run(&o, &r, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "has no engine run to validate") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "has no engine or measured run to validate") != NULL, "%s", err);
     /* unfinished */
     simulate(trace, db, cost, "running", "policies/continuous.lua", NULL);
     as_engine(db, "running");
@@ -189,6 +189,16 @@ START_TEST(test_refusals) {
     o.cost_path = NULL;
     ck_assert_int_eq(validate_run(&o, &r, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "give the cost model") != NULL, "%s", err);
+    /* a measured run's replay options, for an engine run (its record has them) */
+    sim_opts_t so;
+    sim_opts_defaults(&so);
+    so.policy_path = "policies/continuous.lua";
+    o.sim = &so;
+    ck_assert_int_eq(validate_run(&o, &r, err, sizeof err), -1);
+    ck_assert_str_eq(err, "run 'ok' is an engine run: --policy, --set, --model, --tp, --seed and "
+                     "the limits are for measured runs (twinserve import), whose record lacks "
+                     "them; an engine run's come from its own record");
+    o.sim = NULL;
     /* a cost file for another model */
     cost_file_t cf;
     ck_assert_int_eq(cost_file_read(cost, &cf, err, sizeof err), 0);
