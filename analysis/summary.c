@@ -432,7 +432,8 @@ void summary_table_header(FILE *f) {
 
 void summary_table_row(FILE *f, const summary_t *s) {
     char pol[64], done[48], span[32], rps[32], tps[32], ttft[64], tpot[64];
-    rec_policy_stem(s->policy, pol, sizeof pol);
+    /* a measured run has no policy: its kind says what it is */
+    rec_policy_stem(s->policy[0] ? s->policy : s->kind, pol, sizeof pol);
     snprintf(done, sizeof done, "%lld/%lld", (long long)s->finished, (long long)s->rejected);
     fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", s->name, pol, s->status, done,
             fmt_num(span, sizeof span, s->makespan_s, 2), fmt_num(rps, sizeof rps, s->req_per_s, 2),
