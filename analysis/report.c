@@ -379,9 +379,9 @@ void report_json(FILE *f, const report_t *r) {
     fprintf(f, "{\n  \"run\": {\"id\": %lld, \"name\": ", (long long)s->run_id);
     report_json_str(f, s->name);
     const char *keys[] = {"kind", "policy", "status", "error", "trace", "model", "hardware",
-                          "started_at"};
+                          "started_at", "metrics"};
     const char *vals[] = {s->kind, s->policy, s->status, s->error, s->trace, s->model,
-                          s->hardware, s->started_at};
+                          s->hardware, s->started_at, s->metrics};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         fprintf(f, ", \"%s\": ", keys[i]);
         if (vals[i][0]) report_json_str(f, vals[i]);

@@ -246,7 +246,12 @@ static int load_dist(sqlite3 *db, int64_t run_id, const char *col, stats_dist_t 
 }
 
 static const char SQL_RUN[] =
-    "SELECT name, kind, policy, status, error, trace, model, hardware, started_at, wall_s "
+    "SELECT name, kind, policy, status, error, trace, model, hardware, started_at, wall_s, "
+    /* the side: the config's word, else what the kind implies (summary.h) */
+    " coalesce(json_extract(config, '$.metrics'), CASE WHEN kind != 'measured' THEN 'server'"
+    "  WHEN json_extract(config, '$.source.format') = 'vllm' THEN 'client' ELSE '' END),"
+    " json_extract(config, '$.client_request_s'),"
+    " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s') "
     "FROM runs WHERE id = ?1";
 static const char SQL_COUNTS[] =
     "SELECT count(*), "
@@ -302,6 +307,10 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     copy_col(out->hardware, sizeof out->hardware, st, 7);
     copy_col(out->started_at, sizeof out->started_at, st, 8);
     out->wall_s = summary_column_or_nan(st, 9);
+    copy_col(out->metrics, sizeof out->metrics, st, 10);
+    out->client_request_s = summary_column_or_nan(st, 11);
+    out->client_prompt_token_s = summary_column_or_nan(st, 12);
+    out->client_token_s = summary_column_or_nan(st, 13);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -389,6 +398,16 @@ void summary_print_dist(FILE *f, const char *label, const stats_dist_t *d) {
             summary_fmt_time(p99, sizeof p99, d->p99));
 }
 
+/* A small time (a client-side term) with the unit that keeps it readable. */
+static const char *fmt_small(char *buf, size_t len, double s) {
+    if (isnan(s)) snprintf(buf, len, "?");
+    else if (s == 0 || s >= 1) snprintf(buf, len, "%.3g s", s);
+    else if (s >= 1e-3) snprintf(buf, len, "%.3g ms", s * 1e3);
+    else if (s >= 1e-6) snprintf(buf, len, "%.3g us", s * 1e6);
+    else snprintf(buf, len, "%.3g ns", s * 1e9);
+    return buf;
+}
+
 void summary_print(FILE *f, const summary_t *s) {
     char a[32], b[32], c[32], d[32];
     fprintf(f, "run       %s (id %lld): %s, %s", s->name, (long long)s->run_id, s->kind,
@@ -402,6 +421,18 @@ void summary_print(FILE *f, const summary_t *s) {
     if (s->model[0] || s->hardware[0])
         fprintf(f, "model     %s%s%s\n", s->model[0] ? s->model : "?",
                 s->hardware[0] ? " on " : "", s->hardware);
+    if (!strcmp(s->metrics, "client") && !isnan(s->client_token_s))
+        fprintf(f, "metrics   client-side: front end %s per request + %s per prompt token "
+                   "before the scheduler, %s per streamed token\n",
+                fmt_small(a, sizeof a, s->client_request_s),
+                fmt_small(b, sizeof b, s->client_prompt_token_s),
+                fmt_small(c, sizeof c, s->client_token_s));
+    else if (!strcmp(s->metrics, "client"))
+        fprintf(f, "metrics   client-side (measured at the client)\n");
+    else if (!strcmp(s->metrics, "server"))
+        fprintf(f, "metrics   server-side\n");
+    else
+        fprintf(f, "metrics   as measured (the run does not say which side)\n");
     fprintf(f, "requests  %lld: %lld finished, %lld rejected, %lld aborted; "
             "%lld preempted (%lld preemptions); %lld steps\n",
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,

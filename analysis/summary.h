@@ -52,6 +52,14 @@ typedef struct {
     double tok_per_s;       /* (prompt + output tokens) / makespan */
 
     stats_dist_t ttft, tpot, e2e, queue;  /* seconds */
+
+    /* The side the latencies describe: its config's "metrics" when it says (a simulated
+     * run: "client" with client-side terms, sim/sim.h, else "server"); else "server" for
+     * engine runs and older simulated runs, "client" for an import of vLLM's serving
+     * benchmark (timed at its HTTP client), "" for other measured runs. The terms are NAN
+     * but for a simulated client-side run. */
+    char metrics[8];
+    double client_request_s, client_prompt_token_s, client_token_s;
 } summary_t;
 
 /* Opens path read-only and checks it is a twinserve database with a runs table. Messages

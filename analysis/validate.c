@@ -271,6 +271,9 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     so.kv_blocks = w->num_blocks;
     so.watermark = w->watermark;
     so.save_tokens = w->save_tokens;
+    /* The engine records server-side times: a cost file's client-side terms (sim.h) would
+     * predict something it never measured, so they do not apply here. */
+    so.client = (sim_client_t){ 0, 0, 0 };
     so.version = o->version;
     char extra[128];
     snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld}", (long long)w->id);

@@ -35,6 +35,9 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_KVB: ok = cli_int(arg, 1, INT32_MAX, &o->kv_blocks); break;
     case CLI_SIM_MAXP: ok = cli_int(arg, 1, 1 << 30, &o->trace_opts.max_prompt); break;
     case CLI_SIM_MAXO: ok = cli_int(arg, 1, 1 << 30, &o->trace_opts.max_output); break;
+    case CLI_SIM_CREQ: ok = cli_double(arg, 0, 3600, &o->client.request_s); break;
+    case CLI_SIM_CPROMPT: ok = cli_double(arg, 0, 3600, &o->client.prompt_token_s); break;
+    case CLI_SIM_CTOK: ok = cli_double(arg, 0, 3600, &o->client.token_s); break;
     default: ok = 0; break;
     }
     if (!ok) {
@@ -77,6 +80,12 @@ void cli_sim_usage(FILE *f) {
         "                        linear cost file\n"
         "  --max-prompt N, --max-output N\n"
         "                        clip the trace's lengths, as the engine's options do\n"
+        "  --client-request S, --client-prompt-token S, --client-token S\n"
+        "                        predict client-side metrics (what a streaming client such\n"
+        "                        as vLLM's benchmark_serving measures): seconds per request\n"
+        "                        and per prompt token in the front end before the\n"
+        "                        scheduler, and per streamed output token (default: the\n"
+        "                        cost file's client_*_s, else 0 = server-side metrics)\n"
         "  --policy-time-limit S limit per policy call (2 s)\n"
         "  --policy-mem-mb M     policy memory cap (256 MB)\n");
 }

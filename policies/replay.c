@@ -77,6 +77,7 @@ static void sink(void *ud, const sched_req_t *q, const char *reason) {
         .spec_proposed = q->spec_proposed, .spec_accepted = q->spec_accepted,
         .cached_tokens = q->cached_tokens, .status = status, .reason = reason,
     };
+    if (r->on_row) r->on_row(r->final_ud, q, &row);
     ledger_done(&r->live, q->id); /* locks out the watchdog while the row is handed over */
     if (rec_request(r->rec, r->run_id, &row) != 0 && !r->sink_failed) {
         r->sink_failed = 1;

@@ -65,6 +65,10 @@ typedef struct replay {
     /* Called after a request's row is written (finished, rejected or aborted; reason NULL
      * when finished), e.g. for the engine to free the request's tokens. May be NULL. */
     void (*on_final)(void *ud, const sched_req_t *r, const char *reason);
+    /* Called with a request's row just before it is written through the scheduler's sink
+     * (not the watchdog's rows), so that an executor may restate its times (the
+     * simulator's client-side metrics, sim.h). May be NULL. Both hooks get final_ud. */
+    void (*on_row)(void *ud, const sched_req_t *r, rec_request_t *row);
     void *final_ud;
 } replay_t;
 

@@ -94,8 +94,26 @@ static int parse_list(const char *key, const char *val, double *v, int *n, char 
     }
 }
 
+/* The client-side terms, read here rather than through a kv_spec so that a negative one is
+ * refused with its line. */
+static const struct { const char *key; size_t off; } client_keys[] = {
+    {"client_request_s", CF(client_request_s)},
+    {"client_prompt_token_s", CF(client_prompt_token_s)},
+    {"client_token_s", CF(client_token_s)},
+};
+
 static int other_key(void *ud, const char *key, const char *val, char *msg, size_t len) {
     read_ctx_t *x = ud;
+    for (size_t i = 0; i < sizeof client_keys / sizeof *client_keys; i++) {
+        if (strcmp(key, client_keys[i].key)) continue;
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (end == val || *end || errno || !isfinite(v) || v < 0)
+            return fail(msg, len, "%s must be a number of seconds >= 0 (got '%s')", key, val);
+        *(double *)((char *)x->cf + client_keys[i].off) = v;
+        return 1;
+    }
     if (!strcmp(key, "format")) {
         char *end;
         long v = strtol(val, &end, 10);
@@ -314,6 +332,14 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     put_num(f, "range_seqs", cf->range_seqs);
     put_num(f, "range_kv_tokens", cf->range_kv_tokens);
     put_num(f, "range_attn_pairs", cf->range_attn_pairs);
+    if (cf->client_request_s > 0 || cf->client_prompt_token_s > 0 || cf->client_token_s > 0) {
+        fprintf(f, "\n# client-side terms (seconds): what a streaming client measures beyond "
+                   "the server\n");
+        for (size_t i = 0; i < sizeof client_keys / sizeof *client_keys; i++) {
+            double v = *(const double *)((const char *)cf + client_keys[i].off);
+            if (v > 0) put_num(f, client_keys[i].key, v);
+        }
+    }
 }
 
 int cost_file_write(const char *path, const cost_file_t *cf, const char *comment, char *err,

@@ -21,6 +21,12 @@
  *   fit_points, fit_median_err, cv_median_err, cv_p90_err           # informational
  *   range_tokens, range_seqs, range_kv_tokens, range_attn_pairs     # the largest fitted
  *
+ * Either kind may add the client-side terms (sim.h: what a streaming client measures beyond
+ * the server), each optional, 0 when absent, written only when non-zero:
+ *   client_request_s = 0.002      # per request: HTTP/API handling, tokeniser call
+ *   client_prompt_token_s = 1e-6  # per prompt token: tokenising the prompt
+ *   client_token_s = 5e-5         # per streamed output token
+ *
  * kind = roofline holds hardware figures (a hardware preset file's keys but name: mem_bw,
  * flops, mem_bytes, link_bw) and the roofline's flops_eff, bw_eff, attn_eff, overhead_s.
  *
@@ -57,6 +63,8 @@ typedef struct {
     /* the largest tokens, sequences, KV positions and attention pairs of a fitted point:
      * beyond them the model extrapolates (cost.h says how) */
     double range_tokens, range_seqs, range_kv_tokens, range_attn_pairs;
+    /* client-side terms, seconds (sim.h's sim_client_t; 0 when the file has none) */
+    double client_request_s, client_prompt_token_s, client_token_s;
 } cost_file_t;
 
 /* 0, or -1 with the message in err. */

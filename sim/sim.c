@@ -34,6 +34,11 @@ typedef struct {
     double last_progress;
     cost_features_t feat; /* the step in flight: its target pass's work and host time */
     double host_s;
+    sim_client_t client;  /* the client-side terms in effect (sim.h) */
+    int client_on;        /* any of them > 0: the records are the client's */
+    double front_free;    /* when the front end hands on the last request it took */
+    double *client_last;  /* [request id]: client time of its last streamed token */
+    int64_t client_cap;   /* 8 bytes per request of the trace, in client mode only */
 } sim_t;
 
 #define fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
@@ -56,6 +61,7 @@ void sim_opts_defaults(sim_opts_t *o) {
     o->max_tokens = 8192;
     o->max_seqs = 256;
     cost_roofline_defaults(&o->cost);
+    o->client = (sim_client_t){ NAN, NAN, NAN };
     o->version = "dev";
 }
 
@@ -153,23 +159,94 @@ static void draw_acceptances(sim_t *m, const sched_plan_t *p) {
     }
 }
 
-/* One tokens row per token the step emits, at the step's end (sched_req_emit, as
- * sched_commit counts); entries whose request was aborted meanwhile emit nothing. Called
- * before the commit, while generated is the count before the step. */
-static int save_tokens(sim_t *m, const sched_plan_t *p, double now) {
+/* The tokens the step emits at its end, `now` (sched_req_emit, as sched_commit counts):
+ * in client mode each advances its request's stream (sim.h), and with save_tokens each gets
+ * a tokens row at the time its side sees it. Entries whose request was aborted meanwhile
+ * emit nothing. Called before the commit, while generated is the count before the step. */
+static int emit_tokens(sim_t *m, const sched_plan_t *p, double now) {
     for (int32_t i = 0; i < p->n; i++) {
         const sched_entry_t *e = &p->entries[i];
         if (!e->sample || e->req->state != SCHED_RUNNING) continue;
         int32_t gen = e->req->generated;
         int32_t emit = sched_req_emit(e->req, m->draft_cost ? m->accepted[i] : 0);
         for (int32_t k = 0; k < emit; k++) {
-            rec_token_t t = { .req_id = e->req_id, .idx = gen + k, .token_id = -1, .t_s = now };
+            double t_s = now;
+            if (m->client_on) { /* sent after the previous token, never before its step */
+                double *c = &m->client_last[e->req_id];
+                t_s = *c = fmax(now, *c) + m->client.token_s;
+            }
+            if (!m->o->save_tokens) continue;
+            rec_token_t t = { .req_id = e->req_id, .idx = gen + k, .token_id = -1, .t_s = t_s };
             if (rec_token(m->rp.rec, m->rp.run_id, &t) != 0)
                 return fail(m, "recording a token of request %d: %s", e->req_id,
                             rec_errmsg(m->rp.rec));
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ client side */
+
+/* The client-side terms in effect: each option given, else the cost file's, else 0. */
+static int pick_client(sim_t *m) {
+    const sim_client_t *o = &m->o->client;
+    const cost_file_t *cf = m->cf;
+    const struct { const char *key; double opt, file; double *out; } t[] = {
+        { "client_request_s", o->request_s, cf ? cf->client_request_s : 0,
+          &m->client.request_s },
+        { "client_prompt_token_s", o->prompt_token_s, cf ? cf->client_prompt_token_s : 0,
+          &m->client.prompt_token_s },
+        { "client_token_s", o->token_s, cf ? cf->client_token_s : 0, &m->client.token_s },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        double v = isnan(t[i].opt) ? t[i].file : t[i].opt;
+        if (!isfinite(v) || v < 0)
+            return fail(m, "%s must be a finite number of seconds >= 0 (got %g)", t[i].key, v);
+        *t[i].out = v;
+    }
+    m->client_on = m->client.request_s > 0 || m->client.prompt_token_s > 0 ||
+                   m->client.token_s > 0;
+    return 0;
+}
+
+/* When request q reaches the scheduler: its trace arrival, or in client mode after the
+ * front end (one worker, first come first served: sim.h). Also opens q's stream clock. */
+static int front_end(sim_t *m, const trace_req_t *q, double *t) {
+    *t = q->arrival_s;
+    if (!m->client_on) return 0;
+    *t = fmax(q->arrival_s, m->front_free) + m->client.request_s +
+         m->client.prompt_token_s * (double)q->prompt_tokens;
+    m->front_free = *t;
+    if (q->id >= m->client_cap) {
+        int64_t cap = m->client_cap ? m->client_cap : 1024;
+        while (cap <= q->id) cap *= 2;
+        double *v = realloc(m->client_last, sizeof *v * (size_t)cap);
+        if (!v) return fail(m, "out of memory (client-side clocks)");
+        m->client_last = v;
+        m->client_cap = cap;
+    }
+    m->client_last[q->id] = -INFINITY;
+    return 0;
+}
+
+/* A request's row in client mode: its first token reached the client token_s after the
+ * step that produced it (c_1), its last at the stream's clock (c_n). */
+static void client_row(void *ud, const sched_req_t *q, rec_request_t *row) {
+    sim_t *m = ud;
+    if (q->generated == 0) return;
+    row->first_token_s = q->first_token_s + m->client.token_s;
+    if (q->finish_s >= 0) row->finish_s = m->client_last[q->id];
+}
+
+/* The run config's "metrics" member (and the terms when client-side). */
+static void client_json(FILE *f, const sim_t *m) {
+    if (!m->client_on) {
+        fputs(",\"metrics\":\"server\"", f);
+        return;
+    }
+    fprintf(f, ",\"metrics\":\"client\",\"client_request_s\":%.17g,"
+               "\"client_prompt_token_s\":%.17g,\"client_token_s\":%.17g",
+            m->client.request_s, m->client.prompt_token_s, m->client.token_s);
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -204,6 +281,7 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         if (!(m->cf = malloc(sizeof *m->cf))) return fail(m, "out of memory (cost file)");
         if (cost_file_read(o->cost_path, m->cf, e, sizeof e) != 0) return fail(m, "--cost: %s", e);
     }
+    if (pick_client(m)) return -1;
     if (pick_model(m, model)) return -1;
     if (m->cf && m->cf->kind == COST_FILE_ROOFLINE) *hw = m->cf->hw;
     else if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
@@ -265,6 +343,7 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     };
     if (replay_start_sched(&m->rp, &cfg)) return -1;
     m->rp.on_final = final_hook;
+    if (m->client_on) m->rp.on_row = client_row;
     m->rp.final_ud = m;
     return replay_open_trace(&m->rp, o->trace_path, &o->trace_opts);
 }
@@ -275,7 +354,9 @@ static int push_next_arrival(sim_t *m, trace_req_t *next) {
     int rc = trace_next(m->rp.trace, next);
     if (rc < 0) return fail(m, "%s", trace_errmsg(m->rp.trace));
     if (rc == 0) return 0;
-    if (sim_heap_push(&m->heap, (sim_event_t){ .t = next->arrival_s, .type = SIM_EV_ARRIVAL }))
+    double t;
+    if (front_end(m, next, &t)) return -1;
+    if (sim_heap_push(&m->heap, (sim_event_t){ .t = t, .type = SIM_EV_ARRIVAL }))
         return fail(m, "out of memory (event heap)");
     return 0;
 }
@@ -321,7 +402,8 @@ static int run_loop(sim_t *m) {
                         return -1;
                     }
                 }
-                if (m->o->save_tokens && save_tokens(m, plan, now)) return -1;
+                if ((m->o->save_tokens || m->client_on) && emit_tokens(m, plan, now))
+                    return -1;
                 if (sched_commit(m->rp.sched, plan, m->draft_cost ? m->accepted : NULL, now) != 0)
                     return fail(m, "%s", sched_errmsg(m->rp.sched));
                 rec_step_t st = {
@@ -445,6 +527,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     replay_json_path(cf, "policy_file", o->policy_path);
     fputc(',', cf);
     replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    client_json(cf, &m);
     if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
     fputc('}', cf);
     if (fclose(cf) != 0 || !config) {
@@ -479,6 +562,7 @@ done:
     sim_heap_free(&m.heap);
     free(m.seqs);
     free(m.accepted);
+    free(m.client_last);
     free(config);
     free(m.cf);
     return m.rp.failed ? -1 : 0;

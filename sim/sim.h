@@ -26,7 +26,27 @@
  *    that returns non-zero stops the run: it ends as failed with "stopped by the caller"
  *    and sim_result_t.stopped set.
  *  - save_tokens: one tokens row per emitted output token (token_id -1, t_s = the end of
- *    the step that emitted it), so inter-token latency works on simulated runs.
+ *    the step that emitted it, or its client-side time, below), so inter-token latency
+ *    works on simulated runs.
+ *
+ *  - Metrics are server-side (what the engine records: a token counts when the step that
+ *    produced it ends) unless a client-side term is > 0 (sim_client_t; options or the cost
+ *    file). Then the run predicts what a streaming client measures (vLLM's
+ *    benchmark_serving), and its config says "metrics":"client" with the three terms:
+ *      - the front end (HTTP/API handling, tokenising the prompt) comes BEFORE the
+ *        scheduler, in one worker, first come first served, as vLLM's API server runs it
+ *        (one event loop, one tokeniser thread): request k of the trace, arriving at a_k
+ *        with P_k prompt tokens, reaches the scheduler at
+ *            s_k = max(a_k, s_{k-1}) + request_s + prompt_token_s x P_k
+ *        so the delay shifts queueing and batching, and under load the front end queues;
+ *      - each request's output is streamed serially (detokenise, serialise, send): with
+ *        e_i the end of the step that produced token i,
+ *            c_i = max(e_i, c_{i-1}) + token_s        (c_0 = -infinity)
+ *        so tokens queue when the server produces them faster than the stream sends them;
+ *      - the request row's first_token_s and finish_s are c_1 and c_n and the tokens rows
+ *        hold c_i, so TTFT, TPOT, ITL and E2E are the client's, measured from the trace's
+ *        arrival a_k; first_scheduled_s, the steps and the policy's view stay server-side.
+ *    With every term 0 the records are exactly the server-side ones.
  *
  * Ownership: sim_run borrows the options for the duration of the call; everything a hook
  * receives is borrowed for the duration of that hook call. */
@@ -52,6 +72,14 @@ typedef struct {
 } sim_step_info_t;
 
 #define SIM_DEFAULT_MODEL "llama-2-7b"
+
+/* The client-side terms (see above), seconds. In sim_opts_t, NAN means "not given": the
+ * cost file's term, else 0. */
+typedef struct {
+    double request_s;         /* per request: HTTP/API handling, tokeniser call */
+    double prompt_token_s;    /* per prompt token: tokenising the prompt */
+    double token_s;           /* per streamed output token: detokenise, serialise, send */
+} sim_client_t;
 
 typedef int (*sim_step_fn)(void *ud, const sim_step_info_t *info);
 /* reason: NULL when finished. */
@@ -84,6 +112,7 @@ typedef struct {
     int32_t max_model_len;    /* 0: the model's context length */
     int prefix_caching;       /* reuse KV of equal prompt prefixes (traces with hash ids) */
     cost_roofline_params_t cost;
+    sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
     const char *version;

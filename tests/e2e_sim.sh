@@ -705,4 +705,38 @@ want_err "divides 512"
 want_failed "$T/prefix_bs.db" "divides 512"
 end
 
+# ------------------------------------------------------------------ client-side metrics
+
+begin "--client-token -1: usage error naming the option, exit 2, no run recorded"
+sim client_neg --trace "$T/three.csv" --policy "$CONT" --db "$T/client_neg.db" --client-token -1
+want_rc 2
+want_err "bad value '-1' for --client-token"
+[ -f "$T/client_neg.db" ] && want_sql "$T/client_neg.db" "select count(*) from runs" 0
+end
+
+begin "client-side terms: the config and report say which side, TTFT grows by the terms"
+sim client_srv --trace "$T/three.csv" --policy "$CONT" --db "$T/client.db" --name srv
+want_rc 0
+sim client_cli --trace "$T/three.csv" --policy "$CONT" --db "$T/client.db" --name cli \
+    --client-request 0.01 --client-prompt-token 1e-3 --client-token 2e-3
+want_rc 0
+want_sql "$T/client.db" "select group_concat(m) from (select json_extract(config,
+    '\$.metrics') as m from runs order by id)" "server,client"
+want_sql "$T/client.db" "select json_extract(config, '\$.client_prompt_token_s') from runs
+    where name='cli'" 0.001
+# the front end hands the three on at 20, 40 and 60 ms (10 ms + 10 x 1 ms each, in turn);
+# each first token reaches the client 2 ms after its step
+want_sql "$T/client.db" "select round(first_scheduled_s, 9) from requests where run_id=2 and
+    req_id=0" 0.02
+want_sql "$T/client.db" "select min(first_scheduled_s >= 0.02 * (req_id + 1) - 1e-9) from
+    requests where run_id=2" 1
+want_sql "$T/client.db" "select min(round(c.ttft_s - c.first_scheduled_s, 9) > 0.002) from
+    requests c where c.run_id=2" 1
+run client_report "$BIN" report "$T/client.db" --run cli
+want_rc 0
+want_out "metrics   client-side: front end 10 ms per request + 1 ms per prompt token before"
+run client_report_srv "$BIN" report "$T/client.db" --run srv
+want_out "metrics   server-side"
+end
+
 e2e_finish e2e_sim

@@ -153,6 +153,33 @@ START_TEST(test_self_replay_is_exact) {
 }
 END_TEST
 
+START_TEST(test_engine_replay_has_no_client_terms) {
+    /* An engine run records server-side times: a cost file's client-side terms (sim.h) are
+     * not applied to its replay, which stays exact, and the simulated run says server. */
+    char trace[256], db[256], cost[256], err[4096];
+    testutil_gen_trace(trace, sizeof trace, 30, 40, 7, "lognormal:100:0.5", "lognormal:10:0.5");
+    testutil_tmpfile(db, sizeof db, ".db");
+    write_cost(cost, sizeof cost);
+    simulate(trace, db, cost, "fake-engine", "policies/continuous.lua", NULL);
+    as_engine(db, "fake-engine");
+    FILE *f = fopen(cost, "a");
+    ck_assert_ptr_nonnull(f);
+    fputs("client_request_s = 0.05\nclient_token_s = 0.01\n", f);
+    fclose(f);
+    validate_opts_t o = {.db_path = db, .run = "fake-engine", .cost_path = cost, .version = "t"};
+    validate_result_t r;
+    ck_assert_msg(validate_run(&o, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(r.mape == 0, "MAPE %g", r.mape);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT json_extract(config, '$.metrics') = 'server' FROM runs "
+             "WHERE id = %lld", (long long)r.sim_id);
+    ck_assert_double_eq(testutil_sql_num(db, "%s", sql), 1);
+    testutil_unlink_db(db);
+    unlink(trace);
+    unlink(cost);
+}
+END_TEST
+
 START_TEST(test_refusals) {
     char trace[256], db[256], cost[256], err[4096];
     testutil_gen_trace(trace, sizeof trace, 30, 40, 6, "lognormal:100:0.5", "lognormal:10:0.5");
@@ -275,6 +302,7 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_self_replay_is_exact);
+    tcase_add_test(tc, test_engine_replay_has_no_client_terms);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_step_features_by_hand);
     suite_add_tcase(s, tc);

@@ -7,6 +7,9 @@
 #define TWIN_TESTUTIL_H
 
 #include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +58,47 @@ static inline const char *testutil_write_tmp(char *buf, size_t len, const char *
 
 /* Removes an SQLite database and its WAL side files. */
 static inline void testutil_unlink_db(const char *path) { rec_remove(path); }
+
+/* The first column of a query's first row on the database at path (printf-style SQL),
+ * read-only: a number (NAN for no row or NULL) or, with out, text ("" for none). An SQL
+ * error fails the test with the query. */
+static inline double testutil_sql_v(const char *path, char *out, size_t len, const char *fmt,
+                                    va_list ap) {
+    char sql[2048];
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    double v = NAN;
+    if (out) out[0] = '\0';
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        v = sqlite3_column_double(st, 0);
+        if (out) snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+static inline double testutil_sql_num(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline double testutil_sql_num(const char *path, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    double v = testutil_sql_v(path, NULL, 0, fmt, ap);
+    va_end(ap);
+    return v;
+}
+static inline void testutil_sql_text(const char *path, char *out, size_t len, const char *fmt,
+                                     ...) __attribute__((format(printf, 4, 5)));
+static inline void testutil_sql_text(const char *path, char *out, size_t len, const char *fmt,
+                                     ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    testutil_sql_v(path, out, len, fmt, ap);
+    va_end(ap);
+}
 
 /* Writes a synthetic trace (`twinserve trace gen`: Poisson arrivals at rate req/s, lengths
  * from the distribution specs, e.g. "lognormal:500:0.8") to a fresh temporary file. */
