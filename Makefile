@@ -63,7 +63,9 @@ MODULE_DIRS := policies traces sim analysis engine engine/cpu
 LIB_SRC  := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c $(BUILD)/gen/views_sql.c
+GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c $(BUILD)/gen/views_sql.c \
+            $(BUILD)/gen/costs_builtin.c
+COST_FILES := $(sort $(wildcard sim/costs/*.cost))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -103,6 +105,16 @@ $(BUILD)/gen/prelude_lua.c: policies/prelude.lua
 	$(call embed,lhost_prelude_lua)
 $(BUILD)/gen/views_sql.c: analysis/views.sql
 	$(call embed,analysis_views_sql)
+# the shipped calibrations (sim/costs/NAME.cost) as cost_builtins[] (sim/cost_file.c)
+$(BUILD)/gen/costs_builtin.c: $(COST_FILES) Makefile
+	@mkdir -p $(dir $@); { echo '/* generated from sim/costs/ by the Makefile: do not edit */'; \
+	echo 'typedef struct { const char *name, *text; } cost_builtin_t;'; i=0; \
+	for f in $(COST_FILES); do echo "static const char cost_$$i[] ="; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $$f; echo ';'; i=$$((i+1)); done; \
+	echo 'extern const cost_builtin_t cost_builtins[];'; \
+	echo 'const cost_builtin_t cost_builtins[] = {'; i=0; \
+	for f in $(COST_FILES); do echo "    {\"$$(basename $$f .cost)\", cost_$$i},"; i=$$((i+1)); done; \
+	echo '    {0, 0}};'; } > $@
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -266,6 +266,7 @@ int calib_fit(const calib_input_t *in, const fit_opts_t *o, cost_file_t *cf, fit
     cf->model = in->shape;
     cf->lin.layer_params = preset_model_layer_matrix_params(&in->shape);
     cf->lin.lm_params = preset_model_lm_params(&in->shape);
+    cf->lin.tp = 1;   /* measured on one device */
     char e[512];
     if (fit_pass(in->pass, in->n_pass, o, &cf->lin, pr, e, sizeof e) != 0)
         return fail(err, errlen, "%s: %s", in->source, e);

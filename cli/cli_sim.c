@@ -23,10 +23,12 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_MAXTOK: ok = cli_int(arg, 1, 1 << 24, &o->max_tokens); break;
     case CLI_SIM_MAXSEQ: ok = cli_int(arg, 1, 1 << 20, &o->max_seqs); break;
     case CLI_SIM_MAXLEN: ok = cli_int(arg, 1, 1 << 30, &o->max_model_len); break;
-    case CLI_SIM_FEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.flops_eff); break;
-    case CLI_SIM_BEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.bw_eff); break;
-    case CLI_SIM_AEFF: ok = cli_double(arg, 1e-6, 1, &o->cost.attn_eff); break;
-    case CLI_SIM_OVERHEAD: ok = cli_double(arg, 0, 10, &o->cost.overhead_s); break;
+    /* the roofline's own options ask for the roofline */
+    case CLI_SIM_FEFF: o->roofline = 1; ok = cli_double(arg, 1e-6, 1, &o->cost.flops_eff); break;
+    case CLI_SIM_BEFF: o->roofline = 1; ok = cli_double(arg, 1e-6, 1, &o->cost.bw_eff); break;
+    case CLI_SIM_AEFF: o->roofline = 1; ok = cli_double(arg, 1e-6, 1, &o->cost.attn_eff); break;
+    case CLI_SIM_OVERHEAD: o->roofline = 1; ok = cli_double(arg, 0, 10, &o->cost.overhead_s); break;
+    case CLI_SIM_ROOFLINE: o->roofline = 1; break;
     case CLI_SIM_PTIME: ok = cli_double(arg, 1e-3, 3600, &o->limits.time_limit_s); break;
     case CLI_SIM_PMEM: ok = cli_double(arg, 1, 1e6, &o->limits.mem_limit_mb); break;
     case CLI_SIM_PREFIX: o->prefix_caching = 1; break;
@@ -54,8 +56,12 @@ void cli_sim_usage(FILE *f) {
         "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --model NAME|FILE     model preset (default llama-2-7b, or the cost file's model;\n"
         "                        `twinserve presets`)\n"
-        "  --hw NAME|FILE        hardware preset (default a100-80g)\n"
+        "  --hw NAME|FILE        hardware preset (default a100-80g, or the cost file's)\n"
         "  --tp N                tensor-parallel degree (default 1)\n"
+        "                        A built-in model on a100-80g or h100 uses the calibration\n"
+        "                        shipped for it (Vidur's measured operators; `twinserve\n"
+        "                        presets` lists them) unless --cost or --roofline is given;\n"
+        "                        the run's config says which (\"calibration\")\n"
         "  --seed N              seed for the policy's random numbers and speculative draws (0)\n"
         "  --start S             skip the first S seconds of the trace\n"
         "  --duration S          replay only S seconds of the trace\n"
@@ -70,8 +76,10 @@ void cli_sim_usage(FILE *f) {
         "                        caching, as vLLM's); needs prefix hash ids (Mooncake traces)\n"
         "  --save-tokens         also record one tokens row per output token (token_id -1,\n"
         "                        emitted at the end of its step), for inter-token latency\n"
+        "  --roofline            the roofline model even where a calibration is shipped\n"
         "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
         "                        roofline efficiency factors and fixed per-step overhead\n"
+        "                        (each implies --roofline)\n"
         "  --cost FILE           a cost model from `twinserve calibrate` (or a roofline cost\n"
         "                        file) instead of the roofline's guesses; it carries the\n"
         "                        model's shape, so --model may be left out\n"

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "sim/cost.h"
+#include "sim/cost_file.h"
 #include "sim/presets.h"
 
 #define MEM_FRACTION 0.9  /* share of device memory a serving engine gets (vLLM's default) */
@@ -433,11 +434,17 @@ int cmd_presets(int argc, char **argv) {
                fmt_int(preset_model_kv_bytes_per_token(m), kv));
     }
     printf("\nGPUs (datasheet figures; dense bf16; memory in decimal GB; link per direction):\n");
-    printf("  %-10s %12s %12s %9s %10s\n", "name", "bandwidth", "FLOP/s", "memory", "link");
+    printf("  %-10s %12s %12s %9s %10s %12s\n", "name", "bandwidth", "FLOP/s", "memory", "link",
+           "all-reduce");
     for (int i = 0; preset_hw_at(i); i++) {
         const preset_hw_t *h = preset_hw_at(i);
-        printf("  %-10s %7.3f TB/s %6.0f TFLOP/s %6.0f GB %5.0f GB/s\n", h->name, h->mem_bw / 1e12,
-               h->flops / 1e12, h->mem_bytes / 1e9, h->link_bw / 1e9);
+        printf("  %-10s %7.3f TB/s %6.0f TFLOP/s %6.0f GB %5.0f GB/s %6.0f us\n", h->name,
+               h->mem_bw / 1e12, h->flops / 1e12, h->mem_bytes / 1e9, h->link_bw / 1e9,
+               h->link_latency * 1e6);
     }
+    printf("\nShipped GPU calibrations (sim/costs/, from Vidur's measured operator profiles;\n"
+           "`sim` uses one when its model, --hw and --tp match and no --cost is given):\n");
+    for (int i = 0; i < cost_file_builtin_count(); i++)
+        printf("  builtin:%s\n", cost_file_builtin_name(i));
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/calibrate.h"
+#include "analysis/vidur.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 
@@ -13,6 +14,7 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: twinserve calibrate --profile FILE --out COST [options]\n"
         "       twinserve calibrate --db DB --run ENGINE_RUN --out COST [options]\n"
+        "       twinserve calibrate --vidur DIR --model M --hw GPU [--tp N] --out COST\n"
         "\n"
         "Fits the simulator's linear cost model to measured forward passes: a profile\n"
         "(`twinserve profile`, or one written from another engine in the same format) or\n"
@@ -24,6 +26,11 @@ static void usage(FILE *f) {
         "                        repeat it to pool profiles of one model, e.g. taken before\n"
         "                        and after a session on a machine whose speed drifts\n"
         "  --db DB --run RUN     an engine run (name or id; the latest when RUN is omitted)\n"
+        "  --vidur DIR           Vidur's published A100/H100 operator and network profiles\n"
+        "                        (../shared/data/profiles/vidur): a GPU's calibration for\n"
+        "                        --model on --hw a100-80g|h100 at --tp 1|2|4|8 (attention,\n"
+        "                        not profiled, stays on the roofline); --network SETUP picks\n"
+        "                        network/SETUP/all_reduce.csv (default GPU_dgx)\n"
         "  --out COST            the cost file to write\n"
         "  --model NAME|FILE     the model's shape, when the input does not say it\n"
         "  --folds K             cross-validation folds (5)\n"
@@ -34,15 +41,48 @@ static void usage(FILE *f) {
 
 #define CALIB_MAX_PROFILES 16
 
-enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP };
+enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP,
+       O_VIDUR, O_HW, O_TP, O_NETWORK };
+
+/* --vidur: the GPU calibration from Vidur's profiles (analysis/vidur.h). */
+static int calibrate_vidur(const vidur_opts_t *o, const char *out, int json, int quiet) {
+    static vidur_result_t r;
+    char err[2048];
+    if (vidur_calibrate(o, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    char comment[768];
+    snprintf(comment, sizeof comment,
+             "twinserve cost model of a GPU, from `twinserve calibrate --vidur` (twinserve %s)\n"
+             "token-parallel operators and all-reduces: Vidur's measured profiles (Agrawal et\n"
+             "al., MLSys 2024; MIT licence; github.com/microsoft/vidur data/profiling);\n"
+             "attention: the roofline (KV reads at the GEMMs' measured 1-token read rate, FLOPs\n"
+             "at %.0f%% of peak: FlashAttention-2, Dao 2023; FlashAttention-3, Shah et al. 2024)\n"
+             "see docs/fidelity.md, GPU calibrations",
+             TWIN_VERSION, 100 * VIDUR_ATTN_EFF);
+    snprintf(r.cf.version, sizeof r.cf.version, "%s", TWIN_VERSION);
+    if (cost_file_write(out, &r.cf, comment, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    if (json) vidur_report_json(stdout, &r);
+    else if (!quiet) {
+        vidur_report(stdout, &r);
+        printf("\nwrote %s: `twinserve sim --cost %s --tp %d ...`\n", out, out, (int)o->tp);
+    }
+    return 0;
+}
 
 int cmd_calibrate(int argc, char **argv) {
     static const struct option opts[] = {
         { "profile", 1, 0, O_PROFILE }, { "db", 1, 0, O_DB }, { "run", 1, 0, O_RUN },
         { "out", 1, 0, O_OUT }, { "model", 1, 0, O_MODEL }, { "folds", 1, 0, O_FOLDS },
         { "seed", 1, 0, O_SEED }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
-        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+        { "help", 0, 0, O_HELP }, { "vidur", 1, 0, O_VIDUR }, { "hw", 1, 0, O_HW },
+        { "tp", 1, 0, O_TP }, { "network", 1, 0, O_NETWORK }, { 0, 0, 0, 0 },
     };
+    vidur_opts_t vo = {.tp = 1};
     const char *profiles[CALIB_MAX_PROFILES], *db = NULL, *run = NULL, *out = NULL,
                *model = NULL;
     int n_prof = 0;
@@ -71,13 +111,19 @@ int cmd_calibrate(int argc, char **argv) {
         case O_FOLDS: ok = cli_int(optarg, 2, 1000, &fo.folds); break;
         case O_SEED: ok = cli_u64(optarg, &fo.seed); break;
         case O_JSON: json = 1; break;
+        case O_VIDUR: vo.dir = optarg; break;
+        case O_HW: vo.hw = optarg; break;
+        case O_TP: ok = cli_int(optarg, 1, 1024, &vo.tp); break;
+        case O_NETWORK: vo.network = optarg; break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
         if (!ok) {
-            fprintf(stderr, "twinserve calibrate: bad value '%s' for --%s\n", optarg,
-                    opts[c - O_PROFILE].name);
+            const char *name = "?";
+            for (const struct option *op = opts; op->name; op++)
+                if (op->val == c) name = op->name;
+            fprintf(stderr, "twinserve calibrate: bad value '%s' for --%s\n", optarg, name);
             return 2;
         }
     }
@@ -85,8 +131,13 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "twinserve calibrate: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if ((n_prof > 0) == (db != NULL)) {
-        fprintf(stderr, "twinserve calibrate: give one input: --profile FILE or --db DB --run RUN\n");
+    if ((n_prof > 0) + (db != NULL) + (vo.dir != NULL) != 1) {
+        fprintf(stderr, "twinserve calibrate: give one input: --profile FILE, --db DB --run RUN "
+                "or --vidur DIR\n");
+        return 2;
+    }
+    if (!vo.dir && (vo.hw || vo.tp != 1 || vo.network)) {
+        fprintf(stderr, "twinserve calibrate: --hw, --tp and --network go with --vidur\n");
         return 2;
     }
     if (run && !db) {
@@ -96,6 +147,16 @@ int cmd_calibrate(int argc, char **argv) {
     if (!out) {
         fprintf(stderr, "twinserve calibrate: --out COST is required\n");
         return 2;
+    }
+    if (vo.dir) {
+        if (!model || !vo.hw) {
+            fprintf(stderr, "twinserve calibrate: --vidur needs --model and --hw\n");
+            return 2;
+        }
+        vo.model = model;
+        vo.folds = fo.folds;
+        vo.seed = fo.seed;
+        return calibrate_vidur(&vo, out, json, quiet);
     }
     rc = 1;
     if ((n_prof ? calib_from_profiles(profiles, n_prof, &in, err, sizeof err)

@@ -16,7 +16,8 @@ static void usage(FILE *f) {
         "usage: twinserve sim --trace FILE --policy FILE [options]\n"
         "\n"
         "Replays a request trace through a Lua scheduling policy in the discrete-event\n"
-        "simulator (roofline cost model) and records per-request and per-step rows in SQLite.\n"
+        "simulator (a shipped GPU calibration, a --cost file or the roofline) and records\n"
+        "per-request and per-step rows in SQLite.\n"
         "\n"
         "  --trace FILE          Azure/BurstGPT CSV, Mooncake JSONL or arrival_s,prompt_tokens,\n"
         "                        output_tokens CSV (detected from the header)\n"
@@ -97,6 +98,7 @@ int cmd_sim(int argc, char **argv) {
                "%d KV blocks; simulated in %.3f s wall\n",
                (long long)res.run_id, o.db_path, (long long)res.requests, (long long)res.skipped,
                (long long)res.steps, res.num_blocks, res.wall_s);
+        printf("cost model: %s\n", res.calibration[0] ? res.calibration : "the roofline");
         if (res.have_summary) summary_print(stdout, &res.summary);
     }
     rc = 0;

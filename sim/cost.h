@@ -87,7 +87,15 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
  *        + sampled_s x sampled           the sampler, per row
  *        + kv(kv_tokens)                 attention reading each sequence's cached K/V
  *        + attn_pair_s x attn_pairs      attention's scores and weighted sums
+ *        + comm(tokens)                  tensor parallelism: the all-reduces (below)
  *   host = host_step_s + host_seq_s x seqs + host_token_s x tokens   (cost_host_time)
+ *
+ * At tensor-parallel degree tp > 1 the times are one device's (each holds 1/tp of the
+ * heads and of the MLP), and each pass adds its all-reduces (Megatron: two per layer, after
+ * the attention output and after the MLP, each of tokens x d_model activations):
+ *     comm(T) = allreduces x (allreduce_latency_s + allreduce_s_per_byte x T x ar_bytes)
+ * with allreduces = 2 n_layers and ar_bytes = d_model x dtype_bytes from the model's shape
+ * (cost_file.c fills them). Communication does not overlap compute.
  *
  * gemm(M) is the time per matrix parameter of a product of M rows: measured at knot row
  * counts (knot_rows, ascending, >= 1) and linear between them; flat below the first knot
@@ -102,7 +110,9 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
  *
  * Every coefficient is >= 0 and gemm is non-decreasing in M, so more work never costs
  * less. */
-#define COST_MAX_KNOTS 64
+/* 512: a GPU calibration keeps every profiled token count as a knot (a GEMM's time is a
+ * staircase of its tiles, which sparse knots smooth away: analysis/vidur.h) */
+#define COST_MAX_KNOTS 512
 
 typedef struct {
     double step_s, seq_s, sampled_s, kv_token_s, attn_pair_s;
@@ -114,6 +124,11 @@ typedef struct {
     double kv_knots[COST_MAX_KNOTS];  /* KV positions per step, ascending, >= 1 */
     double kv_extra_s[COST_MAX_KNOTS];/* seconds per position beyond each knot */
     double host_step_s, host_seq_s, host_token_s;
+    int32_t tp;                       /* the degree it models (0 is read as 1) */
+    double allreduce_latency_s;       /* per all-reduce (tp > 1) */
+    double allreduce_s_per_byte;      /* per byte of the all-reduced tensor (tp > 1) */
+    double allreduces;                /* per pass: 2 n_layers (from the shape) */
+    double ar_bytes_per_token;        /* d_model x dtype_bytes (from the shape) */
 } cost_linear_params_t;
 
 /* 0, or -1 with a message naming the field (negative or non-finite values, knots not
@@ -125,6 +140,8 @@ cost_model_t *cost_linear_new(const cost_linear_params_t *p);
  * = sum_k w[k] knot_s[k]. The fit builds its design matrix with the same weights. */
 void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double rows,
                               double *w);
+/* comm(T) of p (see above): the all-reduces of a pass of T tokens; 0 at tp 1. */
+double cost_linear_comm_time(const cost_linear_params_t *p, double tokens);
 /* kv(P) of p (see above): the time to read P KV positions. */
 double cost_linear_kv_time(const cost_linear_params_t *p, double positions);
 /* The parameters of a linear model (NULL when m is not one). */

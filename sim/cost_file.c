@@ -31,6 +31,7 @@ typedef struct {
 static const kv_spec_t own_keys[] = {
     {"fitted_for", KV_TEXT, CF(fitted_for), 0}, {"source", KV_TEXT, CF(source), 0},
     {"fitted_at", KV_TEXT, CF(fitted_at), 0}, {"version", KV_TEXT, CF(version), 0},
+    {"hw", KV_TEXT, CF(hw_preset), 0},
     /* kind = linear */
     {"step_s", KV_DOUBLE, CF(lin.step_s), 0}, {"seq_s", KV_DOUBLE, CF(lin.seq_s), 0},
     {"sampled_s", KV_DOUBLE, CF(lin.sampled_s), 0},
@@ -41,6 +42,9 @@ static const kv_spec_t own_keys[] = {
     {"host_step_s", KV_DOUBLE, CF(lin.host_step_s), 0},
     {"host_seq_s", KV_DOUBLE, CF(lin.host_seq_s), 0},
     {"host_token_s", KV_DOUBLE, CF(lin.host_token_s), 0},
+    {"tp", KV_INT, CF(lin.tp), 0},
+    {"allreduce_latency_s", KV_DOUBLE, CF(lin.allreduce_latency_s), 0},
+    {"allreduce_s_per_byte", KV_DOUBLE, CF(lin.allreduce_s_per_byte), 0},
     {"fit_points", KV_DOUBLE, CF(fit_points), 0},
     {"fit_median_err", KV_DOUBLE, CF(fit_median_err), 0},
     {"cv_median_err", KV_DOUBLE, CF(cv_median_err), 0},
@@ -61,7 +65,8 @@ static const char *const linear_required[] = {
 static const char *const roofline_required[] = {"flops_eff", "bw_eff", "attn_eff", "overhead_s"};
 static const char *const linear_only[] = {
     "step_s", "seq_s", "sampled_s", "kv_token_s", "attn_pair_s", "layer_params", "lm_params",
-    "host_step_s", "host_seq_s", "host_token_s",
+    "host_step_s", "host_seq_s", "host_token_s", "tp", "allreduce_latency_s",
+    "allreduce_s_per_byte",
 };
 static const char *const roofline_only[] = {"flops_eff", "bw_eff", "attn_eff", "overhead_s"};
 
@@ -144,6 +149,39 @@ static int seen_any(const kv_table_t *t, const char *const *keys, size_t n) {
     return -1;
 }
 
+/* The calibrations shipped in the binary: sim/costs/NAME.cost, embedded by the Makefile
+ * (build/gen/costs_builtin.c), ending with {NULL, NULL}. */
+typedef struct {
+    const char *name, *text;
+} cost_builtin_t;
+extern const cost_builtin_t cost_builtins[];
+
+#define COST_BUILTIN_PREFIX "builtin:"
+
+static const char *builtin_text(const char *name) {
+    for (const cost_builtin_t *b = cost_builtins; b->name; b++)
+        if (!strcmp(b->name, name)) return b->text;
+    return NULL;
+}
+
+int cost_file_builtin_count(void) {
+    int n = 0;
+    while (cost_builtins[n].name) n++;
+    return n;
+}
+
+const char *cost_file_builtin_name(int i) {
+    return i >= 0 && i < cost_file_builtin_count() ? cost_builtins[i].name : NULL;
+}
+
+int cost_file_builtin(const char *model, const char *hw, int32_t tp, char *out, size_t outlen) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s.tp%d", model, hw, (int)tp);
+    if (!builtin_text(name)) return -1;
+    snprintf(out, outlen, COST_BUILTIN_PREFIX "%s", name);
+    return 0;
+}
+
 static double rel_diff(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
 
 int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) {
@@ -167,7 +205,15 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
         {hw_keys, n_hw, &cf->hw, seen_hw},
     };
     read_ctx_t x = {.cf = cf};
-    if (kvfile_read(path, t, 3, other_key, &x, err, errlen) != 0) return -1;
+    if (!strncmp(path, COST_BUILTIN_PREFIX, strlen(COST_BUILTIN_PREFIX))) {
+        const char *text = builtin_text(path + strlen(COST_BUILTIN_PREFIX));
+        if (!text)
+            return fail(err, errlen, "%s: no such shipped calibration (`twinserve presets` "
+                        "lists them)", path);
+        if (kvfile_read_text(path, text, t, 3, other_key, &x, err, errlen) != 0) return -1;
+    } else if (kvfile_read(path, t, 3, other_key, &x, err, errlen) != 0) {
+        return -1;
+    }
     if (!x.have_format) return fail(err, errlen, "%s: missing required key 'format'", path);
     if (x.head.format != 1)
         return fail(err, errlen, "%s: format %d is not one this twinserve reads (1)", path,
@@ -217,6 +263,21 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
                         "%.17g", path, cf->lin.lm_params, hp);
         cf->lin.layer_params = lp;
         cf->lin.lm_params = hp;
+        if (!kvfile_seen(&t[1], "tp")) cf->lin.tp = 1;
+        if (cf->lin.tp < 1)
+            return fail(err, errlen, "%s: tp must be a tensor-parallel degree >= 1 (got %d)",
+                        path, (int)cf->lin.tp);
+        if (cf->lin.tp > 1) {
+            static const char *const comm[] = {"allreduce_latency_s", "allreduce_s_per_byte"};
+            for (int k = 0; k < 2; k++)
+                if (!kvfile_seen(&t[1], comm[k]))
+                    return fail(err, errlen, "%s: tp = %d needs '%s' (the all-reduces between "
+                                "the devices)", path, (int)cf->lin.tp, comm[k]);
+        }
+        if (cf->lin.tp > 1) {   /* the all-reduces' shape, from the model's */
+            cf->lin.allreduces = 2.0 * cf->model.n_layers;
+            cf->lin.ar_bytes_per_token = (double)cf->model.d_model * cf->model.dtype_bytes;
+        }
         char m[256];
         if (cost_linear_check(&cf->lin, m, sizeof m) != 0)
             return fail(err, errlen, "%s: %s", path, m);
@@ -284,6 +345,7 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     put_text(f, "source", cf->source);
     put_text(f, "fitted_at", cf->fitted_at);
     put_text(f, "version", cf->version);
+    put_text(f, "hw", cf->hw_preset);
     const preset_model_t *m = &cf->model;
     fprintf(f, "\n# the model's shape\n");
     put_text(f, "name", m->name);
@@ -307,6 +369,13 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
             put_list(f, "kv_knots", p->kv_knots, p->n_kv_knots);
             put_list(f, "kv_extra_s", p->kv_extra_s, p->n_kv_knots);
         }
+        if (p->tp > 1) {
+            fprintf(f, "\n# tensor parallelism: the times above are one device's; each pass "
+                       "adds 2 all-reduces per layer\n");
+            fprintf(f, "tp = %d\n", (int)p->tp);
+            put_num(f, "allreduce_latency_s", p->allreduce_latency_s);
+            put_num(f, "allreduce_s_per_byte", p->allreduce_s_per_byte);
+        }
         fprintf(f, "\n# the CPU-side time before each pass (seconds)\n");
         put_num(f, "host_step_s", p->host_step_s);
         put_num(f, "host_seq_s", p->host_seq_s);
@@ -317,6 +386,7 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
         put_num(f, "flops", cf->hw.flops);
         put_num(f, "mem_bytes", cf->hw.mem_bytes);
         put_num(f, "link_bw", cf->hw.link_bw);
+        if (cf->hw.link_latency > 0) put_num(f, "link_latency", cf->hw.link_latency);
         put_num(f, "flops_eff", cf->roof.flops_eff);
         put_num(f, "bw_eff", cf->roof.bw_eff);
         put_num(f, "attn_eff", cf->roof.attn_eff);
@@ -368,9 +438,11 @@ cost_model_t *cost_file_model(const cost_file_t *cf, int32_t tp, char *err, size
     cost_model_t *m = NULL;
     char msg[256];
     if (cf->kind == COST_FILE_LINEAR) {
-        if (tp != 1) {
+        int32_t fitted = cf->lin.tp > 1 ? cf->lin.tp : 1;
+        if (tp != fitted) {
             fail(err, errlen, "%s: a linear cost model is fitted at one tensor-parallel degree "
-                 "(1); --tp %d needs a model fitted at tp %d", cf->path, (int)tp, (int)tp);
+                 "(%d); --tp %d needs a model fitted at tp %d", cf->path, (int)fitted, (int)tp,
+                 (int)tp);
             return NULL;
         }
         if (cost_linear_check(&cf->lin, msg, sizeof msg) != 0) {
@@ -403,6 +475,10 @@ void cost_file_json(FILE *f, const cost_file_t *cf) {
     json_write_str(f, cf->fitted_for);
     fputs(",\"source\":", f);
     json_write_str(f, cf->source);
+    if (cf->hw_preset[0]) {
+        fputs(",\"hw\":", f);
+        json_write_str(f, cf->hw_preset);
+    }
     if (cf->kind == COST_FILE_LINEAR) {
         const cost_linear_params_t *p = &cf->lin;
         json_num(f, "step_s", p->step_s);
@@ -413,6 +489,11 @@ void cost_file_json(FILE *f, const cost_file_t *cf) {
         json_num(f, "host_step_s", p->host_step_s);
         json_num(f, "host_seq_s", p->host_seq_s);
         json_num(f, "host_token_s", p->host_token_s);
+        fprintf(f, ",\"tp\":%d", p->tp > 1 ? (int)p->tp : 1);
+        if (p->tp > 1) {
+            json_num(f, "allreduce_latency_s", p->allreduce_latency_s);
+            json_num(f, "allreduce_s_per_byte", p->allreduce_s_per_byte);
+        }
         fputs(",\"gemm_rows\":[", f);
         for (int32_t k = 0; k < p->n_knots; k++) fprintf(f, "%s%.17g", k ? "," : "", p->knot_rows[k]);
         fputs("],\"gemm_s_per_param\":[", f);

@@ -17,6 +17,10 @@
  *   gemm_s_per_param = ...        # gemm(rows) at each knot, s per matrix parameter
  *   kv_knots = 512, 4096          # optional: where a KV position's cost rises, and
  *   kv_extra_s = ...              #   by how much (s per position beyond each)
+ *   tp = 4                        # optional (1): the tensor-parallel degree it models;
+ *   allreduce_latency_s = ...     #   with tp > 1, the all-reduce's latency and
+ *   allreduce_s_per_byte = ...    #   time per byte (cost.h: comm)
+ *   hw = a100-80g                 # optional: the hardware preset it was fitted for
  *   layer_params, lm_params       # optional: checked against the shape's
  *   fit_points, fit_median_err, cv_median_err, cv_p90_err           # informational
  *   range_tokens, range_seqs, range_kv_tokens, range_attn_pairs     # the largest fitted
@@ -54,6 +58,8 @@ typedef struct {
     char path[1024];                     /* as read (empty for a fitted, unsaved one) */
     char fitted_for[KV_TEXT_CAP], source[KV_TEXT_CAP], fitted_at[KV_TEXT_CAP];
     char version[KV_TEXT_CAP];
+    char hw_preset[KV_TEXT_CAP];         /* "hw": the hardware preset it was fitted for ("" if
+                                          * none): sim takes the KV capacity from it */
     preset_model_t model;                /* the shape it models */
     cost_linear_params_t lin;            /* kind linear */
     preset_hw_t hw;                      /* kind roofline */
@@ -67,8 +73,16 @@ typedef struct {
     double client_request_s, client_prompt_token_s, client_token_s;
 } cost_file_t;
 
-/* 0, or -1 with the message in err. */
+/* 0, or -1 with the message in err. A path "builtin:NAME" reads one of the calibrations
+ * shipped in the binary (sim/costs/NAME.cost, see cost_file_builtin). */
 int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen);
+
+/* The shipped calibration for a built-in model preset on a built-in hardware preset at
+ * degree tp: its "builtin:NAME" path in out (0), or -1 when none is shipped. */
+int cost_file_builtin(const char *model, const char *hw, int32_t tp, char *out, size_t outlen);
+/* The number of shipped calibrations and the name of the i-th (for listings). */
+int cost_file_builtin_count(void);
+const char *cost_file_builtin_name(int i);
 
 /* Writes cf to path through a temporary file renamed into place (a failure leaves no
  * partial file). `comment` (may be NULL) goes first, each line prefixed with "# ". 0 or -1. */

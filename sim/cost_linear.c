@@ -38,11 +38,22 @@ void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double r
     w[hi] = a;
 }
 
+/* gemm(rows): cost_linear_gemm_weights' interpolation without its weight vector (a call
+ * per simulated step must not clear hundreds of knots' weights). */
 static double gemm(const cost_linear_params_t *p, double rows) {
-    double w[COST_MAX_KNOTS], t = 0;
-    cost_linear_gemm_weights(p->knot_rows, p->n_knots, rows, w);
-    for (int32_t k = 0; k < p->n_knots; k++) t += w[k] * p->knot_s[k];
-    return t;
+    const double *x = p->knot_rows, *v = p->knot_s;
+    int32_t n = p->n_knots;
+    if (!(rows > 0) || n < 1) return 0.0;
+    if (rows <= x[0]) return v[0];
+    if (rows >= x[n - 1]) return v[n - 1] * rows / x[n - 1];
+    int32_t lo = 0, hi = n - 1;
+    while (hi - lo > 1) {
+        int32_t mid = (lo + hi) / 2;
+        if (x[mid] <= rows) lo = mid;
+        else hi = mid;
+    }
+    double a = (rows - x[lo]) / (x[hi] - x[lo]);
+    return (1 - a) * v[lo] + a * v[hi];
 }
 
 double cost_linear_kv_time(const cost_linear_params_t *p, double positions) {
@@ -52,13 +63,20 @@ double cost_linear_kv_time(const cost_linear_params_t *p, double positions) {
     return t;
 }
 
+double cost_linear_comm_time(const cost_linear_params_t *p, double tokens) {
+    if (p->tp <= 1 || !(tokens > 0)) return 0.0;
+    return p->allreduces *
+           (p->allreduce_latency_s + p->allreduce_s_per_byte * tokens * p->ar_bytes_per_token);
+}
+
 static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) {
     const cost_linear_params_t *p = &((const linear_t *)m)->p;
     if (f->tokens <= 0) return 0.0;
     return p->step_s + p->seq_s * (double)f->seqs +
            p->layer_params * gemm(p, (double)f->tokens) +
            p->lm_params * gemm(p, (double)f->sampled) + p->sampled_s * (double)f->sampled +
-           cost_linear_kv_time(p, (double)f->kv_tokens) + p->attn_pair_s * (double)f->attn_pairs;
+           cost_linear_kv_time(p, (double)f->kv_tokens) + p->attn_pair_s * (double)f->attn_pairs +
+           cost_linear_comm_time(p, (double)f->tokens);
 }
 
 static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
@@ -87,6 +105,9 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
         {"layer_params", p->layer_params}, {"lm_params", p->lm_params},
         {"host_step_s", p->host_step_s}, {"host_seq_s", p->host_seq_s},
         {"host_token_s", p->host_token_s},
+        {"allreduce_latency_s", p->allreduce_latency_s},
+        {"allreduce_s_per_byte", p->allreduce_s_per_byte},
+        {"allreduces", p->allreduces}, {"ar_bytes_per_token", p->ar_bytes_per_token},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
         if (!isfinite(terms[i].v) || terms[i].v < 0)
@@ -95,6 +116,11 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
     if (!(p->layer_params > 0))
         return fail(err, errlen, "layer_params must be > 0 (the model's layer matrix "
                     "parameters)");
+    if (p->tp < 0 || p->tp > 4096)
+        return fail(err, errlen, "tp must be a tensor-parallel degree >= 1 (got %d)", (int)p->tp);
+    if (p->tp > 1 && !(p->allreduces > 0 && p->ar_bytes_per_token > 0))
+        return fail(err, errlen, "tp %d needs the all-reduces' shape (2 n_layers of d_model x "
+                    "dtype_bytes per token)", (int)p->tp);
     if (p->n_knots < 1 || p->n_knots > COST_MAX_KNOTS)
         return fail(err, errlen, "gemm_rows must hold 1 to %d knots (got %d)", COST_MAX_KNOTS,
                     (int)p->n_knots);

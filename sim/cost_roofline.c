@@ -46,8 +46,8 @@
  * keeps one replicated K/V head (as vLLM does). The d-wide activations at operator
  * boundaries, the norms and the embedding gather are replicated. Two all-reduces per layer
  * (after o proj and after the MLP) move T*d*b bytes each; a ring all-reduce sends
- * 2*(tp-1)/tp of that per device, at link_bw * bw_eff. All-reduce latency is not modelled
- * (it is part of overhead_s), and communication does not overlap compute.
+ * 2*(tp-1)/tp of that per device, at link_bw * bw_eff, after the hardware's link_latency
+ * (the fixed cost of one all-reduce). Communication does not overlap compute.
  *
  * Speed: step_time is called ~1e5 times per simulated trace, so every per-model constant is
  * precomputed in the object, a layer is evaluated once and multiplied by n_layers (all
@@ -129,7 +129,7 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     op(r, &layer, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
     if (r->ar_bytes > 0) {
         layer.comm_bytes = 2.0 * T * r->ar_bytes;
-        layer.t_comm = layer.comm_bytes * r->inv_link;
+        layer.t_comm = layer.comm_bytes * r->inv_link + 2.0 * r->hw.link_latency;
     }
     acc_add_scaled(a, &layer, r->layers);
 

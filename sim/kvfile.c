@@ -72,18 +72,31 @@ int kvfile_seen(const kv_table_t *t, const char *key) {
     return 0;
 }
 
+static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tables,
+                       kv_other_fn other, void *ud, char *err, size_t errlen);
+
 int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn other,
                 void *ud, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return read_stream(f, path, tables, n_tables, other, ud, err, errlen);
+}
+
+int kvfile_read_text(const char *name, const char *text, kv_table_t *tables, int n_tables,
+                     kv_other_fn other, void *ud, char *err, size_t errlen) {
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    if (!f) return fail(err, errlen, "%s: cannot read: %s", name, strerror(errno));
+    return read_stream(f, name, tables, n_tables, other, ud, err, errlen);
+}
+
+/* Reads f to its end and closes it; path names it in messages. */
+static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tables,
+                       kv_other_fn other, void *ud, char *err, size_t errlen) {
     int rc = -1, lineno = 0, n_other = 0;
     char *buf = NULL, msg[512], *other_keys[MAX_OTHER] = {0};
     size_t cap = 0;
     ssize_t got;
     for (int t = 0; t < n_tables; t++) memset(tables[t].seen, 0, sizeof(int) * (size_t)tables[t].n);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto done;
-    }
     while ((got = getline(&buf, &cap, f)) >= 0) {
         lineno++;
         if (got > MAX_LINE) {
@@ -158,7 +171,7 @@ int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn 
             }
     rc = 0;
 done:
-    if (f) fclose(f);
+    fclose(f);
     free(buf);
     for (int i = 0; i < n_other; i++) free(other_keys[i]);
     return rc;

@@ -49,6 +49,10 @@ typedef int (*kv_other_fn)(void *ud, const char *key, const char *val, char *msg
 int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn other,
                 void *ud, char *err, size_t errlen);
 
+/* The same from text in memory (NUL-terminated); name stands for the path in messages. */
+int kvfile_read_text(const char *name, const char *text, kv_table_t *tables, int n_tables,
+                     kv_other_fn other, void *ud, char *err, size_t errlen);
+
 /* 1 when spec table t saw `key`. */
 int kvfile_seen(const kv_table_t *t, const char *key);
 

@@ -11,7 +11,7 @@
  *   model: name, n_layers*, d_model*, n_heads*, n_kv_heads (= n_heads), head_dim
  *          (= d_model / n_heads), d_ff*, vocab*, max_seq (= 2048), tied_embeddings (= 0),
  *          dtype_bytes (= 2)
- *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0)
+ *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0), link_latency (= 0)
  *
  * (* required.) The optional defaults follow Hugging Face's LlamaConfig where it has one
  * (max_position_embeddings 2048, tie_word_embeddings false); a missing name becomes the file
@@ -63,17 +63,21 @@ static const preset_model_t builtin_models[] = {
  * little more (81920 MiB on an A100 80GB), so budgets computed from these are conservative.
  * FLOP/s are dense (no 2:4 sparsity) bf16 tensor-core peaks. link_bw is the NVLink figure per
  * direction: the datasheets quote the bidirectional total (600 GB/s on A100, 900 GB/s on
- * H100/H200), and a ring all-reduce sends and receives at once, so half of it bounds it. */
+ * H100/H200), and a ring all-reduce sends and receives at once, so half of it bounds it.
+ * link_latency is the fixed cost of one all-reduce, fitted (latency + bytes / bandwidth) to
+ * Vidur's NCCL all-reduce profiles on DGX nodes (profiles/vidur/network/GPU_dgx, by
+ * `twinserve calibrate --vidur`): 36, 29 and 39 us at 2, 4 and 8 A100s, 17, 31 and 29 us at
+ * 2, 4 and 8 H100s; the median of each. H200 shares H100's NVLink 4 and NVSwitch. */
 static const preset_hw_t builtin_hws[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 2,039 GB/s HBM2e, BF16 tensor
      * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s. */
-    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9},
+    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9, 36e-6},
     /* NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5: 3.35 TB/s HBM3, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, 80 GB, NVLink 900 GB/s. */
-    {"h100", 3.35e12, 989e12, 80e9, 450e9},
+    {"h100", 3.35e12, 989e12, 80e9, 450e9, 29e-6},
     /* NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, 141 GB, NVLink 900 GB/s. */
-    {"h200", 4.8e12, 989e12, 141e9, 450e9},
+    {"h200", 4.8e12, 989e12, 141e9, 450e9, 29e-6},
 };
 #define N_HWS ((int)(sizeof builtin_hws / sizeof builtin_hws[0]))
 
@@ -174,6 +178,9 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
                         pos[i].key, pos[i].v);
     if (!isfinite(hw->link_bw) || hw->link_bw < 0)
         return fail(err, errlen, "%s: link_bw must be >= 0 (got %g)", n, hw->link_bw);
+    if (!isfinite(hw->link_latency) || hw->link_latency < 0)
+        return fail(err, errlen, "%s: link_latency must be >= 0 seconds (got %g)", n,
+                    hw->link_latency);
     return 0;
 }
 
@@ -200,6 +207,7 @@ const kv_spec_t preset_hw_keys[] = {
     {"flops", KV_DOUBLE, offsetof(preset_hw_t, flops), 1},
     {"mem_bytes", KV_DOUBLE, offsetof(preset_hw_t, mem_bytes), 1},
     {"link_bw", KV_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
+    {"link_latency", KV_DOUBLE, offsetof(preset_hw_t, link_latency), 0},
 };
 const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 

@@ -34,6 +34,8 @@ typedef struct {
     double mem_bytes;     /* device memory, bytes (decimal: 80 GB = 80e9) */
     double link_bw;       /* bytes/s per direction, GPU-to-GPU (NVLink); 0 = unknown.
                              Used for tensor-parallel all-reduces. */
+    double link_latency;  /* seconds: the fixed cost of one all-reduce between the devices
+                             (NCCL's launch and synchronisation); 0 = not modelled */
 } preset_hw_t;
 
 /* Built-in lookup by name (case-insensitive); NULL when unknown. */

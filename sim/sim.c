@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "policies/replay.h"
+#include "traces/json.h"
 #include "policies/rng.h"
 #include "policies/sched.h"
 #include "sim/cost_file.h"
@@ -22,7 +23,8 @@ typedef struct {
     const sim_opts_t *o;
     replay_t rp;          /* database, policy, scheduler, trace, failure state */
     cost_model_t *cost, *draft_cost;
-    cost_file_t *cf;      /* the --cost file, NULL for the roofline */
+    cost_file_t *cf;      /* the --cost file or a shipped calibration; NULL: the roofline */
+    char calibration[320];/* which (sim_result_t.calibration) */
     double alpha;
     sim_heap_t heap;
     cost_seq_t *seqs;
@@ -52,7 +54,7 @@ static void stop(sim_t *m) {
 void sim_opts_defaults(sim_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->trace_opts.rate_scale = 1.0;
-    o->hw = "a100-80g";
+    o->hw = NULL;   /* a100-80g, or the hardware a cost file was fitted for */
     o->tp = 1;
     o->db_path = "twinserve.db";
     o->gpu_util = 0.9;
@@ -274,6 +276,44 @@ static int pick_model(sim_t *m, preset_model_t *model) {
     return 0;
 }
 
+/* Without --cost, the calibration shipped for this built-in model on this built-in GPU at
+ * this tp (cost_file_builtin), unless the roofline was asked for; m->calibration says
+ * which model costs the run, and why the roofline when it is the roofline. */
+static int pick_builtin(sim_t *m, const preset_model_t *model, const preset_hw_t *hw) {
+    const sim_opts_t *o = m->o;
+    char path[320], e[1024];
+    if (m->cf) {
+        snprintf(m->calibration, sizeof m->calibration, "%s", o->cost_path);
+        return 0;
+    }
+    if (o->roofline) {
+        snprintf(m->calibration, sizeof m->calibration, "none: the roofline was asked for");
+        return 0;
+    }
+    if (!preset_hw_find(hw->name) || !preset_model_find(model->name) ||
+        cost_file_builtin(model->name, hw->name, o->tp, path, sizeof path) != 0) {
+        snprintf(m->calibration, sizeof m->calibration, "none: no shipped calibration for "
+                 "%.60s on %.60s at tp %d; the roofline's efficiencies are guesses",
+                 model->name, hw->name, (int)o->tp);
+        return 0;
+    }
+    cost_file_t *cf = malloc(sizeof *cf);
+    if (!cf) return fail(m, "out of memory (cost file)");
+    if (cost_file_read(path, cf, e, sizeof e) != 0) {
+        free(cf);
+        return fail(m, "%s", e);
+    }
+    if (cost_file_same_shape(model, &cf->model, e, sizeof e) != 0) {
+        snprintf(m->calibration, sizeof m->calibration, "none: %.60s is not the shape of the "
+                 "shipped %.100s (%.60s)", model->name, path, e);
+        free(cf);
+        return 0;
+    }
+    m->cf = cf;
+    snprintf(m->calibration, sizeof m->calibration, "%s", path);
+    return 0;
+}
+
 static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_blocks) {
     const sim_opts_t *o = m->o;
     char e[1024];
@@ -283,12 +323,22 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     }
     if (pick_client(m)) return -1;
     if (pick_model(m, model)) return -1;
+    const char *fitted_hw = m->cf && m->cf->hw_preset[0] ? m->cf->hw_preset : NULL;
+    if (fitted_hw && o->hw && strcmp(o->hw, fitted_hw) != 0)
+        return fail(m, "--hw %s, but the cost file %s was fitted on %s", o->hw, o->cost_path,
+                    fitted_hw);
     if (m->cf && m->cf->kind == COST_FILE_ROOFLINE) *hw = m->cf->hw;
-    else if (preset_hw_get(o->hw, hw, e, sizeof e) != 0) return fail(m, "--hw: %s", e);
+    else if (preset_hw_get(o->hw ? o->hw : fitted_hw ? fitted_hw : SIM_DEFAULT_HW, hw, e,
+                           sizeof e) != 0)
+        return fail(m, "--hw: %s", e);
     if (o->tp < 1) return fail(m, "--tp must be >= 1 (got %d)", o->tp);
-    if (m->cf && m->cf->kind == COST_FILE_LINEAR && o->kv_blocks <= 0)
+    if (m->cf && m->cf->kind == COST_FILE_LINEAR && o->kv_blocks <= 0 && !fitted_hw)
         return fail(m, "--cost %s models one machine, not a hardware preset: give its KV "
                     "capacity with --kv-blocks N (an engine run's num_blocks)", o->cost_path);
+    if (!m->cf && o->tp > 1 && model->n_heads % o->tp != 0)
+        return fail(m, "--tp %d does not divide %s's %d attention heads", (int)o->tp,
+                    model->name, (int)model->n_heads);
+    if (pick_builtin(m, model, hw)) return -1;
 
     if (replay_load_policy(&m->rp, o->policy_path, o->sets, o->n_sets, &o->limits)) return -1;
 
@@ -303,7 +353,9 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         int rc = lhost_param_num(m->rp.host, "alpha", &m->alpha);
         if (rc != 1 || !(m->alpha >= 0 && m->alpha <= 1))
             return fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
-        if (m->cf)
+        /* a cost file of one machine cannot cost another model; one fitted for a
+         * hardware preset can leave the draft to the roofline on that preset */
+        if (m->cf && !m->cf->hw_preset[0])
             return fail(m, "--cost %s models %s only, not the policy's draft model '%s'; "
                         "simulate speculative decoding with the roofline (--hw)", o->cost_path,
                         m->cf->model.name, draft_name);
@@ -485,7 +537,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     if (replay_init(&m.rp, o->db_path) != 0) goto done;
     char trace_desc[1024], hw_desc[128];
     replay_describe_trace(o->trace_path, &o->trace_opts, trace_desc, sizeof trace_desc);
-    snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw, o->tp);
+    snprintf(hw_desc, sizeof hw_desc, "%s x%d", o->hw ? o->hw : SIM_DEFAULT_HW, o->tp);
     rec_run_info_t early = {
         .name = o->run_name, .kind = "sim", .policy = o->policy_path, .params = "{}",
         .trace = trace_desc,
@@ -504,7 +556,8 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         snprintf(hw_desc, sizeof hw_desc, "cost file: %.100s",
                  m.cf->fitted_for[0] ? m.cf->fitted_for : o->cost_path);
     else
-        snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name : o->hw, o->tp);
+        snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name
+                 : o->hw ? o->hw : SIM_DEFAULT_HW, o->tp);
     FILE *cf = open_memstream(&config, &config_len);
     if (!cf) {
         fail(&m, "out of memory (run config)");
@@ -523,6 +576,8 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fprintf(cf, "{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
                     "\"attn_eff\":%.17g,\"overhead_s\":%.17g}",
                 o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+    fputs(",\"calibration\":", cf);
+    json_write_str(cf, setup_rc == 0 ? m.calibration : "");
     fputc(',', cf);
     replay_json_path(cf, "policy_file", o->policy_path);
     fputc(',', cf);
@@ -549,6 +604,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->num_blocks = num_blocks;
     res->wall_s = wall_now() - m.rp.wall0;
     res->stopped = m.stopped;
+    snprintf(res->calibration, sizeof res->calibration, "%s", m.calibration);
     if (!m.rp.failed) {
         char e[256];
         res->have_summary =

@@ -72,6 +72,7 @@ typedef struct {
 } sim_step_info_t;
 
 #define SIM_DEFAULT_MODEL "llama-2-7b"
+#define SIM_DEFAULT_HW "a100-80g"
 
 /* The client-side terms (see above), seconds. In sim_opts_t, NAN means "not given": the
  * cost file's term, else 0. */
@@ -95,7 +96,8 @@ typedef struct {
                                * file's model, else llama-2-7b */
     const preset_model_t *model_shape; /* a shape given directly (validate: an engine run's
                                * model), used when model is NULL */
-    const char *hw;           /* preset name or file (default a100-80g) */
+    const char *hw;           /* preset name or file; NULL: the cost file's hw, else
+                               * a100-80g */
     const char *cost_path;    /* NULL: the roofline on hw with `cost`; else a cost file
                                * (sim/cost_file.h) fitted for the model */
     int32_t kv_blocks;        /* > 0: the KV capacity in blocks, as an engine run's (else
@@ -112,6 +114,8 @@ typedef struct {
     int32_t max_model_len;    /* 0: the model's context length */
     int prefix_caching;       /* reuse KV of equal prompt prefixes (traces with hash ids) */
     cost_roofline_params_t cost;
+    int roofline;             /* the roofline even where a calibration is shipped for the
+                               * model, hw and tp (--roofline, or a roofline option given) */
     sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
@@ -134,6 +138,8 @@ typedef struct {
     summary_t summary;        /* loaded back from the database at the end */
     int have_summary;
     int stopped;              /* a hook stopped the run */
+    char calibration[320];    /* the cost model's provenance: the --cost file, a shipped
+                               * "builtin:MODEL.HW.tpN", or "none: <why the roofline>" */
 } sim_result_t;
 
 void sim_opts_defaults(sim_opts_t *o);

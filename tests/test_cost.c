@@ -14,7 +14,7 @@
  * vocab 32, 2-byte elements, separate LM head. */
 static const preset_model_t tiny = {"tiny", 2, 8, 2, 1, 4, 16, 32, 64, 0, 2};
 /* 1 MFLOP/s and 1 MB/s so that one FLOP or one byte is one microsecond. */
-static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6};
+static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6, 0};
 
 static cost_model_t *tiny_model(void) {
     cost_roofline_params_t p;
@@ -238,7 +238,8 @@ START_TEST(test_tp_halves_weights) {
     ck_assert_double_eq_tol(b2.kv_bytes / b1.kv_bytes, 0.5, 1e-12);
     /* Two all-reduces per layer of 1 token x 4096 x 2 bytes, ring factor 2*(2-1)/2 = 1. */
     ck_assert_double_eq_tol(b2.comm_bytes, 32 * 2 * 4096 * 2.0, 1e-6);
-    ck_assert_double_eq_tol(b2.comm_s, b2.comm_bytes / (300e9 * 0.85), 1e-15);
+    /* ... at link_bw x bw_eff, after the preset's all-reduce latency, twice per layer */
+    ck_assert_double_eq_tol(b2.comm_s, b2.comm_bytes / (300e9 * 0.85) + 32 * 2 * 36e-6, 1e-15);
     double w1 = b1.time_s - b1.overhead_s, w2 = b2.time_s - b2.overhead_s - b2.comm_s;
     ck_assert_msg(fabs(w2 / w1 - 0.5) < 0.01, "tp=2 memory time ratio %.4f", w2 / w1);
     /* tp above the K/V head count replicates K/V heads: llama-3-8b has 8, tp 16 keeps 1. */

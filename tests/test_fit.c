@@ -381,6 +381,7 @@ static void fitted_file(cost_file_t *cf) {
     cf->range_seqs = 64;
     cf->range_kv_tokens = 131072;
     cf->range_attn_pairs = 1e6;
+    cf->lin.tp = 1;
 }
 
 START_TEST(test_cost_file_round_trip) {

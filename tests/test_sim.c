@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "sim/cost.h"
+#include "sim/cost_file.h"
 #include "sim/heap.h"
 #include "sim/presets.h"
 #include "sim/sim.h"
@@ -54,6 +55,7 @@ static int64_t run(const char *trace, const char *policy, const char *const *set
     o.db_path = db;
     o.sets = sets;
     o.n_sets = nsets;
+    o.roofline = 1;   /* the known answers here are the roofline's (calibrations: test_vidur) */
     if (tweak) tweak(&o);
     sim_result_t res;
     char err[8192];
@@ -324,6 +326,70 @@ START_TEST(livelock_is_a_failed_run_not_a_hang) {
 }
 END_TEST
 
+static void no_roofline(sim_opts_t *o) { o->roofline = 0; }
+static void no_roofline_13b(sim_opts_t *o) { o->roofline = 0; o->model = "llama-2-13b"; }
+static void no_roofline_h100_tp2(sim_opts_t *o) { o->roofline = 0; o->hw = "h100"; o->tp = 2; }
+
+static void config_text(int64_t id, const char *key, char *out, size_t len) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT json_extract(config, '$.%s') FROM runs WHERE id=%lld", key,
+             (long long)id);
+    testutil_sql_text(db, out, len, "%s", sql);
+}
+
+START_TEST(shipped_calibration_is_the_default_and_recorded) {
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,100,4\n0.01,50,8\n");
+    char cal[320], model[32];
+    int64_t a = run(tr, "policies/continuous.lua", NULL, 0, no_roofline);
+    config_text(a, "calibration", cal, sizeof cal);
+    ck_assert_str_eq(cal, "builtin:llama-2-7b.a100-80g.tp1");
+    config_text(a, "cost.model", model, sizeof model);
+    ck_assert_str_eq(model, "linear");
+    /* the lone prefill costs what the shipped model says */
+    cost_file_t cf;
+    char err[512];
+    ck_assert_msg(cost_file_read(cal, &cf, err, sizeof err) == 0, "%s", err);
+    cost_model_t *cm = cost_file_model(&cf, 1, err, sizeof err);
+    cost_seq_t pre = { 100, 0, 1 };
+    double want = cost_step_time(cm, &pre, 1);
+    cost_free(cm);
+    ck_assert_double_eq_tol(q1("SELECT ttft_s FROM requests WHERE req_id=0 ORDER BY run_id "
+                               "DESC LIMIT 1"), want, 1e-12);
+    int64_t b = run(tr, "policies/continuous.lua", NULL, 0, NULL);
+    config_text(b, "calibration", cal, sizeof cal);
+    ck_assert_str_eq(cal, "none: the roofline was asked for");
+    int64_t c = run(tr, "policies/continuous.lua", NULL, 0, no_roofline_13b);
+    config_text(c, "calibration", cal, sizeof cal);
+    ck_assert_msg(strstr(cal, "none: no shipped calibration for llama-2-13b on a100-80g at tp 1"),
+                  "%s", cal);
+    int64_t d = run(tr, "policies/continuous.lua", NULL, 0, no_roofline_h100_tp2);
+    config_text(d, "calibration", cal, sizeof cal);
+    ck_assert_str_eq(cal, "builtin:llama-2-7b.h100.tp2");
+    /* a speculative policy: the target calibrated, its draft model on the roofline */
+    int64_t e = run(tr, "policies/speculative.lua", NULL, 0, no_roofline);
+    config_text(e, "calibration", cal, sizeof cal);
+    ck_assert_str_eq(cal, "builtin:llama-2-7b.a100-80g.tp1");
+}
+END_TEST
+
+static void tp3(sim_opts_t *o) { o->roofline = 0; o->tp = 3; }
+
+START_TEST(tp_that_does_not_divide_the_heads_says_so) {
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,100,4\n");
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = tr;
+    o.policy_path = "policies/continuous.lua";
+    o.db_path = db;
+    tp3(&o);
+    sim_result_t res;
+    char err[1024];
+    ck_assert_int_eq(sim_run(&o, &res, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "--tp 3 does not divide llama-2-7b's 32 attention heads"), "%s",
+                  err);
+}
+END_TEST
+
 static void tight(sim_opts_t *o) { o->gpu_util = 0.3; }
 
 START_TEST(preempted_work_is_never_rejected) {
@@ -425,6 +491,8 @@ int main(void) {
     tcase_add_test(tc, same_seed_same_rows);
     tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     tcase_add_test(tc, prefix_caching_known_answers);
+    tcase_add_test(tc, shipped_calibration_is_the_default_and_recorded);
+    tcase_add_test(tc, tp_that_does_not_divide_the_heads_says_so);
     suite_add_tcase(s, tc);
     TCase *real = tcase_create("real_traces");
     tcase_set_timeout(real, 300);
