@@ -28,23 +28,11 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-/* The first column of sql's first row: a number (NAN when NULL or no row), and its text
- * into out when out is given. */
+/* One value of sql (testutil.h's helpers; the SQL may hold '%'): a number (NAN when NULL
+ * or no row), and its text into out when out is given. */
 static double q(const char *db, const char *sql, char *out, size_t len) {
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    double v = NAN;
-    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    if (out) out[0] = '\0';
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        v = sqlite3_column_double(st, 0);
-        if (out) snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
+    if (out) testutil_sql_text(db, out, len, "%s", sql);
+    return testutil_sql_num(db, "%s", sql);
 }
 
 static void db_path(char *buf, size_t len) {
