@@ -274,6 +274,9 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     /* The engine records server-side times: a cost file's client-side terms (sim.h) would
      * predict something it never measured, so they do not apply here. */
     so.client = (sim_client_t){ 0, 0, 0 };
+    /* --hw means the roofline here, the model the per-step comparison uses; a shipped GPU
+     * calibration is named with --cost builtin:NAME */
+    so.roofline = !o->cost_path;
     so.version = o->version;
     char extra[128];
     snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld}", (long long)w->id);

@@ -225,7 +225,7 @@ static int choose_model(const validate_opts_t *o, const measured_t *m, sim_opts_
         return fail(err, errlen, "run '%s' %s: give the cost model to predict it with, --cost "
                     "FILE (from twinserve calibrate), or --hw PRESET for the roofline", m->name,
                     m->hw[0] ? "names no hardware preset" : "names no hardware");
-    if (!so->hw) so->hw = "a100-80g";   /* the KV capacity's default, as sim's */
+    /* without one, sim takes the cost file's hardware (its KV capacity), else a100-80g */
     if (!o->cost_path) {
         snprintf(r->cost_desc, sizeof r->cost_desc, "roofline on %.200s (default efficiencies)",
                  so->hw);
@@ -338,6 +338,9 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
         goto done;
     }
     snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
+    if (!strncmp(res.calibration, "builtin:", 8))   /* the simulator picked a shipped one */
+        snprintf(r->cost_desc, sizeof r->cost_desc, "shipped calibration %.200s",
+                 res.calibration);
     describe(&m, so.seed, r);
     if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
     if (validate_compare_runs(db, &id, 1, r->sim_id, 1, r, err, errlen) != 0) goto done;

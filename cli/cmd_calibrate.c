@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/calibrate.h"
+#include "analysis/calibrate_sim.h"
+#include "cli/cli_sim.h"
 #include "analysis/vidur.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
@@ -15,6 +18,8 @@ static void usage(FILE *f) {
         "usage: twinserve calibrate --profile FILE --out COST [options]\n"
         "       twinserve calibrate --db DB --run ENGINE_RUN --out COST [options]\n"
         "       twinserve calibrate --vidur DIR --model M --hw GPU [--tp N] --out COST\n"
+        "       twinserve calibrate --db DB --run MEASURED --policy P [--cost BASE |\n"
+        "                           --model M --hw GPU --tp N] [--fit TERMS] --out COST\n"
         "\n"
         "Fits the simulator's linear cost model to measured forward passes: a profile\n"
         "(`twinserve profile`, or one written from another engine in the same format) or\n"
@@ -33,6 +38,19 @@ static void usage(FILE *f) {
         "                        network/SETUP/all_reduce.csv (default GPU_dgx)\n"
         "  --out COST            the cost file to write\n"
         "  --model NAME|FILE     the model's shape, when the input does not say it\n"
+        "\n"
+        "A measured run (twinserve import: your own benchmark) is fitted by simulation: its\n"
+        "requests are replayed (as validate replays them) with the base cost model, and the\n"
+        "terms profiles cannot give are searched to bring the replay closest to the\n"
+        "measurement (validate's MAPE); the forward pass stays the base model's.\n"
+        "  --policy FILE         the policy to replay it with (with --set, --seed, --kv-blocks,\n"
+        "                        --gpu-util, --block-size, --max-tokens, --max-seqs,\n"
+        "                        --max-model-len as for sim)\n"
+        "  --cost BASE           the base: a linear cost file or builtin:NAME (default: the\n"
+        "                        calibration shipped for --model on --hw at --tp)\n"
+        "  --fit TERMS           comma-separated, of host_step_s, host_seq_s, client_request_s,\n"
+        "                        client_token_s (default: the host terms, and the client terms\n"
+        "                        for a run measured at the client, a vLLM benchmark)\n"
         "  --folds K             cross-validation folds (5)\n"
         "  --seed N              the folds' shuffle (1)\n"
         "  --json                the report as one JSON object\n"
@@ -42,7 +60,36 @@ static void usage(FILE *f) {
 #define CALIB_MAX_PROFILES 16
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP,
-       O_VIDUR, O_HW, O_TP, O_NETWORK };
+       O_VIDUR, O_HW, O_TP, O_NETWORK, O_POLICY, O_COST, O_FIT };
+
+/* --db --run MEASURED --policy: the free terms fitted by simulation (calibrate_sim.h). */
+static int calibrate_measured(const calsim_opts_t *o, const char *out, int quiet) {
+    static calsim_result_t r;
+    char err[8192];
+    if (calsim_fit(o, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    char src[KV_TEXT_CAP + 64];
+    snprintf(src, sizeof src, "%.100s; host/client terms fitted by simulation to measured "
+             "run %.40s (MAPE %.1f%% -> %.1f%%)", r.cf.source, r.run_name,
+             100 * r.mape_before, 100 * r.mape_after);
+    snprintf(r.cf.source, sizeof r.cf.source, "%.*s", KV_TEXT_CAP - 1, src);
+    snprintf(r.cf.version, sizeof r.cf.version, "%s", TWIN_VERSION);
+    char comment[512];
+    snprintf(comment, sizeof comment,
+             "twinserve cost model: %.200s\nwith the terms below fitted by `twinserve calibrate "
+             "--db DB --run %.60s` (twinserve %s)", r.base_desc, r.run_name, TWIN_VERSION);
+    if (cost_file_write(out, &r.cf, comment, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    if (!quiet) {
+        calsim_print(stdout, &r);
+        printf("\nwrote %s\n", out);
+    }
+    return 0;
+}
 
 /* --vidur: the GPU calibration from Vidur's profiles (analysis/vidur.h). */
 static int calibrate_vidur(const vidur_opts_t *o, const char *out, int json, int quiet) {
@@ -80,9 +127,21 @@ int cmd_calibrate(int argc, char **argv) {
         { "out", 1, 0, O_OUT }, { "model", 1, 0, O_MODEL }, { "folds", 1, 0, O_FOLDS },
         { "seed", 1, 0, O_SEED }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, O_HELP }, { "vidur", 1, 0, O_VIDUR }, { "hw", 1, 0, O_HW },
-        { "tp", 1, 0, O_TP }, { "network", 1, 0, O_NETWORK }, { 0, 0, 0, 0 },
+        { "tp", 1, 0, O_TP }, { "network", 1, 0, O_NETWORK }, { "policy", 1, 0, O_POLICY },
+        { "cost", 1, 0, O_COST }, { "fit", 1, 0, O_FIT }, { "set", 1, 0, CLI_SIM_SET },
+        { "kv-blocks", 1, 0, CLI_SIM_KVB }, { "gpu-util", 1, 0, CLI_SIM_UTIL },
+        { "block-size", 1, 0, CLI_SIM_BLOCK }, { "max-tokens", 1, 0, CLI_SIM_MAXTOK },
+        { "max-seqs", 1, 0, CLI_SIM_MAXSEQ }, { "max-model-len", 1, 0, CLI_SIM_MAXLEN },
+        { 0, 0, 0, 0 },
     };
     vidur_opts_t vo = {.tp = 1};
+    /* a measured run's replay (sets static: nothing to free on the early returns) */
+    static const char *sets[256];
+    sim_opts_t so;
+    sim_opts_defaults(&so);
+    so.sets = sets;
+    calsim_opts_t co = {.sim = &so};
+    int replay_opts = 0;
     const char *profiles[CALIB_MAX_PROFILES], *db = NULL, *run = NULL, *out = NULL,
                *model = NULL;
     int n_prof = 0;
@@ -115,6 +174,18 @@ int cmd_calibrate(int argc, char **argv) {
         case O_HW: vo.hw = optarg; break;
         case O_TP: ok = cli_int(optarg, 1, 1024, &vo.tp); break;
         case O_NETWORK: vo.network = optarg; break;
+        case O_POLICY: so.policy_path = optarg; break;
+        case O_COST: co.base_cost = optarg; break;
+        case O_FIT: co.terms = optarg; break;
+        case CLI_SIM_SET: case CLI_SIM_KVB: case CLI_SIM_UTIL: case CLI_SIM_BLOCK:
+        case CLI_SIM_MAXTOK: case CLI_SIM_MAXSEQ: case CLI_SIM_MAXLEN:
+            if (c == CLI_SIM_SET && so.n_sets == 256) {
+                fprintf(stderr, "twinserve calibrate: more than 256 --set\n");
+                return 2;
+            }
+            if (!cli_sim_apply("calibrate", c, optarg, &so)) return 2;
+            replay_opts = 1;
+            break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -136,8 +207,28 @@ int cmd_calibrate(int argc, char **argv) {
                 "or --vidur DIR\n");
         return 2;
     }
+    if (so.policy_path) {   /* a measured run, fitted by simulation */
+        if (!db || !out) {
+            fprintf(stderr, "twinserve calibrate: --policy fits a measured run: give --db DB "
+                    "[--run RUN] and --out COST\n");
+            return 2;
+        }
+        co.db_path = db;
+        co.run = run;
+        co.hw = vo.hw;
+        so.model = model;
+        so.tp = vo.tp;
+        co.progress = !quiet && isatty(2);
+        return calibrate_measured(&co, out, quiet || json);
+    }
+    if (replay_opts || co.base_cost || co.terms) {
+        fprintf(stderr, "twinserve calibrate: --cost, --fit, --set and the replay's limits go "
+                "with --policy (fitting a measured run by simulation)\n");
+        return 2;
+    }
     if (!vo.dir && (vo.hw || vo.tp != 1 || vo.network)) {
-        fprintf(stderr, "twinserve calibrate: --hw, --tp and --network go with --vidur\n");
+        fprintf(stderr, "twinserve calibrate: --hw, --tp and --network go with --vidur or "
+                "--policy\n");
         return 2;
     }
     if (run && !db) {

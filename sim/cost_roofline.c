@@ -33,7 +33,11 @@
  * Efficiency factors (defaults in cost_roofline_defaults):
  *   flops_eff 0.7   GEMMs: large bf16 cuBLAS GEMMs reach 70-80% of the datasheet peak, which
  *                   assumes boost clocks the chips do not hold under load.
- *   bw_eff 0.85     streaming reads reach 80-90% of the HBM datasheet figure.
+ *   bw_eff 0.77     streaming reads as measured: in Vidur's published operator profiles
+ *                   (profiles/vidur, analysis/vidur.h) the products at one token, which
+ *                   stream their weights, read at 75% of the A100's datasheet bandwidth
+ *                   (llama-2-7b), 77% of the H100's (llama-2-7b) and 80% (llama-2-70b,
+ *                   TP 4); the median. (It was a guessed 0.85.)
  *   attn_eff 0.5    attention kernels (softmax, masking, paged gathers) reach about half of
  *                   the GEMM peak even with FlashAttention-style kernels.
  *   overhead_s 4e-4 kernel launches, sampling and the scheduler's own work per step: the
@@ -150,7 +154,7 @@ static void roofline_destroy(cost_model_t *m) { free(m); }
 
 void cost_roofline_defaults(cost_roofline_params_t *p) {
     p->flops_eff = 0.7;
-    p->bw_eff = 0.85;
+    p->bw_eff = 0.77;
     p->attn_eff = 0.5;
     p->overhead_s = 4e-4;
     p->tp = 1;

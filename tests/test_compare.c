@@ -191,6 +191,7 @@ static int64_t sim(const char *path, const char *policy, const char *name, uint6
     o.db_path = path;
     o.run_name = name;
     o.seed = seed;
+    o.roofline = 1;   /* the load these verdict rates were established on */
     sim_result_t res;
     char err[4096];
     ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
