@@ -47,7 +47,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 typedef struct {
     const calsim_opts_t *o;
     const char *db;              /* the temporary copy */
-    char cost[512];              /* the temporary cost file of each evaluation */
+    char cost[600];              /* the temporary cost file of each evaluation */
     cost_file_t cf;              /* the base, with the terms being tried */
     const calsim_term_t *t[CALSIM_MAX_TERMS];
     int n;
