@@ -52,7 +52,10 @@ static void usage(FILE *f) {
         "  --seed N              the policy's seed, and the regenerated arrivals' (0)\n"
         "  --kv-blocks N, --gpu-util F, --block-size N, --max-tokens N, --max-seqs N,\n"
         "  --max-model-len N     the simulated server's limits, as for sim\n"
-        "  (--hw defaults to the run's hardware when it names a preset)\n"
+        "  (--hw defaults to the run's hardware when it names a preset; the replay then uses\n"
+        "  the GPU calibration shipped for its model, hardware and tp when there is one, as\n"
+        "  sim does; for an engine run, --hw means the roofline and --cost builtin:NAME\n"
+        "  names a shipped calibration)\n"
         "\n"
         "Exit status: 0 compared, 1 a run failed or the input is refused, 2 usage error.\n");
 }
