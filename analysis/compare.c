@@ -121,13 +121,35 @@ static void stats_weighted(const compare_stat_t *stat, const size_t *idx, size_t
     }
 }
 
-/* n draws with replacement from n positions, as counts per position. */
-static void draw_counts(rng_t *r, uint32_t *w, size_t n) {
-    memset(w, 0, n * sizeof *w);
+/* n draws with replacement from n positions, added to the counts per position. */
+static void add_counts(rng_t *r, uint32_t *w, size_t n) {
     for (size_t k = 0; k < n; k++) {
         size_t i = (size_t)(rng_uniform(r) * (double)n);
         w[i < n ? i : n - 1]++;
     }
+}
+
+static void draw_counts(rng_t *r, uint32_t *w, size_t n) {
+    memset(w, 0, n * sizeof *w);
+    add_counts(r, w, n);
+}
+
+/* One side's weights for one resample: its runs drawn with replacement (c[k] copies of run
+ * k; no draw for a single run, so one run per side consumes the draws the single-run
+ * bootstrap did), then each copy's requests: from shared[0..m) when paired (every run holds
+ * the same m requests), else drawn afresh per copy. w[0..off[runs]). */
+static void draw_side(rng_t *r, const size_t *off, size_t runs, const uint32_t *shared,
+                      uint32_t *c, uint32_t *w) {
+    if (runs > 1) draw_counts(r, c, runs);
+    else c[0] = 1;
+    if (shared) {
+        for (size_t k = 0; k < runs; k++)
+            for (size_t i = off[k]; i < off[k + 1]; i++) w[i] = c[k] * shared[i - off[k]];
+        return;
+    }
+    memset(w, 0, off[runs] * sizeof *w);
+    for (size_t k = 0; k < runs; k++)
+        for (uint32_t t = 0; t < c[k]; t++) add_counts(r, w + off[k], off[k + 1] - off[k]);
 }
 
 /* The bootstrap of nstat statistics at once: statistic s is stat[s] of column col[s] < ncols,
@@ -136,20 +158,31 @@ static void draw_counts(rng_t *r, uint32_t *w, size_t n) {
  * each column is sorted, counted and summed once. The draws are the ones compare_bootstrap
  * makes for a single statistic with the same seed, so out[s] is bit for bit what
  * compare_bootstrap gives for statistic s alone. Memory: nstat * resamples differences. */
-static int bootstrap_stats(const double *const *a, size_t na, const double *const *b,
-                           size_t nb, size_t ncols, int paired, const compare_stat_t *stat,
-                           const int *col, size_t nstat, int resamples, uint64_t seed,
-                           double level, compare_est_t *out, char *err, size_t errlen) {
+static int bootstrap_stats(const double *const *a, const size_t *offa, size_t ra,
+                           const double *const *b, const size_t *offb, size_t rb, size_t ncols,
+                           int paired, const compare_stat_t *stat, const int *col, size_t nstat,
+                           int resamples, uint64_t seed, double level, compare_est_t *out,
+                           char *err, size_t errlen) {
     side_t *sa = NULL, *sb = NULL;
     size_t *order = NULL, *first = NULL, *nd = NULL;
-    uint32_t *wa = NULL, *wb = NULL;
+    uint32_t *wa = NULL, *wb = NULL, *w = NULL, *ca = NULL, *cb = NULL;
     double *diffs = NULL, *va = NULL, *vb = NULL;
     int ret = -1;
+    size_t na = ra ? offa[ra] : 0, nb = rb ? offb[rb] : 0, m = ra ? offa[1] : 0;
     for (size_t s = 0; s < nstat; s++)
         out[s] = (compare_est_t){NAN, NAN, NAN, NAN, NAN, NAN, resamples, 0};
-    if (paired && na != nb) {
-        snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", na, nb);
+    if (ra < 1 || rb < 1) {
+        snprintf(err, errlen, "bootstrap needs at least one run a side (%zu and %zu)", ra, rb);
         goto done;
+    }
+    for (size_t k = 0; paired && k < ra + rb; k++) {
+        const size_t *off = k < ra ? offa : offb;
+        size_t j = k < ra ? k : k - ra;
+        if (off[j + 1] - off[j] != m) {
+            snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", m,
+                     off[j + 1] - off[j]);
+            goto done;
+        }
     }
     for (size_t s = 0; s < nstat; s++) {
         if (resamples < 1 || !(level > 0 && level < 1) ||
@@ -168,9 +201,13 @@ static int bootstrap_stats(const double *const *a, size_t na, const double *cons
     va = malloc(one * sizeof *va);
     vb = malloc(one * sizeof *vb);
     wa = malloc((na ? na : 1) * sizeof *wa);
-    wb = paired ? wa : malloc((nb ? nb : 1) * sizeof *wb);
+    wb = malloc((nb ? nb : 1) * sizeof *wb);
+    w = paired ? malloc((m ? m : 1) * sizeof *w) : NULL;
+    ca = malloc(ra * sizeof *ca);
+    cb = malloc(rb * sizeof *cb);
     diffs = malloc(one * (size_t)resamples * sizeof *diffs);   /* statistic s: s * resamples */
-    int ok = sa && sb && order && first && nd && va && vb && wa && wb && diffs;
+    int ok = sa && sb && order && first && nd && va && vb && wa && wb && (w || !paired) && ca &&
+             cb && diffs;
     for (size_t c = 0; ok && c < ncols; c++)
         ok = side_init(&sa[c], a[c], na) == 0 && side_init(&sb[c], b[c], nb) == 0;
     if (!ok) {
@@ -193,8 +230,9 @@ static int bootstrap_stats(const double *const *a, size_t na, const double *cons
     rng_t r;
     rng_seed(&r, seed);
     for (int rs = 0; rs < resamples; rs++) {
-        draw_counts(&r, wa, na);
-        if (!paired) draw_counts(&r, wb, nb);
+        if (paired) draw_counts(&r, w, m);
+        draw_side(&r, offa, ra, w, ca, wa);
+        draw_side(&r, offb, rb, w, cb, wb);
         for (size_t c = 0; c < ncols; c++) {
             const size_t *idx = order + first[c];
             size_t nidx = first[c + 1] - first[c];
@@ -228,8 +266,11 @@ done:
     free(nd);
     free(va);
     free(vb);
-    if (wb != wa) free(wb);
+    free(wb);
     free(wa);
+    free(w);
+    free(ca);
+    free(cb);
     free(diffs);
     return ret;
 }
@@ -238,13 +279,36 @@ int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, in
                       compare_stat_t stat, int resamples, uint64_t seed, double level,
                       compare_est_t *out, char *err, size_t errlen) {
     const int col = 0;
-    return bootstrap_stats(&a, na, &b, nb, 1, paired, &stat, &col, 1, resamples, seed, level,
-                           out, err, errlen);
+    const size_t offa[2] = {0, na}, offb[2] = {0, nb};
+    if (paired && na != nb) {
+        *out = (compare_est_t){NAN, NAN, NAN, NAN, NAN, NAN, resamples, 0};
+        snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", na, nb);
+        return -1;
+    }
+    return bootstrap_stats(&a, offa, 1, &b, offb, 1, 1, paired, &stat, &col, 1, resamples,
+                           seed, level, out, err, errlen);
+}
+
+int compare_bootstrap_runs(const double *a, const size_t *off_a, size_t ra, const double *b,
+                           const size_t *off_b, size_t rb, int paired, compare_stat_t stat,
+                           int resamples, uint64_t seed, double level, compare_est_t *out,
+                           char *err, size_t errlen) {
+    const int col = 0;
+    return bootstrap_stats(&a, off_a, ra, &b, off_b, rb, 1, paired, &stat, &col, 1, resamples,
+                           seed, level, out, err, errlen);
 }
 
 compare_verdict_t compare_verdict(const compare_est_t *e, int higher_is_better) {
+    return compare_verdict_min(e, higher_is_better, 0);
+}
+
+compare_verdict_t compare_verdict_min(const compare_est_t *e, int higher_is_better,
+                                      double min_effect) {
     if (isnan(e->lo) || isnan(e->hi)) return COMPARE_NA;
     if (e->lo <= 0 && e->hi >= 0) return COMPARE_SAME;
+    /* Significance says a difference exists, not that it matters: with many requests an
+     * interval gets narrow enough to exclude 0 for a difference nobody would act on. */
+    if (fabs(e->diff) < min_effect * fabs(e->a)) return COMPARE_NEGLIGIBLE;
     int up = e->lo > 0;
     return up == (higher_is_better != 0) ? COMPARE_BETTER : COMPARE_WORSE;
 }
@@ -252,15 +316,24 @@ compare_verdict_t compare_verdict(const compare_est_t *e, int higher_is_better) 
 const char *compare_verdict_name(compare_verdict_t v) {
     switch (v) {
     case COMPARE_SAME: return "no significant difference";
+    case COMPARE_NEGLIGIBLE: return "no meaningful difference";
     case COMPARE_BETTER: return "better";
     case COMPARE_WORSE: return "worse";
     default: return "n/a";
     }
 }
 
-/* ---------------------------------------------------------------- loading two runs */
+/* ---------------------------------------------------------------- loading the runs */
 
-enum { COL_TTFT, COL_TPOT, COL_E2E, COL_QUEUE, NCOLS };
+/* The columns read per request, then the ones derived from them and the run's summary. */
+enum {
+    COL_TTFT, COL_TPOT, COL_E2E, COL_QUEUE, NRAW,
+    COL_FIN = NRAW,   /* 1 finished, 0 not: the "finished" row */
+    COL_SLO,          /* 1 finished and meeting every set SLO, else 0 */
+    COL_GOOD,         /* COL_SLO * the run's requests / its makespan: goodput, pooled */
+    COL_REQS, COL_OUT, COL_TOK,   /* the run's throughput, on each of its requests */
+    NCOLS
+};
 
 /* One run's requests in req_id order; x[c][i] is column c of request i (NAN = missing). */
 typedef struct {
@@ -268,7 +341,8 @@ typedef struct {
     int64_t *id;
     double *arrival;
     int64_t *prompt, *output;
-    double *x[NCOLS];
+    unsigned char *fin;   /* status = 'finished' */
+    double *x[NRAW];
 } run_rows_t;
 
 static void rows_free(run_rows_t *r) {
@@ -276,13 +350,14 @@ static void rows_free(run_rows_t *r) {
     free(r->arrival);
     free(r->prompt);
     free(r->output);
-    for (int c = 0; c < NCOLS; c++) free(r->x[c]);
+    free(r->fin);
+    for (int c = 0; c < NRAW; c++) free(r->x[c]);
     memset(r, 0, sizeof *r);
 }
 
 static const char SQL_ROWS[] =
-    "SELECT req_id, arrival_s, prompt_tokens, output_tokens, ttft_s, tpot_s, e2e_s, queue_s "
-    "FROM requests WHERE run_id = ?1 ORDER BY req_id";
+    "SELECT req_id, arrival_s, prompt_tokens, output_tokens, status = 'finished', "
+    "ttft_s, tpot_s, e2e_s, queue_s FROM requests WHERE run_id = ?1 ORDER BY req_id";
 
 static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
@@ -293,8 +368,9 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
     r->arrival = malloc(n * sizeof *r->arrival);
     r->prompt = malloc(n * sizeof *r->prompt);
     r->output = malloc(n * sizeof *r->output);
-    int ok = r->id && r->arrival && r->prompt && r->output;
-    for (int c = 0; c < NCOLS; c++) ok = (r->x[c] = malloc(n * sizeof *r->x[c])) && ok;
+    r->fin = malloc(n * sizeof *r->fin);
+    int ok = r->id && r->arrival && r->prompt && r->output && r->fin;
+    for (int c = 0; c < NRAW; c++) ok = (r->x[c] = malloc(n * sizeof *r->x[c])) && ok;
     if (!ok) {
         snprintf(err, errlen, "out of memory reading the requests of run '%s'", s->name);
         goto done;
@@ -306,7 +382,8 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
         r->arrival[k] = summary_column_or_nan(st, 1);
         r->prompt[k] = sqlite3_column_int64(st, 2);
         r->output[k] = sqlite3_column_int64(st, 3);
-        for (int c = 0; c < NCOLS; c++) r->x[c][k] = summary_column_or_nan(st, 4 + c);
+        r->fin[k] = (unsigned char)(sqlite3_column_int(st, 4) != 0);
+        for (int c = 0; c < NRAW; c++) r->x[c][k] = summary_column_or_nan(st, 5 + c);
         k++;
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) goto sql_error;
@@ -322,17 +399,70 @@ done:
     return ret;
 }
 
-/* Same trace text and the same requests: then the runs can be paired request by request. */
-static int same_workload(const compare_result_t *res, const run_rows_t *a, const run_rows_t *b,
-                         char *why, size_t len) {
-    if (!res->a.trace[0] || strcmp(res->a.trace, res->b.trace) != 0) {
-        snprintf(why, len, "independent resampling: the runs replayed different traces");
-        return 0;
+/* One side: its runs' summaries and requests, then the columns the bootstrap reads, the
+ * runs' requests concatenated: run k's are x[c][off[k] .. off[k + 1]). */
+typedef struct {
+    size_t runs;
+    summary_t *sum;
+    run_rows_t *rows;
+    size_t *off;
+    double *x[NCOLS];
+} side_data_t;
+
+static void side_data_free(side_data_t *d) {
+    for (size_t k = 0; d->rows && k < d->runs; k++) rows_free(&d->rows[k]);
+    free(d->rows);
+    free(d->sum);
+    free(d->off);
+    for (int c = 0; c < NCOLS; c++) free(d->x[c]);
+    memset(d, 0, sizeof *d);
+}
+
+static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, size_t errlen) {
+    int ret = -1;
+    memset(d, 0, sizeof *d);
+    if (in->n < 1 || in->n > COMPARE_MAX_RUNS) {
+        snprintf(err, errlen, "%s: a side of a comparison needs 1 to %d runs, got %zu", in->path,
+                 COMPARE_MAX_RUNS, in->n);
+        goto done;
     }
+    d->runs = in->n;
+    d->sum = calloc(in->n, sizeof *d->sum);
+    d->rows = calloc(in->n, sizeof *d->rows);
+    d->off = calloc(in->n + 1, sizeof *d->off);
+    if (!d->sum || !d->rows || !d->off) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < in->n; k++) {
+        if (summary_load(in->db, in->ids[k], &d->sum[k], err, errlen) != 0) goto done;
+        if (d->sum[k].requests == 0) {
+            snprintf(err, errlen, "%s: run '%s' has no requests (status %s): nothing to compare",
+                     in->path, d->sum[k].name, d->sum[k].status);
+            goto done;
+        }
+        if (rows_load(in->db, &d->sum[k], &d->rows[k], err, errlen) != 0) goto done;
+        d->off[k + 1] = d->off[k] + d->rows[k].n;
+    }
+    size_t n = d->off[d->runs];
+    for (int c = 0; c < NCOLS; c++) {
+        if (!(d->x[c] = malloc((n ? n : 1) * sizeof *d->x[c]))) {
+            snprintf(err, errlen, "out of memory for %zu requests", n);
+            goto done;
+        }
+    }
+    ret = 0;
+done:
+    if (ret != 0) side_data_free(d);
+    return ret;
+}
+
+/* The same requests (ids, arrivals, lengths) in the same order; 0 when so, else -1 with why. */
+static int same_requests(const run_rows_t *a, const run_rows_t *b, char *why, size_t len) {
     if (a->n != b->n) {
         snprintf(why, len, "independent resampling: same trace but %zu and %zu requests", a->n,
                  b->n);
-        return 0;
+        return -1;
     }
     for (size_t i = 0; i < a->n; i++) {
         int same_arrival = a->arrival[i] == b->arrival[i] ||
@@ -341,11 +471,78 @@ static int same_workload(const compare_result_t *res, const run_rows_t *a, const
             a->output[i] != b->output[i]) {
             snprintf(why, len, "independent resampling: same trace text but request %lld "
                      "differs (id, arrival or lengths)", (long long)a->id[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Paired when every run of both sides has A's first run's trace text and requests. */
+static int same_workload(const side_data_t *a, const side_data_t *b, char *why, size_t len) {
+    const summary_t *s0 = &a->sum[0];
+    for (size_t k = 0; k < a->runs + b->runs; k++) {
+        const side_data_t *d = k < a->runs ? a : b;
+        size_t j = k < a->runs ? k : k - a->runs;
+        if (!s0->trace[0] || strcmp(s0->trace, d->sum[j].trace) != 0) {
+            snprintf(why, len, "independent resampling: the runs replayed different traces");
             return 0;
         }
     }
-    snprintf(why, len, "paired by request: both runs replayed the same %zu requests", a->n);
+    for (size_t k = 1; k < a->runs + b->runs; k++) {
+        const side_data_t *d = k < a->runs ? a : b;
+        if (same_requests(&a->rows[0], &d->rows[k < a->runs ? k : k - a->runs], why, len))
+            return 0;
+    }
+    if (a->runs + b->runs == 2)
+        snprintf(why, len, "paired by request: both runs replayed the same %zu requests",
+                 a->rows[0].n);
+    else
+        snprintf(why, len, "paired by request: all %zu runs replayed the same %zu requests",
+                 a->runs + b->runs, a->rows[0].n);
     return 1;
+}
+
+static int slo_set(double b) { return b > 0 && !isnan(b); }
+
+/* Fills a side's columns. keep[i] (paired: request i finished in every run of both sides)
+ * or, when keep is NULL, each run's own finished requests decide which latencies count. */
+static void side_columns(side_data_t *d, const unsigned char *keep, const compare_opts_t *o) {
+    const report_slo_t *b = &o->slo;
+    for (size_t k = 0; k < d->runs; k++) {
+        const run_rows_t *r = &d->rows[k];
+        const summary_t *s = &d->sum[k];
+        double per_req = s->makespan_s > 0 ? (double)r->n / s->makespan_s : NAN;
+        for (size_t i = 0; i < r->n; i++) {
+            size_t j = d->off[k] + i;
+            int use = keep ? keep[i] : r->fin[i];
+            for (int c = 0; c < NRAW; c++) d->x[c][j] = use ? r->x[c][i] : NAN;
+            double ttft = r->x[COL_TTFT][i], tpot = r->x[COL_TPOT][i], e2e = r->x[COL_E2E][i];
+            /* report.c's rule: a missing TPOT (one output token) meets a TPOT bound */
+            int met = r->fin[i] && o->has_slo &&
+                      (!slo_set(b->ttft_s) || ttft <= b->ttft_s) &&
+                      (!slo_set(b->tpot_s) || isnan(tpot) || tpot <= b->tpot_s) &&
+                      (!slo_set(b->e2e_s) || e2e <= b->e2e_s);
+            d->x[COL_FIN][j] = r->fin[i];
+            d->x[COL_SLO][j] = met;
+            d->x[COL_GOOD][j] = met * per_req;
+            d->x[COL_REQS][j] = s->req_per_s;
+            d->x[COL_OUT][j] = s->out_tok_per_s;
+            d->x[COL_TOK][j] = s->tok_per_s;
+        }
+    }
+}
+
+static void side_counts(const compare_input_t *in, const side_data_t *d, compare_side_t *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->experiment, sizeof out->experiment, "%s", in->experiment ? in->experiment : "");
+    out->runs = d->runs;
+    for (size_t k = 0; k < d->runs; k++) {
+        out->ids[k] = d->sum[k].run_id;
+        out->requests += d->sum[k].requests;
+        out->finished += d->sum[k].finished;
+        out->rejected += d->sum[k].rejected;
+        out->aborted += d->sum[k].aborted;
+    }
 }
 
 typedef struct {
@@ -353,108 +550,167 @@ typedef struct {
     int col;
     compare_stat_t stat;
     int higher_is_better;
+    int kind;   /* ROW_LATENCY, ROW_COUNT (finished), ROW_SLO, ROW_RUN (one value per run) */
 } metric_def_t;
 
+enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN };
+
 static const metric_def_t METRICS[] = {
-    {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0},
-    {"ttft_p50", "TTFT p50", "s", COL_TTFT, {COMPARE_PCTL, 50}, 0},
-    {"ttft_p99", "TTFT p99", "s", COL_TTFT, {COMPARE_PCTL, 99}, 0},
-    {"tpot_mean", "TPOT mean", "s", COL_TPOT, {COMPARE_MEAN, 0}, 0},
-    {"tpot_p50", "TPOT p50", "s", COL_TPOT, {COMPARE_PCTL, 50}, 0},
-    {"tpot_p99", "TPOT p99", "s", COL_TPOT, {COMPARE_PCTL, 99}, 0},
-    {"e2e_mean", "E2E mean", "s", COL_E2E, {COMPARE_MEAN, 0}, 0},
-    {"e2e_p50", "E2E p50", "s", COL_E2E, {COMPARE_PCTL, 50}, 0},
-    {"e2e_p99", "E2E p99", "s", COL_E2E, {COMPARE_PCTL, 99}, 0},
-    {"queue_mean", "queue mean", "s", COL_QUEUE, {COMPARE_MEAN, 0}, 0},
-    {"queue_p50", "queue p50", "s", COL_QUEUE, {COMPARE_PCTL, 50}, 0},
-    {"queue_p99", "queue p99", "s", COL_QUEUE, {COMPARE_PCTL, 99}, 0},
+    {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
+    {"ttft_p50", "TTFT p50", "s", COL_TTFT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
+    {"ttft_p99", "TTFT p99", "s", COL_TTFT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
+    {"tpot_mean", "TPOT mean", "s", COL_TPOT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
+    {"tpot_p50", "TPOT p50", "s", COL_TPOT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
+    {"tpot_p99", "TPOT p99", "s", COL_TPOT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
+    {"e2e_mean", "E2E mean", "s", COL_E2E, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
+    {"e2e_p50", "E2E p50", "s", COL_E2E, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
+    {"e2e_p99", "E2E p99", "s", COL_E2E, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
+    {"queue_mean", "queue mean", "s", COL_QUEUE, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
+    {"queue_p50", "queue p50", "s", COL_QUEUE, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
+    {"queue_p99", "queue p99", "s", COL_QUEUE, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
+    {"finished", "finished", "frac", COL_FIN, {COMPARE_MEAN, 0}, 1, ROW_COUNT},
+    {"slo_attainment", "SLO attain", "frac", COL_SLO, {COMPARE_MEAN, 0}, 1, ROW_SLO},
+    {"goodput", "goodput", "req/s", COL_GOOD, {COMPARE_MEAN, 0}, 1, ROW_SLO},
+    /* Throughput is one figure per run (it depends on the arrival process and the makespan,
+     * which redrawing requests cannot vary): a CI only when both sides have several runs. */
+    {"req_per_s", "requests/s", "req/s", COL_REQS, {COMPARE_MEAN, 0}, 1, ROW_RUN},
+    {"out_tok_per_s", "output tok/s", "tok/s", COL_OUT, {COMPARE_MEAN, 0}, 1, ROW_RUN},
+    {"tok_per_s", "total tok/s", "tok/s", COL_TOK, {COMPARE_MEAN, 0}, 1, ROW_RUN},
 };
 enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
-/* Throughput is one figure per run (it depends on the arrival process and the makespan,
- * which redrawing requests cannot vary), so its rows carry the values and no CI. */
-static const struct {
-    const char *name, *label, *unit;
-    size_t off;
-} THROUGHPUT[] = {
-    {"req_per_s", "requests/s", "req/s", offsetof(summary_t, req_per_s)},
-    {"out_tok_per_s", "output tok/s", "tok/s", offsetof(summary_t, out_tok_per_s)},
-    {"tok_per_s", "total tok/s", "tok/s", offsetof(summary_t, tok_per_s)},
-};
+/* A run's throughput figure for a ROW_RUN column. */
+static double run_figure(const summary_t *s, int col) {
+    switch (col) {
+    case COL_REQS: return s->req_per_s;
+    case COL_OUT: return s->out_tok_per_s;
+    default: return s->tok_per_s;
+    }
+}
 
 void compare_opts_default(compare_opts_t *o) {
+    memset(o, 0, sizeof *o);
     o->seed = COMPARE_DEFAULT_SEED;
     o->resamples = COMPARE_DEFAULT_RESAMPLES;
     o->level = COMPARE_DEFAULT_LEVEL;
+    o->min_effect = COMPARE_DEFAULT_MIN_EFFECT;
+    o->slo = (report_slo_t){NAN, NAN, NAN};
+}
+
+/* The latency rows' note: which requests they cover, when not every request of both. */
+static void latency_note(compare_result_t *out, size_t kept, size_t m) {
+    const compare_side_t *a = &out->sa, *b = &out->sb;
+    if (out->paired) {
+        if (kept < m)
+            snprintf(out->latency, sizeof out->latency, "the %zu of %zu requests finished in "
+                     "every run of both sides (A finished %lld, B %lld of their %lld and %lld)",
+                     kept, m, (long long)a->finished, (long long)b->finished,
+                     (long long)a->requests, (long long)b->requests);
+    } else if (a->finished < a->requests || b->finished < b->requests) {
+        snprintf(out->latency, sizeof out->latency, "each side's finished requests (A %lld of "
+                 "%lld, B %lld of %lld): not the same requests on both sides",
+                 (long long)a->finished, (long long)a->requests, (long long)b->finished,
+                 (long long)b->requests);
+    }
+}
+
+int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
+                        const compare_opts_t *o, compare_result_t *out, char *err,
+                        size_t errlen) {
+    side_data_t da = {0}, db = {0};
+    unsigned char *keep = NULL;
+    int ret = -1;
+    memset(out, 0, sizeof *out);
+    snprintf(out->path_a, sizeof out->path_a, "%s", ia->path ? ia->path : "");
+    snprintf(out->path_b, sizeof out->path_b, "%s", ib->path ? ib->path : "");
+    out->seed = o->seed;
+    out->resamples = o->resamples;
+    out->level = o->level;
+    out->min_effect = o->min_effect;
+    out->has_slo = o->has_slo;
+    out->slo = o->slo;
+    if (side_data_load(ia, &da, err, errlen) != 0 || side_data_load(ib, &db, err, errlen) != 0)
+        goto done;
+    out->a = da.sum[0];
+    out->b = db.sum[0];
+    side_counts(ia, &da, &out->sa);
+    side_counts(ib, &db, &out->sb);
+    out->paired = same_workload(&da, &db, out->pairing, sizeof out->pairing);
+    size_t m = da.rows[0].n, kept = 0;
+    if (out->paired) {
+        /* Latency of a request one side did not finish is missing there; comparing the rest
+         * would set one side's survivors against the other's everything. */
+        if (!(keep = calloc(m ? m : 1, 1))) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < m; i++) {
+            keep[i] = 1;
+            for (size_t k = 0; k < da.runs; k++) keep[i] &= da.rows[k].fin[i];
+            for (size_t k = 0; k < db.runs; k++) keep[i] &= db.rows[k].fin[i];
+            kept += keep[i];
+        }
+    }
+    side_columns(&da, keep, o);
+    side_columns(&db, keep, o);
+    latency_note(out, kept, m);
+    /* One bootstrap for all the metrics: the same draws, so metrics are resampled jointly,
+     * and adding one moves no other (each gets what compare_bootstrap_runs would). */
+    compare_stat_t stat[N_METRICS];
+    int col[N_METRICS];
+    compare_est_t est[N_METRICS];
+    size_t nstat = 0, which[N_METRICS];
+    for (size_t k = 0; k < N_METRICS; k++) {
+        if (METRICS[k].kind == ROW_SLO && !o->has_slo) continue;
+        which[nstat] = k;
+        stat[nstat] = METRICS[k].stat;
+        col[nstat++] = METRICS[k].col;
+    }
+    const double *const *xa = (const double *const *)da.x;
+    const double *const *xb = (const double *const *)db.x;
+    if (bootstrap_stats(xa, da.off, da.runs, xb, db.off, db.runs, NCOLS, out->paired, stat,
+                        col, nstat, o->resamples, o->seed, o->level, est, err, errlen) != 0)
+        goto done;
+    double fa = (double)out->sa.finished / (double)out->sa.requests;
+    double fb = (double)out->sb.finished / (double)out->sb.requests;
+    for (size_t q = 0; q < nstat; q++) {
+        const metric_def_t *d = &METRICS[which[q]];
+        compare_metric_t *mt = &out->m[out->n_metrics++];
+        snprintf(mt->name, sizeof mt->name, "%s", d->name);
+        snprintf(mt->label, sizeof mt->label, "%s", d->label);
+        snprintf(mt->unit, sizeof mt->unit, "%s", d->unit);
+        mt->higher_is_better = d->higher_is_better;
+        mt->est = est[q];
+        if (d->kind == ROW_RUN && (da.runs < 2 || db.runs < 2)) {
+            /* A single run's figure, exactly as its summary has it; no interval. */
+            double a = da.runs < 2 ? run_figure(&out->a, d->col) : est[q].a;
+            double b = db.runs < 2 ? run_figure(&out->b, d->col) : est[q].b;
+            mt->est = (compare_est_t){a, b, b - a, a != 0 ? 100 * (b - a) / a : NAN, NAN, NAN,
+                                      0, 0};
+        }
+        mt->verdict = compare_verdict_min(&mt->est, mt->higher_is_better, o->min_effect);
+        /* A side that served fewer of its requests can look faster on the ones it kept:
+         * its win is flagged, never silent. */
+        if (d->kind == ROW_LATENCY && mt->verdict == COMPARE_BETTER && fb < fa)
+            snprintf(mt->caveat, sizeof mt->caveat, "B finished fewer (%.1f%% vs %.1f%%)",
+                     100 * fb, 100 * fa);
+        else if (d->kind == ROW_LATENCY && mt->verdict == COMPARE_WORSE && fa < fb)
+            snprintf(mt->caveat, sizeof mt->caveat, "A finished fewer (%.1f%% vs %.1f%%)",
+                     100 * fa, 100 * fb);
+    }
+    ret = 0;
+done:
+    free(keep);
+    side_data_free(&da);
+    side_data_free(&db);
+    return ret;
 }
 
 int compare_runs(sqlite3 *db_a, const char *path_a, int64_t id_a, sqlite3 *db_b,
                  const char *path_b, int64_t id_b, const compare_opts_t *o,
                  compare_result_t *out, char *err, size_t errlen) {
-    run_rows_t ra = {0}, rb = {0};
-    int ret = -1;
-    memset(out, 0, sizeof *out);
-    snprintf(out->path_a, sizeof out->path_a, "%s", path_a ? path_a : "");
-    snprintf(out->path_b, sizeof out->path_b, "%s", path_b ? path_b : "");
-    out->seed = o->seed;
-    out->resamples = o->resamples;
-    out->level = o->level;
-    if (summary_load(db_a, id_a, &out->a, err, errlen) != 0 ||
-        summary_load(db_b, id_b, &out->b, err, errlen) != 0)
-        goto done;
-    const summary_t *side[2] = {&out->a, &out->b};
-    const char *paths[2] = {out->path_a, out->path_b};
-    for (int s = 0; s < 2; s++) {
-        if (side[s]->requests == 0) {
-            snprintf(err, errlen, "%s: run '%s' has no requests (status %s): nothing to compare",
-                     paths[s], side[s]->name, side[s]->status);
-            goto done;
-        }
-    }
-    if (rows_load(db_a, &out->a, &ra, err, errlen) != 0 ||
-        rows_load(db_b, &out->b, &rb, err, errlen) != 0)
-        goto done;
-    out->paired = same_workload(out, &ra, &rb, out->pairing, sizeof out->pairing);
-    /* One bootstrap for all the metrics: the same request draws, so metrics are resampled
-     * jointly, and adding one moves no other (each gets what compare_bootstrap would). */
-    compare_stat_t stat[N_METRICS];
-    int col[N_METRICS];
-    compare_est_t est[N_METRICS];
-    for (size_t k = 0; k < N_METRICS; k++) {
-        stat[k] = METRICS[k].stat;
-        col[k] = METRICS[k].col;
-    }
-    const double *const *xa = (const double *const *)ra.x;
-    const double *const *xb = (const double *const *)rb.x;
-    if (bootstrap_stats(xa, ra.n, xb, rb.n, NCOLS, out->paired, stat, col, N_METRICS,
-                        o->resamples, o->seed, o->level, est, err, errlen) != 0)
-        goto done;
-    for (size_t k = 0; k < N_METRICS; k++) {
-        const metric_def_t *d = &METRICS[k];
-        compare_metric_t *m = &out->m[out->n_metrics++];
-        snprintf(m->name, sizeof m->name, "%s", d->name);
-        snprintf(m->label, sizeof m->label, "%s", d->label);
-        snprintf(m->unit, sizeof m->unit, "%s", d->unit);
-        m->higher_is_better = d->higher_is_better;
-        m->est = est[k];
-        m->verdict = compare_verdict(&m->est, m->higher_is_better);
-    }
-    for (size_t k = 0; k < sizeof THROUGHPUT / sizeof THROUGHPUT[0]; k++) {
-        compare_metric_t *m = &out->m[out->n_metrics++];
-        snprintf(m->name, sizeof m->name, "%s", THROUGHPUT[k].name);
-        snprintf(m->label, sizeof m->label, "%s", THROUGHPUT[k].label);
-        snprintf(m->unit, sizeof m->unit, "%s", THROUGHPUT[k].unit);
-        m->higher_is_better = 1;
-        double a = *(const double *)((const char *)&out->a + THROUGHPUT[k].off);
-        double b = *(const double *)((const char *)&out->b + THROUGHPUT[k].off);
-        m->est = (compare_est_t){a, b, b - a, a != 0 ? 100 * (b - a) / a : NAN, NAN, NAN, 0, 0};
-        m->verdict = COMPARE_NA;
-    }
-    ret = 0;
-done:
-    rows_free(&ra);
-    rows_free(&rb);
-    return ret;
+    compare_input_t a = {db_a, path_a, NULL, &id_a, 1}, b = {db_b, path_b, NULL, &id_b, 1};
+    return compare_experiments(&a, &b, o, out, err, errlen);
 }
 
 /* ---------------------------------------------------------------- printing */
@@ -467,6 +723,7 @@ typedef struct {
 } row_unit_t;
 
 static row_unit_t row_unit(const compare_metric_t *m) {
+    if (strcmp(m->unit, "frac") == 0) return (row_unit_t){100, "%"};
     if (strcmp(m->unit, "s") != 0) return (row_unit_t){1, ""};
     double big = fmax(fabs(m->est.a), fabs(m->est.b));
     return isnan(big) || big < 10 ? (row_unit_t){1e3, " ms"} : (row_unit_t){1, " s"};
@@ -478,19 +735,55 @@ static const char *fmt_val(char *buf, size_t len, double v, row_unit_t u, int si
     return buf;
 }
 
-static void print_side(FILE *f, const char *tag, const char *path, const summary_t *s) {
-    fprintf(f, "%s  %s (id %lld) in %s: %s, %s, %s; %lld requests, %lld finished\n", tag,
-            s->name, (long long)s->run_id, path, s->policy[0] ? s->policy : "?", s->kind,
-            s->status, (long long)s->requests, (long long)s->finished);
+static void print_side(FILE *f, const char *tag, const char *path, const summary_t *s,
+                       const compare_side_t *e) {
+    if (!e->experiment[0]) {
+        fprintf(f, "%s  %s (id %lld) in %s: %s, %s, %s; %lld requests, %lld finished\n", tag,
+                s->name, (long long)s->run_id, path, s->policy[0] ? s->policy : "?", s->kind,
+                s->status, (long long)s->requests, (long long)s->finished);
+        return;
+    }
+    fprintf(f, "%s  experiment %s: %zu runs (ids", tag, e->experiment, e->runs);
+    for (size_t k = 0; k < e->runs && k < 8; k++) fprintf(f, " %lld", (long long)e->ids[k]);
+    fprintf(f, "%s) in %s: %s, %s; %lld requests, %lld finished\n", e->runs > 8 ? " ..." : "",
+            path, s->policy[0] ? s->policy : "?", s->kind, (long long)e->requests,
+            (long long)e->finished);
+}
+
+static void print_counts(FILE *f, const compare_result_t *r) {
+    const compare_side_t *a = &r->sa, *b = &r->sb;
+    fprintf(f, "counts     %10s %10s\n", "A", "B");
+    fprintf(f, "  requests %10lld %10lld\n", (long long)a->requests, (long long)b->requests);
+    fprintf(f, "  finished %10lld %10lld\n", (long long)a->finished, (long long)b->finished);
+    fprintf(f, "  rejected %10lld %10lld\n", (long long)a->rejected, (long long)b->rejected);
+    fprintf(f, "  aborted  %10lld %10lld\n", (long long)a->aborted, (long long)b->aborted);
 }
 
 void compare_print(FILE *f, const compare_result_t *r) {
-    print_side(f, "A", r->path_a, &r->a);
-    print_side(f, "B", r->path_b, &r->b);
+    print_side(f, "A", r->path_a, &r->a, &r->sa);
+    print_side(f, "B", r->path_b, &r->b, &r->sb);
+    print_counts(f, r);
     fprintf(f, "pairing    %s\n", r->pairing);
+    if (r->latency[0]) fprintf(f, "latency    over %s\n", r->latency);
     fprintf(f, "bootstrap  %d resamples, seed %llu, %g%% CI of B - A (percentile method)\n",
             r->resamples, (unsigned long long)r->seed, 100 * r->level);
-    fprintf(f, "verdict    B against A: lower latency and higher throughput are better\n\n");
+    if (r->sa.runs > 1 || r->sb.runs > 1)
+        fprintf(f, "           hierarchical: the runs of each side redrawn, then requests "
+                "within runs (%zu and %zu runs)%s\n", r->sa.runs, r->sb.runs,
+                r->sa.runs < 2 || r->sb.runs < 2
+                    ? "; a side of one run brings no run-to-run noise" : "");
+    if (r->has_slo) {
+        char b[3][32];
+        const double v[3] = {r->slo.ttft_s, r->slo.tpot_s, r->slo.e2e_s};
+        for (int k = 0; k < 3; k++) {
+            if (slo_set(v[k])) snprintf(b[k], sizeof b[k], "%g s", v[k]);
+            else snprintf(b[k], sizeof b[k], "-");
+        }
+        fprintf(f, "slo        ttft <= %s, tpot <= %s, e2e <= %s\n", b[0], b[1], b[2]);
+    }
+    fprintf(f, "verdict    B against A: lower latency, higher throughput and more finished are "
+            "better;\n           |B - A| below %g%% of A is no meaningful difference\n\n",
+            100 * r->min_effect);
     fprintf(f, "%-13s %11s %11s %12s %9s  %-27s %s\n", "metric", "A", "B", "B - A", "rel",
             "CI", "verdict");
     for (size_t k = 0; k < r->n_metrics; k++) {
@@ -503,15 +796,17 @@ void compare_print(FILE *f, const compare_result_t *r) {
         if (isnan(e->lo)) snprintf(ci, sizeof ci, "-");
         else snprintf(ci, sizeof ci, "[%s, %s]", fmt_val(lo, sizeof lo, e->lo, u, 1),
                       fmt_val(hi, sizeof hi, e->hi, u, 1));
-        fprintf(f, "%-13s %11s %11s %12s %9s  %-27s %s\n", m->label,
+        fprintf(f, "%-13s %11s %11s %12s %9s  %-27s %s%s%s%s\n", m->label,
                 fmt_val(a, sizeof a, e->a, u, 0), fmt_val(b, sizeof b, e->b, u, 0),
                 fmt_val(d, sizeof d, e->diff, u, 1), rel, ci,
                 isnan(e->lo) && m->higher_is_better ? "n/a (one value per run)"
-                                                    : compare_verdict_name(m->verdict));
+                                                    : compare_verdict_name(m->verdict),
+                m->caveat[0] ? " (but " : "", m->caveat, m->caveat[0] ? ")" : "");
     }
 }
 
-static void json_side(FILE *f, const char *key, const char *path, const summary_t *s) {
+static void json_side(FILE *f, const char *key, const char *path, const summary_t *s,
+                      const compare_side_t *e) {
     fprintf(f, "  \"%s\": {\"db\": ", key);
     report_json_str(f, path);
     fputs(", \"run\": ", f);
@@ -522,19 +817,39 @@ static void json_side(FILE *f, const char *key, const char *path, const summary_
     report_json_str(f, s->status);
     fputs(", \"trace\": ", f);
     report_json_str(f, s->trace);
-    fprintf(f, ", \"requests\": %lld, \"completed\": %lld},\n", (long long)s->requests,
-            (long long)s->finished);
+    fprintf(f, ", \"requests\": %lld, \"completed\": %lld, \"rejected\": %lld, "
+            "\"aborted\": %lld, \"experiment\": ", (long long)e->requests,
+            (long long)e->finished, (long long)e->rejected, (long long)e->aborted);
+    if (e->experiment[0]) report_json_str(f, e->experiment);
+    else fputs("null", f);
+    fprintf(f, ", \"runs\": %zu, \"run_ids\": [", e->runs);
+    for (size_t k = 0; k < e->runs; k++)
+        fprintf(f, "%s%lld", k ? ", " : "", (long long)e->ids[k]);
+    fputs("]},\n", f);
 }
 
 void compare_json(FILE *f, const compare_result_t *r) {
     fputs("{\n", f);
-    json_side(f, "a", r->path_a, &r->a);
-    json_side(f, "b", r->path_b, &r->b);
+    json_side(f, "a", r->path_a, &r->a, &r->sa);
+    json_side(f, "b", r->path_b, &r->b, &r->sb);
     fprintf(f, "  \"paired\": %s, \"pairing\": ", r->paired ? "true" : "false");
     report_json_str(f, r->pairing);
-    fprintf(f, ",\n  \"bootstrap\": {\"method\": \"percentile\", \"resamples\": %d, "
-            "\"seed\": %llu, \"level\": %g},\n  \"metrics\": {\n", r->resamples,
-            (unsigned long long)r->seed, r->level);
+    fputs(", \"latency_requests\": ", f);
+    if (r->latency[0]) report_json_str(f, r->latency);
+    else fputs("null", f);
+    fprintf(f, ",\n  \"bootstrap\": {\"method\": \"percentile\", \"hierarchical\": %s, "
+            "\"resamples\": %d, \"seed\": %llu, \"level\": %g},\n  \"min_effect\": %g, "
+            "\"slo\": ", r->sa.runs > 1 || r->sb.runs > 1 ? "true" : "false", r->resamples,
+            (unsigned long long)r->seed, r->level, r->min_effect);
+    if (r->has_slo) {
+        fputc('{', f);
+        report_json_key_num(f, "ttft_s", slo_set(r->slo.ttft_s) ? r->slo.ttft_s : NAN, ", ");
+        report_json_key_num(f, "tpot_s", slo_set(r->slo.tpot_s) ? r->slo.tpot_s : NAN, ", ");
+        report_json_key_num(f, "e2e_s", slo_set(r->slo.e2e_s) ? r->slo.e2e_s : NAN, "}");
+    } else {
+        fputs("null", f);
+    }
+    fputs(",\n  \"metrics\": {\n", f);
     for (size_t k = 0; k < r->n_metrics; k++) {
         const compare_metric_t *m = &r->m[k];
         const compare_est_t *e = &m->est;
@@ -546,9 +861,11 @@ void compare_json(FILE *f, const compare_result_t *r) {
         report_json_key_num(f, "ci_lo", e->lo, ", ");
         report_json_key_num(f, "ci_hi", e->hi, ", ");
         fprintf(f, "\"dropped\": %d, \"unit\": \"%s\", \"higher_is_better\": %s, "
-                "\"verdict\": \"%s\"}%s\n", e->dropped, m->unit,
-                m->higher_is_better ? "true" : "false", compare_verdict_name(m->verdict),
-                k + 1 < r->n_metrics ? "," : "");
+                "\"verdict\": \"%s\", \"caveat\": ", e->dropped, m->unit,
+                m->higher_is_better ? "true" : "false", compare_verdict_name(m->verdict));
+        if (m->caveat[0]) report_json_str(f, m->caveat);
+        else fputs("null", f);
+        fprintf(f, "}%s\n", k + 1 < r->n_metrics ? "," : "");
     }
     fputs("  }\n}\n", f);
 }

@@ -22,9 +22,27 @@
  *    once and evaluates every metric from them (each column sorted, counted and summed once
  *    per resample for its mean and percentiles); each metric's estimate is bit for bit what
  *    compare_bootstrap gives for it alone with the same seed.
- *  - Verdict for B against A: when the CI excludes 0, "better" if the difference goes the
- *    good way (lower latency, higher throughput), else "worse"; when it includes 0, "no
- *    significant difference"; "n/a" when there is no CI.
+ *  - Verdict for B against A: when the CI includes 0, "no significant difference"; when it
+ *    excludes 0 but |B - A| < min_effect * |A| (1% by default), "no meaningful difference";
+ *    otherwise "better" if the difference goes the good way (lower latency, higher
+ *    throughput, more requests finished), else "worse"; "n/a" when there is no CI.
+ *  - Experiments (analysis/experiment.h): a side may be N runs of one configuration. The
+ *    bootstrap is then hierarchical: each resample draws the side's runs with replacement,
+ *    then requests within each drawn run (or, when paired, one draw of request ids shared by
+ *    every run of both sides), and pools them; a statistic is over the pooled requests. So
+ *    the interval carries run-to-run noise. With one run per side the draws are exactly the
+ *    single-run bootstrap's.
+ *  - Latency rows cover finished requests only. When paired, they cover the requests that
+ *    finished in every run of both sides (the note says how many); unpaired, each side's
+ *    own finished requests. Every comparison carries finished, rejected and aborted counts
+ *    and a "finished" row (the fraction of requests finished, with its CI); a latency
+ *    verdict won by the side that finished the smaller fraction carries a caveat.
+ *  - With an SLO: "SLO attainment" (requests meeting every SLO / all requests, per
+ *    request, so it gets a CI) and "goodput" (per run, requests meeting every SLO /
+ *    makespan; pooled over an experiment's runs weighting each run by its requests).
+ *  - Throughput rows get a CI only when both sides have >= 2 runs (redrawing requests
+ *    cannot vary one run's makespan); an experiment's throughput is its runs' figures
+ *    weighted by their requests.
  *
  * Ownership: compare_result_t is a plain value (fixed arrays); nothing to free. The
  * bootstrap core keeps no pointer it is given. Errors go to the caller's err[errlen]. */
@@ -35,6 +53,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analysis/report.h"
 #include "analysis/summary.h"
 
 struct sqlite3;
@@ -42,6 +61,8 @@ struct sqlite3;
 #define COMPARE_DEFAULT_SEED 20240611u
 #define COMPARE_DEFAULT_RESAMPLES 2000
 #define COMPARE_DEFAULT_LEVEL 0.95
+#define COMPARE_DEFAULT_MIN_EFFECT 0.01
+#define COMPARE_MAX_RUNS 1000     /* runs per side */
 
 /* ---------------------------------------------------------------- the bootstrap core */
 
@@ -70,19 +91,37 @@ int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, in
                       compare_stat_t stat, int resamples, uint64_t seed, double level,
                       compare_est_t *out, char *err, size_t errlen);
 
+/* The hierarchical bootstrap of stat(B) - stat(A) over runs: side A is ra runs, run r's
+ * values a[off_a[r] .. off_a[r + 1]) (off_a[0] = 0, off_a[ra] = na); likewise B. Each
+ * resample draws ra runs of A with replacement (none when ra == 1), then, for each drawn
+ * run, its requests with replacement; B the same; the statistic is over the pooled draws.
+ * paired: every run of both sides holds the same m requests in the same order; one draw of
+ * request positions then serves every run of both sides (runs are still drawn per side).
+ * One run per side gives exactly compare_bootstrap. 0, or -1 with a message. */
+int compare_bootstrap_runs(const double *a, const size_t *off_a, size_t ra, const double *b,
+                           const size_t *off_b, size_t rb, int paired, compare_stat_t stat,
+                           int resamples, uint64_t seed, double level, compare_est_t *out,
+                           char *err, size_t errlen);
+
 typedef enum {
     COMPARE_NA = 0,           /* no CI */
     COMPARE_SAME,             /* the CI includes 0 */
     COMPARE_BETTER,           /* B better than A */
-    COMPARE_WORSE             /* B worse than A */
+    COMPARE_WORSE,            /* B worse than A */
+    COMPARE_NEGLIGIBLE        /* the CI excludes 0, but |B - A| < min_effect * |A| */
 } compare_verdict_t;
 
+/* The verdict without a minimum effect (min_effect 0). */
 compare_verdict_t compare_verdict(const compare_est_t *e, int higher_is_better);
+/* min_effect >= 0, a fraction of |A|: a difference smaller than that is no meaningful one,
+ * however narrow its interval. */
+compare_verdict_t compare_verdict_min(const compare_est_t *e, int higher_is_better,
+                                      double min_effect);
 const char *compare_verdict_name(compare_verdict_t v);  /* "better", ..., "n/a" */
 
 /* ---------------------------------------------------------------- two runs */
 
-#define COMPARE_MAX_METRICS 16
+#define COMPARE_MAX_METRICS 24
 
 typedef struct {
     char name[32];            /* e.g. "ttft_mean", "e2e_p99", "out_tok_per_s" */
@@ -91,13 +130,28 @@ typedef struct {
     int higher_is_better;
     compare_est_t est;
     compare_verdict_t verdict;  /* COMPARE_NA for throughput (no CI) */
+    char caveat[96];          /* "" or why the verdict needs a second look (the winner
+                               * finished fewer of its requests) */
 } compare_metric_t;
+
+/* One side: an experiment of runs, or one plain run. Counts are summed over the runs. */
+typedef struct {
+    char experiment[128];     /* "" for a plain run */
+    size_t runs;
+    int64_t ids[COMPARE_MAX_RUNS];
+    int64_t requests, finished, rejected, aborted;
+} compare_side_t;
 
 typedef struct {
     char path_a[512], path_b[512];   /* the databases, as given */
-    summary_t a, b;
+    summary_t a, b;           /* the first run of each side */
+    compare_side_t sa, sb;
     int paired;
     char pairing[256];        /* why paired or not, one line */
+    char latency[256];        /* which requests the latency rows cover, one line */
+    double min_effect;
+    int has_slo;
+    report_slo_t slo;
     uint64_t seed;
     int resamples;
     double level;
@@ -109,6 +163,9 @@ typedef struct {
     uint64_t seed;            /* COMPARE_DEFAULT_SEED */
     int resamples;            /* COMPARE_DEFAULT_RESAMPLES */
     double level;             /* COMPARE_DEFAULT_LEVEL */
+    double min_effect;        /* COMPARE_DEFAULT_MIN_EFFECT: a fraction of A's value */
+    int has_slo;              /* 0; 1: slo's set bounds give attainment and goodput rows */
+    report_slo_t slo;
 } compare_opts_t;
 
 void compare_opts_default(compare_opts_t *o);
@@ -119,6 +176,21 @@ void compare_opts_default(compare_opts_t *o);
 int compare_runs(struct sqlite3 *db_a, const char *path_a, int64_t id_a, struct sqlite3 *db_b,
                  const char *path_b, int64_t id_b, const compare_opts_t *o,
                  compare_result_t *out, char *err, size_t errlen);
+
+/* One side of compare_experiments: the runs ids[0..n) of db (n <= COMPARE_MAX_RUNS), named
+ * experiment (NULL for a plain run). Borrowed for the call. */
+typedef struct {
+    struct sqlite3 *db;
+    const char *path;
+    const char *experiment;
+    const int64_t *ids;
+    size_t n;
+} compare_input_t;
+
+/* Compares experiment b against experiment a (compare_runs is one run per side). */
+int compare_experiments(const compare_input_t *a, const compare_input_t *b,
+                        const compare_opts_t *o, compare_result_t *out, char *err,
+                        size_t errlen);
 
 /* A side-by-side table for humans, and one JSON object (NAN as null). */
 void compare_print(FILE *f, const compare_result_t *r);

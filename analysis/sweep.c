@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/experiment.h"
 #include "traces/recorder.h"
 #include "traces/trace.h"
 
@@ -291,9 +292,20 @@ dberr:
 static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
                       const char *prefix) {
     sim_opts_t o = sw->sim;
-    char extra[512];
+    char extra[768], member[320], exp_name[160];
     snprintf(extra, sizeof extra, "\"sweep\":{\"name\":\"%s\",\"rate_rps\":%.17g,\"scale\":%.17g}",
              prefix, p->rate, p->scale);
+    if (sw->n_seeds > 0) {
+        /* The point's experiment is its name without the "-rK" name_points appended. */
+        snprintf(exp_name, sizeof exp_name, "%s", p->name);
+        char *dash = strrchr(exp_name, '-');
+        if (dash) *dash = '\0';
+        experiment_member(member, sizeof member, exp_name, p->index, sw->n_seeds,
+                          sw->seeds[p->index]);
+        size_t len = strlen(extra);
+        snprintf(extra + len, sizeof extra - len, ",%s", member);
+        o.seed = sw->seeds[p->index];
+    }
     o.db_path = db;
     o.run_name = p->name;
     o.trace_opts.rate_scale = p->scale;
@@ -331,6 +343,10 @@ static int name_points(const sweep_t *sw, const char *prefix, sweep_point_t *pts
     for (int i = 0; i < n; i++)
         for (int digits = 6; digits <= 17; digits++) {
             snprintf(pts[i].name, sizeof pts[i].name, "%s@%.*grps", prefix, digits, pts[i].rate);
+            if (sw->n_seeds > 0) {
+                size_t len = strlen(pts[i].name);
+                snprintf(pts[i].name + len, sizeof pts[i].name - len, "-r%d", pts[i].index);
+            }
             if (!name_taken(db, pts, i, pts[i].name)) break;
         }
     sqlite3_close(db);
@@ -342,6 +358,8 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
     char dir[] = "/tmp/twinsweep-XXXXXX", path[1100];
     const char *tmp = getenv("TMPDIR");
     char dirbuf[1024];
+    int reps = sw->n_seeds > 0 ? sw->n_seeds : 1, nrates = n;
+    n = nrates * reps;   /* every rate once per seed */
     pid_t *pids = calloc((size_t)n + 1, sizeof *pids);
     sqlite3 *db = NULL;
     int rc = -1, next = 0, running = 0;
@@ -357,8 +375,8 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
         goto done;
     }
     for (int i = 0; i < n; i++)
-        pts[i] = (sweep_point_t){ .rate = rates[i], .scale = rates[i] / sw->base_rate,
-                                  .run_id = -1 };
+        pts[i] = (sweep_point_t){ .rate = rates[i / reps], .scale = rates[i / reps] / sw->base_rate,
+                                  .run_id = -1, .index = i % reps };
     if (name_points(sw, prefix, pts, n, err, errlen)) goto cleanup;
     fflush(stdout);
     fflush(stderr);

@@ -40,6 +40,10 @@ typedef struct {
     int has_slo;
     double base_rate;        /* req/s of the trace at scale 1 (sweep_trace_rate) */
     int quiet;               /* no per-point progress lines on stderr */
+    const uint64_t *seeds;   /* n_seeds > 0 (--repeat): every rate runs once per seed, as the
+                              * experiment PREFIX@RATErps of runs PREFIX@RATErps-rK
+                              * (analysis/experiment.h) */
+    int n_seeds;
 } sweep_t;
 
 typedef struct {
@@ -48,6 +52,7 @@ typedef struct {
     int64_t run_id;          /* in the target database; -1 if no run was recorded */
     int ok;                  /* simulation completed and its report loaded */
     char name[160];
+    int index;               /* with seeds: the run's index in its rate's experiment */
     report_t rep;            /* valid when ok; by report_load_summary: the summary and the
                               * SLO figures, no ITL, KV use or batch size (n == 0) */
 } sweep_point_t;
@@ -75,7 +80,8 @@ int sweep_parse_rates(const char *spec, double *rates, int max, char *err, size_
  * holds a '"', a '\' or a control character (it goes into each point's config JSON). */
 int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t errlen);
 
-/* Runs rates[0..n) (prefix from sweep_prefix) and fills pts[0..n). Returns 0 when every
+/* Runs rates[0..n) (prefix from sweep_prefix) and fills pts[0..n), or with sw->n_seeds > 0
+ * pts[0..n * n_seeds): rate i's run with seed k is pts[i * n_seeds + k]. Returns 0 when every
  * point was recorded (some may have failed: see ok), -1 with a message otherwise. */
 int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
               sweep_point_t *pts, char *err, size_t errlen);

@@ -1,5 +1,6 @@
-/* twinserve compare DB --runs A,B [--db2 DB2] [--json] [--seed S] [--resamples N]: run B
- * against run A with bootstrap confidence intervals (analysis/compare.h). */
+/* twinserve compare DB --runs A,B [--db2 DB2] [--json] [--seed S] [--resamples N]
+ * [--slo ...] [--min-effect F]: run or experiment B against A with bootstrap confidence
+ * intervals (analysis/compare.h; experiments: analysis/experiment.h). */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -7,36 +8,46 @@
 #include <string.h>
 
 #include "analysis/compare.h"
+#include "analysis/experiment.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: twinserve compare DB --runs A,B [--db2 DB2] [--json] [--seed S]\n"
-            "                        [--resamples N]\n"
+            "                        [--resamples N] [--slo ttft=S,tpot=S,e2e=S] [--min-effect F]\n"
             "\n"
-            "Compares run B against run A: for TTFT, TPOT, E2E latency and queueing delay\n"
-            "(mean, p50, p99) and throughput (requests/s, output tokens/s), the values of A\n"
-            "and B, the difference B - A (and in %% of A), a 95%% bootstrap confidence\n"
-            "interval of the difference, and a verdict: better, worse, or no significant\n"
-            "difference (whether the interval excludes 0; lower latency and higher throughput\n"
-            "are better).\n"
+            "Compares B against A, each a run or an experiment (the runs one `--repeat`\n"
+            "recorded; a plain run is an experiment of one): for TTFT, TPOT, E2E latency and\n"
+            "queueing delay (mean, p50, p99), the fraction of requests finished and\n"
+            "throughput (requests/s, output tokens/s), the values of A and B, the difference\n"
+            "B - A (and in %% of A), a 95%% bootstrap confidence interval of the difference,\n"
+            "and a verdict: better, worse, no significant difference (the interval holds 0)\n"
+            "or no meaningful difference (|B - A| below --min-effect of A). Finished,\n"
+            "rejected and aborted counts are shown side by side.\n"
             "\n"
             "The bootstrap redraws requests with replacement N times and takes the 2.5th and\n"
-            "97.5th percentiles of the redrawn differences (percentile method). When both runs\n"
-            "replayed the same trace (same trace text and the same requests: ids, arrivals and\n"
-            "lengths) a request's A and B values are drawn together (paired); otherwise each\n"
-            "run is redrawn on its own. Percentiles interpolate linearly (numpy's default).\n"
+            "97.5th percentiles of the redrawn differences (percentile method). An experiment's\n"
+            "runs are redrawn first, then requests within each drawn run (hierarchical), so\n"
+            "run-to-run noise is in the interval. When every run replayed the same trace (same\n"
+            "trace text and the same requests: ids, arrivals and lengths) a request's values\n"
+            "are drawn together (paired) and latency rows cover the requests finished in every\n"
+            "run; otherwise each side is redrawn on its own. Percentiles interpolate linearly.\n"
             "\n"
-            "  --runs A,B       two run names or ids (A in DB; B in DB, or in DB2 with --db2)\n"
-            "  --db2 DB2        look up run B in another database\n"
+            "  --runs A,B       two experiment names, run names or ids (A in DB; B in DB, or\n"
+            "                   in DB2 with --db2); an experiment name is looked up first\n"
+            "  --db2 DB2        look up B in another database\n"
             "  --seed S         bootstrap seed (default %u); the output shows it\n"
             "  --resamples N    bootstrap resamples, 1..1000000 (default %d)\n"
+            "  --slo ttft=S,tpot=S,e2e=S   SLOs in seconds (suffix ms accepted): adds SLO\n"
+            "                   attainment and goodput rows with intervals\n"
+            "  --min-effect F   smallest difference that matters, a fraction of A's value\n"
+            "                   (default %g; 0 = any significant difference counts)\n"
             "  --json           one JSON object instead of the table (null where undefined)\n"
             "  -h, --help       this help\n"
             "\n"
             "Exit status: 0 ok, 1 a database or run cannot be read, 2 usage error.\n",
-            COMPARE_DEFAULT_SEED, COMPARE_DEFAULT_RESAMPLES);
+            COMPARE_DEFAULT_SEED, COMPARE_DEFAULT_RESAMPLES, COMPARE_DEFAULT_MIN_EFFECT);
 }
 
 static int usage_error(const char *msg, const char *arg) {
@@ -55,10 +66,12 @@ int cmd_compare(int argc, char **argv) {
     char err[1024];
     int status = 1;
     compare_result_t *res = NULL;
+    int64_t *ids_a = NULL, *ids_b = NULL;
 
     static const struct option opts[] = {
         {"runs", 1, 0, 'r'}, {"db2", 1, 0, 'd'}, {"seed", 1, 0, 's'},
-        {"resamples", 1, 0, 'n'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        {"resamples", 1, 0, 'n'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+        {"slo", 1, 0, 'S'}, {"min-effect", 1, 0, 'm'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -76,6 +89,15 @@ int cmd_compare(int argc, char **argv) {
         case 'n':
             if (!cli_int(optarg, 1, 1000000, &o.resamples))
                 return usage_error("--resamples needs an integer in 1..1000000, got", optarg);
+            break;
+        case 'S':
+            if (report_parse_slo(optarg, &o.slo, err, sizeof err) != 0)
+                return usage_error(err, NULL);
+            o.has_slo = 1;
+            break;
+        case 'm':
+            if (!cli_double(optarg, 0, 10, &o.min_effect))
+                return usage_error("--min-effect needs a fraction in 0..10, got", optarg);
             break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -113,12 +135,13 @@ int cmd_compare(int argc, char **argv) {
     }
     sqlite3 *dbb = db2 ? db2 : db;
     const char *path_b = path2 ? path2 : path;
-    int64_t id_a, id_b;
-    if (summary_find_run(db, name_a, &id_a, err, sizeof err) != 0) {
+    size_t n_a, n_b;
+    int exp_a, exp_b;
+    if (experiment_resolve(db, name_a, &ids_a, &n_a, &exp_a, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path, err);
         goto done;
     }
-    if (summary_find_run(dbb, name_b, &id_b, err, sizeof err) != 0) {
+    if (experiment_resolve(dbb, name_b, &ids_b, &n_b, &exp_b, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path_b, err);
         goto done;
     }
@@ -127,7 +150,9 @@ int cmd_compare(int argc, char **argv) {
         fprintf(stderr, "twinserve compare: out of memory\n");
         goto done;
     }
-    if (compare_runs(db, path, id_a, dbb, path_b, id_b, &o, res, err, sizeof err) != 0) {
+    compare_input_t in_a = {db, path, exp_a ? name_a : NULL, ids_a, n_a};
+    compare_input_t in_b = {dbb, path_b, exp_b ? name_b : NULL, ids_b, n_b};
+    if (compare_experiments(&in_a, &in_b, &o, res, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         goto done;
     }
@@ -136,6 +161,8 @@ int cmd_compare(int argc, char **argv) {
     status = 0;
 done:
     free(res);
+    free(ids_a);
+    free(ids_b);
     free(list);
     sqlite3_close(db2);
     sqlite3_close(db);

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "analysis/experiment.h"
 #include "cli/cli_util.h"
 #include "engine/engine.h"
+#include "traces/recorder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -34,6 +36,11 @@ static void usage(FILE *f) {
         "  --db FILE             SQLite database (default twinserve.db)\n"
         "  --name RUN            run name (default engine-<policy>-<id>)\n"
         "  --seed N              prompts, sampling, dummy weights, policy randomness (0)\n"
+        "  --repeat N|S1,S2,...  run N times with seeds --seed .. --seed + N - 1 (or the\n"
+        "                        seeds listed), recorded as one experiment: runs NAME-r0..,\n"
+        "                        config \"experiment\":{name,index,of,seed}; --name names it\n"
+        "                        (default engine-<policy>, made unique); `twinserve compare`\n"
+        "                        takes the name and includes the run-to-run noise\n"
         "  --temperature T       0 = greedy (default)\n"
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
         "  --save-tokens         record every output token id and time (tokens table)\n"
@@ -67,7 +74,7 @@ enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_GPUUTIL, O_INVARIANT, O_IDLE, O_HELP
+    O_GPUUTIL, O_INVARIANT, O_IDLE, O_REPEAT, O_HELP
 };
 
 static const struct option opts[] = {
@@ -84,7 +91,7 @@ static const struct option opts[] = {
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
     { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
     { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
-    { "idle", 1, 0, O_IDLE },
+    { "idle", 1, 0, O_IDLE }, { "repeat", 1, 0, O_REPEAT },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -132,12 +139,60 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     return 0;
 }
 
+/* --repeat: the same configuration once per seed, as the experiment's runs NAME-rK (the
+ * seed moves the prompts' token ids, sampling and dummy weights, not the trace's arrivals
+ * or lengths, so the runs pair by request). Stops at the first failed run. 0, 1 a run
+ * failed or the experiment cannot be set up, 2 a bad --repeat or --name. */
+static int run_experiment(engine_opts_t *o, const char *spec, int quiet) {
+    uint64_t *seeds = NULL;
+    int n = 0, rc = 2;
+    char err[8192], name[128], stem[128], base[140], run[160], member[256];
+    if (experiment_parse_seeds(spec, o->seed, &seeds, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve engine: %s\n", err);
+        goto done;
+    }
+    rec_policy_stem(o->policy_path, stem, sizeof stem);
+    snprintf(base, sizeof base, "engine-%s", stem);
+    if (experiment_pick_name(o->db_path, o->run_name, base, n, name, sizeof name, err,
+                             sizeof err) != 0) {
+        fprintf(stderr, "twinserve engine: %s\n", err);
+        goto done;
+    }
+    rc = 1;
+    for (int k = 0; k < n; k++) {
+        engine_result_t res;
+        experiment_run_name(run, sizeof run, name, k);
+        experiment_member(member, sizeof member, name, k, n, seeds[k]);
+        o->run_name = run;
+        o->seed = seeds[k];
+        o->config_extra = member;
+        if (engine_run(o, &res, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve engine: %s (seed %llu): %s\n", run,
+                    (unsigned long long)seeds[k], err);
+            goto done;
+        }
+        if (!quiet && res.have_summary)
+            printf("%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT p50 %.2f ms, "
+                   "TPOT p50 %.2f ms, %.3f s wall\n", run, (long long)res.run_id,
+                   (unsigned long long)seeds[k], (long long)res.summary.requests,
+                   (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
+                   1e3 * res.summary.tpot.p50, res.wall_s);
+    }
+    if (!quiet)
+        printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, o->db_path);
+    rc = 0;
+done:
+    free(seeds);
+    return rc;
+}
+
 int cmd_engine(int argc, char **argv) {
     engine_opts_t o;
     engine_opts_defaults(&o);
     o.version = TWIN_VERSION;
     int quiet = 0, rc = 2, c;
     double temp = 0, topp = 1;
+    const char *repeat = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     if (!sets) return 1;
     o.sets = sets;
@@ -145,6 +200,8 @@ int cmd_engine(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         if (c == 'q') {
             quiet = 1;
+        } else if (c == O_REPEAT) {
+            repeat = optarg;
         } else if (c == O_HELP) {
             usage(stdout);
             rc = 0;
@@ -170,6 +227,10 @@ int cmd_engine(int argc, char **argv) {
         goto done;
     }
     o.progress = !quiet && isatty(2);
+    if (repeat) {
+        rc = run_experiment(&o, repeat, quiet);
+        goto done;
+    }
 
     engine_result_t res;
     char err[8192];

@@ -9,7 +9,9 @@
 #include "cli/cli.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
+#include "analysis/experiment.h"
 #include "sim/sim.h"
+#include "traces/recorder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -25,6 +27,11 @@ static void usage(FILE *f) {
         "  --db FILE             SQLite database (default twinserve.db; many runs per file)\n"
         "  --name RUN            run name (default sim-<policy>-<id>)\n"
         "  --rate-scale X        multiply the request rate by X (divide arrival gaps by X)\n"
+        "  --repeat N|S1,S2,...  run N times with seeds --seed .. --seed + N - 1 (or with the\n"
+        "                        seeds listed), recorded as one experiment: runs NAME-r0..,\n"
+        "                        config \"experiment\":{name,index,of,seed}; --name names the\n"
+        "                        experiment (default sim-<policy>, made unique); `twinserve\n"
+        "                        compare` takes the experiment's name\n"
         "  -q, --quiet           no progress line or summary\n");
     cli_sim_usage(f);
     fprintf(f,
@@ -34,19 +41,68 @@ static void usage(FILE *f) {
         "(recorded as failed; requests in flight at that moment are recorded as aborted).\n");
 }
 
-enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_HELP };
+enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_HELP };
+
+/* --repeat: the same configuration once per seed, as the experiment's runs NAME-rK. Stops
+ * at the first failed run (recorded failed, as a single run is). 0, 1 a run failed or the
+ * experiment cannot be set up, 2 a bad --repeat or --name. */
+static int run_experiment(sim_opts_t *o, const char *spec, int quiet) {
+    uint64_t *seeds = NULL;
+    int n = 0, rc = 2;
+    char err[8192], name[128], stem[128], run[160], member[256];
+    if (experiment_parse_seeds(spec, o->seed, &seeds, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve sim: %s\n", err);
+        goto done;
+    }
+    char base[140];
+    rec_policy_stem(o->policy_path, stem, sizeof stem);
+    snprintf(base, sizeof base, "sim-%s", stem);
+    if (experiment_pick_name(o->db_path, o->run_name, base, n, name, sizeof name, err,
+                             sizeof err) != 0) {
+        fprintf(stderr, "twinserve sim: %s\n", err);
+        goto done;
+    }
+    rc = 1;
+    for (int k = 0; k < n; k++) {
+        sim_result_t res;
+        experiment_run_name(run, sizeof run, name, k);
+        experiment_member(member, sizeof member, name, k, n, seeds[k]);
+        o->run_name = run;
+        o->seed = seeds[k];
+        o->config_extra = member;
+        if (sim_run(o, &res, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve sim: %s (seed %llu): %s\n", run,
+                    (unsigned long long)seeds[k], err);
+            goto done;
+        }
+        if (!quiet && res.have_summary)
+            printf("%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT p50 %.2f ms, "
+                   "TPOT p50 %.2f ms\n", run, (long long)res.run_id,
+                   (unsigned long long)seeds[k], (long long)res.summary.requests,
+                   (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
+                   1e3 * res.summary.tpot.p50);
+    }
+    if (!quiet)
+        printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, o->db_path);
+    rc = 0;
+done:
+    free(seeds);
+    return rc;
+}
 
 int cmd_sim(int argc, char **argv) {
     static const struct option opts[] = {
         { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
         { "name", 1, 0, O_NAME }, { "rate-scale", 1, 0, O_RATE }, { "quiet", 0, 0, 'q' },
-        { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS, { 0, 0, 0, 0 },
+        { "repeat", 1, 0, O_REPEAT }, { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS,
+        { 0, 0, 0, 0 },
     };
     sim_opts_t o;
     sim_opts_defaults(&o);
     o.version = TWIN_VERSION;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int quiet = 0, rc = 2, c;
+    const char *repeat = NULL;
     if (!sets) return 1;
     o.sets = sets;
     optind = 1;
@@ -63,6 +119,7 @@ int cmd_sim(int argc, char **argv) {
             }
             break;
         case 'q': quiet = 1; break;
+        case O_REPEAT: repeat = optarg; break;
         case O_HELP: usage(stdout); rc = 0; goto done;
         default:
             if (c < CLI_SIM_FIRST) {
@@ -82,6 +139,10 @@ int cmd_sim(int argc, char **argv) {
         goto done;
     }
     o.progress = !quiet && isatty(2);
+    if (repeat) {
+        rc = run_experiment(&o, repeat, quiet);
+        goto done;
+    }
 
     sim_result_t res;
     char err[8192];

@@ -594,6 +594,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     replay_json_path(cf, "policy_file", o->policy_path);
     fputc(',', cf);
     replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
     fputc('}', cf);
     if (fclose(cf) != 0 || !config) {
         replay_fail(&e.rp, "out of memory (run config)");

@@ -66,6 +66,8 @@ typedef struct {
     lhost_limits_t limits;
     int progress;
     const char *version;
+    const char *config_extra; /* NULL or JSON members appended to the run's config object
+                               * (--repeat records "experiment":{...} here) */
 } engine_opts_t;
 
 typedef struct {

@@ -109,7 +109,8 @@ json_check "$T/cmp_json.out" '
 assert d["paired"] is True and d["bootstrap"]["seed"] == 9 and d["bootstrap"]["resamples"] == 300
 assert d["b"]["run"] == "chunked" and d["b"]["db"].endswith("other.db")
 for k, m in d["metrics"].items():
-    assert m["verdict"] in ("better", "worse", "no significant difference", "n/a"), k
+    assert m["verdict"] in ("better", "worse", "no significant difference",
+                            "no meaningful difference", "n/a"), k
     if m["ci_lo"] is not None:
         assert m["ci_lo"] <= m["ci_hi"], k
 assert d["metrics"]["out_tok_per_s"]["ci_lo"] is None
@@ -118,6 +119,36 @@ cp "$T/cmp_json.out" "$T/cmp_json1.out"
 run cmp_json2 "$BIN" compare "$DB" --runs cont,chunked --db2 "$DB2" --json --seed 9 \
     --resamples 300
 cmp -s "$T/cmp_json1.out" "$T/cmp_json2.out" || bad " the same seed gave different output"
+end
+
+begin "sim --repeat: two experiments of the speculative policy, compared by name"
+run rep_a "$BIN" sim --trace "$T/trace.csv" --policy "$POL/speculative.lua" --db "$T/exp.db" \
+    --name spa --repeat 4
+want_rc 0
+want_out "spa-r0 (id 1, seed 0)" "spa-r3 (id 4, seed 3)" "experiment spa: 4 runs"
+run rep_b "$BIN" sim -q --trace "$T/trace.csv" --policy "$POL/speculative.lua" \
+    --db "$T/exp.db" --name spb --repeat 10,11,12,13
+want_rc 0
+want_sql "$T/exp.db" "select json_extract(config, '$.experiment.seed') from runs where name = 'spb-r2'" 12
+want_sql "$T/exp.db" "select json_extract(config, '$.experiment.of') from runs where name = 'spa-r1'" 4
+run rep_cmp "$BIN" compare "$T/exp.db" --runs spa,spb --resamples 300 --slo ttft=1,tpot=0.05 --json
+want_rc 0
+json_check "$T/rep_cmp.out" '
+assert d["a"]["experiment"] == "spa" and d["a"]["runs"] == 4 and d["bootstrap"]["hierarchical"]
+assert d["a"]["rejected"] + d["a"]["completed"] + d["a"]["aborted"] == d["a"]["requests"]
+for k, m in d["metrics"].items():
+    if not m["higher_is_better"]:
+        assert m["verdict"] in ("no significant difference", "no meaningful difference"), k
+assert d["metrics"]["slo_attainment"]["ci_lo"] is not None
+print("ok")'
+run rep_bad "$BIN" sim --trace "$T/trace.csv" --policy "$POL/speculative.lua" --db "$T/exp.db" \
+    --name spa --repeat 2
+want_rc 2
+want_err "already holds an experiment or run named 'spa'"
+run rep_bad2 "$BIN" sim --trace "$T/trace.csv" --policy "$POL/speculative.lua" \
+    --db "$T/exp.db" --repeat 0
+want_rc 2
+want_err "N must be a whole number"
 end
 
 # ------------------------------------------------------------------ views

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "analysis/compare.h"
+#include "analysis/experiment.h"
+#include "analysis/report.h"
 #include "analysis/stats.h"
 #include "policies/rng.h"
 #include "sim/sim.h"
@@ -163,6 +165,82 @@ START_TEST(calibration_on_equal_distributions) {
         for (int k = 0; k < 2; k++)
             ck_assert_msg(same[p][k] >= 18, "%s %s: %d of %d trials without difference",
                           p ? "paired" : "unpaired", k ? "p50" : "mean", same[p][k], TRIALS);
+}
+END_TEST
+
+
+/* Runs of one configuration differ by a run-level shift (the load, the machine) on top of
+ * request noise. Two experiments of 6 runs from one distribution: the hierarchical
+ * bootstrap says "no significant difference" in >= 17 of 20 trials, while treating each
+ * side's pooled requests as one run (the flat bootstrap) finds a difference in most. */
+START_TEST(hierarchical_bootstrap_carries_run_noise) {
+    enum { R = 6, N = 200, TRIALS = 20 };
+    static double a[R * N], b[R * N];
+    size_t off[R + 1];
+    for (int k = 0; k <= R; k++) off[k] = (size_t)k * N;
+    rng_t r;
+    rng_seed(&r, 12);
+    int hier_same = 0, flat_same = 0;
+    char err[128];
+    for (int t = 0; t < TRIALS; t++) {
+        double *side[2] = {a, b};
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < R; k++) {
+                double shift = 0.5 * rng_normal(&r);
+                fill_lognormal(&r, side[s] + k * N, N, 0, 0.5);
+                for (int i = 0; i < N; i++) side[s][k * N + i] += shift;
+            }
+        compare_est_t h, f;
+        ck_assert_int_eq(compare_bootstrap_runs(a, off, R, b, off, R, 0, MEAN, 500, (uint64_t)t,
+                                                0.95, &h, err, sizeof err), 0);
+        ck_assert_int_eq(compare_bootstrap(a, R * N, b, R * N, 0, MEAN, 500, (uint64_t)t, 0.95,
+                                           &f, err, sizeof err), 0);
+        EQ(h.a, f.a);   /* the point estimate is the pooled one either way */
+        ck_assert(h.hi - h.lo > f.hi - f.lo);
+        hier_same += compare_verdict(&h, 0) == COMPARE_SAME;
+        flat_same += compare_verdict(&f, 0) == COMPARE_SAME;
+    }
+    ck_assert_msg(hier_same >= 17, "hierarchical: %d of %d without difference", hier_same,
+                  TRIALS);
+    ck_assert_msg(flat_same <= 12, "flat: %d of %d without difference", flat_same, TRIALS);
+    /* One run a side is exactly the single-run bootstrap, paired and not. */
+    for (int paired = 0; paired < 2; paired++) {
+        compare_est_t x, y;
+        const size_t one[2] = {0, N};
+        ck_assert_int_eq(compare_bootstrap_runs(a, one, 1, b, one, 1, paired, P99, 300, 5, 0.95,
+                                                &x, err, sizeof err), 0);
+        ck_assert_int_eq(compare_bootstrap(a, N, b, N, paired, P99, 300, 5, 0.95, &y, err,
+                                           sizeof err), 0);
+        ck_assert(x.lo == y.lo && x.hi == y.hi && x.diff == y.diff);
+    }
+}
+END_TEST
+
+/* A 0.5% shift on every request is significant (the paired interval is tight), but below
+ * the default 1% minimum effect: "no meaningful difference"; with min_effect 0 it counts. */
+START_TEST(min_effect_rule) {
+    enum { N = 500 };
+    double a[N], b[N];
+    rng_t r;
+    rng_seed(&r, 3);
+    fill_lognormal(&r, a, N, 0, 1);
+    for (int i = 0; i < N; i++) b[i] = a[i] * 1.005;
+    compare_est_t e;
+    char err[128];
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 1, MEAN, 500, 1, 0.95, &e, err, sizeof err),
+                     0);
+    ck_assert(e.lo > 0);
+    ck_assert_int_eq(compare_verdict_min(&e, 0, COMPARE_DEFAULT_MIN_EFFECT), COMPARE_NEGLIGIBLE);
+    ck_assert_str_eq(compare_verdict_name(COMPARE_NEGLIGIBLE), "no meaningful difference");
+    ck_assert_int_eq(compare_verdict_min(&e, 0, 0), COMPARE_WORSE);
+    ck_assert_int_eq(compare_verdict(&e, 0), COMPARE_WORSE);
+    for (int i = 0; i < N; i++) b[i] = a[i] * 1.02;
+    ck_assert_int_eq(compare_bootstrap(a, N, b, N, 1, MEAN, 500, 1, 0.95, &e, err, sizeof err),
+                     0);
+    ck_assert_int_eq(compare_verdict_min(&e, 0, COMPARE_DEFAULT_MIN_EFFECT), COMPARE_WORSE);
+    /* An interval holding 0 stays "no significant difference" whatever the threshold. */
+    compare_est_t z = {1, 1.001, 0.001, 0.1, -0.01, 0.01, 100, 0};
+    ck_assert_int_eq(compare_verdict_min(&z, 0, 0.01), COMPARE_SAME);
 }
 END_TEST
 
@@ -406,6 +484,146 @@ START_TEST(joint_bootstrap_equals_one_metric_at_a_time) {
 }
 END_TEST
 
+
+static int64_t sim_exp(const char *policy, const char *name, int k, int of, uint64_t seed) {
+    char run[160], member[256];
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    experiment_run_name(run, sizeof run, name, k);
+    experiment_member(member, sizeof member, name, k, of, seed);
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.db_path = db;
+    o.run_name = run;
+    o.seed = seed;
+    o.roofline = 1;
+    o.config_extra = member;
+    sim_result_t res;
+    char err[4096];
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    return res.run_id;
+}
+
+/* Two experiments of the speculative policy (acceptances drawn from the seed), seeds 0..4
+ * against 5..9 on one trace: no latency row is better or worse, and the experiment names
+ * resolve to their runs in index order; a plain run resolves to itself. */
+START_TEST(experiments_with_other_seeds_no_difference) {
+    enum { R = 5 };
+    int64_t ia[R], ib[R];
+    for (int k = 0; k < R; k++) {
+        ia[k] = sim_exp("policies/speculative.lua", "ea", k, R, (uint64_t)k);
+        ib[k] = sim_exp("policies/speculative.lua", "eb", k, R, (uint64_t)(R + k));
+    }
+    sqlite3 *h;
+    char err[1024];
+    ck_assert_msg(summary_open(db, &h, err, sizeof err) == 0, "%s", err);
+    int64_t *ids;
+    size_t n;
+    int is_exp;
+    ck_assert_int_eq(experiment_resolve(h, "eb", &ids, &n, &is_exp, err, sizeof err), 0);
+    ck_assert(is_exp && n == R && ids[0] == ib[0] && ids[R - 1] == ib[R - 1]);
+    free(ids);
+    ck_assert_int_eq(experiment_resolve(h, "ea-r2", &ids, &n, &is_exp, err, sizeof err), 0);
+    ck_assert(!is_exp && n == 1 && ids[0] == ia[2]);
+    free(ids);
+    compare_opts_t o;
+    compare_opts_default(&o);
+    o.resamples = 500;
+    compare_input_t a = {h, db, "ea", ia, R}, b = {h, db, "eb", ib, R};
+    compare_result_t *r = malloc(sizeof *r);
+    ck_assert_msg(compare_experiments(&a, &b, &o, r, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(r->paired, 1);
+    ck_assert_uint_eq(r->sa.runs, R);
+    ck_assert_str_eq(r->sb.experiment, "eb");
+    int latency_rows = 0;
+    for (size_t k = 0; k < r->n_metrics; k++) {
+        const compare_metric_t *m = &r->m[k];
+        if (m->higher_is_better) continue;
+        latency_rows++;
+        ck_assert_msg(m->verdict == COMPARE_SAME || m->verdict == COMPARE_NEGLIGIBLE,
+                      "%s: %s (diff %g, CI %g..%g)", m->name, compare_verdict_name(m->verdict),
+                      m->est.diff, m->est.lo, m->est.hi);
+    }
+    ck_assert_int_eq(latency_rows, 12);
+    /* Throughput has an interval with several runs a side. */
+    ck_assert(!isnan(metric(r, "req_per_s")->est.lo));
+    free(r);
+    sqlite3_close(h);
+}
+END_TEST
+
+static void exec_sql(const char *path, const char *sql) {
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_msg(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+}
+
+/* B is A with its 30 slowest requests turned away. Paired, latency covers the requests both
+ * finished (the same values: no difference), the counts say what B dropped, and the
+ * finished row finds B worse. Unpaired (other trace text), B's latency looks better, and
+ * that win carries a caveat. With an SLO, attainment matches report's. */
+START_TEST(dropped_requests_never_win_silently) {
+    int64_t a = sim(db, "policies/continuous.lua", "a", 0);
+    int64_t b = sim(db, "policies/continuous.lua", "b", 0);
+    char sql[512];
+    snprintf(sql, sizeof sql, "UPDATE requests SET status = 'rejected', reason = 'test', "
+             "first_token_s = NULL, finish_s = NULL, ttft_s = NULL, tpot_s = NULL, e2e_s = NULL "
+             "WHERE run_id = %lld AND req_id IN (SELECT req_id FROM requests WHERE run_id = "
+             "%lld ORDER BY e2e_s DESC LIMIT 30)", (long long)b, (long long)b);
+    exec_sql(db, sql);
+    compare_result_t *r = compare(db, a, db, b, 300, 1);
+    ck_assert_int_eq(r->paired, 1);
+    ck_assert_int_eq(r->sb.rejected, r->sa.rejected + 30);
+    ck_assert_int_eq(r->sb.finished, r->sa.finished - 30);
+    ck_assert_msg(strstr(r->latency, "finished in every run of both sides") != NULL, "%s",
+                  r->latency);
+    ck_assert_int_eq(metric(r, "e2e_mean")->verdict, COMPARE_SAME);
+    EQ(metric(r, "e2e_mean")->est.diff, 0);
+    ck_assert_int_eq(metric(r, "finished")->verdict, COMPARE_WORSE);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print(f, r);
+    compare_json(f, r);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "  rejected "));
+    ck_assert_ptr_nonnull(strstr(buf, "\"rejected\": "));
+    ck_assert_ptr_null(strstr(buf, "nan"));
+    free(buf);
+    free(r);
+    snprintf(sql, sizeof sql, "UPDATE runs SET trace = 'elsewhere' WHERE id = %lld",
+             (long long)b);
+    exec_sql(db, sql);
+    r = compare(db, a, db, b, 300, 1);
+    ck_assert_int_eq(r->paired, 0);
+    const compare_metric_t *m = metric(r, "e2e_mean");
+    ck_assert_int_eq(m->verdict, COMPARE_BETTER);
+    ck_assert_msg(strstr(m->caveat, "B finished fewer") != NULL, "caveat '%s'", m->caveat);
+    free(r);
+    /* SLO rows: attainment as report computes it, goodput, both with intervals. */
+    sqlite3 *ha, *hb;
+    char err[1024];
+    ck_assert_int_eq(summary_open(db, &ha, err, sizeof err), 0);
+    hb = ha;
+    compare_opts_t o;
+    compare_opts_default(&o);
+    o.resamples = 300;
+    o.has_slo = 1;
+    o.slo = (report_slo_t){1.0, 0.05, NAN};
+    r = malloc(sizeof *r);
+    ck_assert_msg(compare_runs(ha, db, a, hb, db, b, &o, r, err, sizeof err) == 0, "%s", err);
+    report_t ra;
+    ck_assert_int_eq(report_load_summary(ha, b, &o.slo, &ra, err, sizeof err), 0);
+    const compare_metric_t *att = metric(r, "slo_attainment"), *gp = metric(r, "goodput");
+    EQ(att->est.b, ra.attainment);
+    EQ(gp->est.b, ra.goodput);
+    ck_assert(!isnan(att->est.lo) && !isnan(gp->est.lo));
+    free(r);
+    sqlite3_close(ha);
+}
+END_TEST
+
 START_TEST(empty_run_is_an_error) {
     int64_t a = sim(db, "policies/continuous.lua", "a", 0);
     rec_t *w = rec_open(db);
@@ -436,6 +654,8 @@ static Suite *suite(void) {
     tcase_add_test(core, bad_arguments);
     tcase_add_test(core, ci_width_matches_theory);
     tcase_add_test(core, calibration_on_equal_distributions);
+    tcase_add_test(core, hierarchical_bootstrap_carries_run_noise);
+    tcase_add_test(core, min_effect_rule);
     suite_add_tcase(s, core);
     TCase *runs = tcase_create("runs");
     tcase_add_checked_fixture(runs, setup, teardown);
@@ -445,6 +665,8 @@ static Suite *suite(void) {
     tcase_add_test(runs, across_databases_and_unpaired);
     tcase_add_test(runs, joint_bootstrap_equals_one_metric_at_a_time);
     tcase_add_test(runs, empty_run_is_an_error);
+    tcase_add_test(runs, experiments_with_other_seeds_no_difference);
+    tcase_add_test(runs, dropped_requests_never_win_silently);
     suite_add_tcase(s, runs);
     return s;
 }

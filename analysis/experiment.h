@@ -1,0 +1,52 @@
+/* experiment: one configuration run N times with different seeds, recorded as N runs, so a
+ * comparison can see run-to-run noise (compare.h's hierarchical bootstrap).
+ *
+ * Invariants:
+ *  - An experiment NAME of N runs is the runs NAME-r0 .. NAME-r(N-1); run k's config carries
+ *    "experiment":{"name":NAME,"index":k,"of":N,"seed":s}, s = the seed run k used. The seeds
+ *    are `--repeat N` (the base seed .. base + N - 1; the base is --seed, 0 by default) or
+ *    `--repeat S1,S2,...` (that list, in order; distinct).
+ *  - A run without that member is an experiment of one: experiment_resolve finds an
+ *    experiment by its name first, then a plain run by name or id (summary_find_run).
+ *  - Experiment names go into the config JSON unescaped, so experiment_check_name refuses
+ *    '"', '\' and control characters (runs.config is CHECKed to be valid JSON).
+ *
+ * Ownership: arrays returned through pointers belong to the caller (free). Errors go to the
+ * caller's err[errlen]. */
+#ifndef TWIN_EXPERIMENT_H
+#define TWIN_EXPERIMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sqlite3;
+
+#define EXPERIMENT_MAX_RUNS 1000
+
+/* "N" (1..EXPERIMENT_MAX_RUNS): base .. base + N - 1; "S1,S2,..." (a comma anywhere makes a
+ * list, so "7," is the one seed 7): those seeds. *seeds is malloc'ed. 0, or -1 with a
+ * message naming the bad item. */
+int experiment_parse_seeds(const char *spec, uint64_t base, uint64_t **seeds, int *n, char *err,
+                           size_t errlen);
+
+/* 0 when name is non-empty, at most 120 bytes and JSON-safe unescaped; -1 with a message. */
+int experiment_check_name(const char *name, char *err, size_t errlen);
+
+/* The experiment's name into out: requested (refused when the database already holds an
+ * experiment of that name or a run named requested-rK for a k < n), or, when requested is
+ * NULL, the first free one of stem, stem-2, stem-3... A missing database is empty. */
+int experiment_pick_name(const char *db_path, const char *requested, const char *stem, int n,
+                         char *out, size_t outlen, char *err, size_t errlen);
+
+/* Run k's name (NAME-rK) and its config member ("experiment":{...}, no braces around). */
+void experiment_run_name(char *buf, size_t len, const char *name, int index);
+void experiment_member(char *buf, size_t len, const char *name, int index, int of,
+                       uint64_t seed);
+
+/* The run ids of experiment `name` in index order, or the one run `name` names (a run name
+ * or id; "" = the latest run). *ids is malloc'ed; *is_experiment says which. 0, or -1 with
+ * a message (an unknown name lists the runs, as summary_find_run). */
+int experiment_resolve(struct sqlite3 *db, const char *name, int64_t **ids, size_t *n,
+                       int *is_experiment, char *err, size_t errlen);
+
+#endif
