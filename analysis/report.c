@@ -387,6 +387,8 @@ void report_json(FILE *f, const report_t *r) {
         if (vals[i][0]) report_json_str(f, vals[i]);
         else fputs("null", f);
     }
+    fprintf(f, ", \"oracle_lengths\": %s", s->oracle_lengths < 0 ? "null"
+            : s->oracle_lengths ? "true" : "false");
     fputs(", ", f);
     report_json_key_num(f, "wall_s", s->wall_s, "},\n");
     fprintf(f, "  \"requests\": %lld, \"completed\": %lld, \"rejected\": %lld, "

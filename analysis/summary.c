@@ -251,7 +251,8 @@ static const char SQL_RUN[] =
     " coalesce(json_extract(config, '$.metrics'), CASE WHEN kind != 'measured' THEN 'server'"
     "  WHEN json_extract(config, '$.source.format') = 'vllm' THEN 'client' ELSE '' END),"
     " json_extract(config, '$.client_request_s'),"
-    " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s') "
+    " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s'),"
+    " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens') "
     "FROM runs WHERE id = ?1";
 static const char SQL_COUNTS[] =
     "SELECT count(*), "
@@ -311,6 +312,9 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     out->client_request_s = summary_column_or_nan(st, 11);
     out->client_prompt_token_s = summary_column_or_nan(st, 12);
     out->client_token_s = summary_column_or_nan(st, 13);
+    out->oracle_lengths = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1
+                        : sqlite3_column_int(st, 14) != 0;
+    out->max_output_tokens = sqlite3_column_int(st, 15);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -433,6 +437,14 @@ void summary_print(FILE *f, const summary_t *s) {
         fprintf(f, "metrics   server-side\n");
     else
         fprintf(f, "metrics   as measured (the run does not say which side)\n");
+    if (s->oracle_lengths == 1)
+        fprintf(f, "lengths   oracle: the policy saw true output lengths (--oracle-lengths)\n");
+    else if (s->oracle_lengths == 0 && s->max_output_tokens > 0)
+        fprintf(f, "lengths   the policy saw limits, not true lengths: the trace's max_tokens, "
+                   "else %d\n", s->max_output_tokens);
+    else if (s->oracle_lengths == 0)
+        fprintf(f, "lengths   the policy saw limits, not true lengths: the trace's max_tokens, "
+                   "else the context left\n");
     fprintf(f, "requests  %lld: %lld finished, %lld rejected, %lld aborted; "
             "%lld preempted (%lld preemptions); %lld steps\n",
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,

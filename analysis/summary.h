@@ -60,6 +60,11 @@ typedef struct {
      * but for a simulated client-side run. */
     char metrics[8];
     double client_request_s, client_prompt_token_s, client_token_s;
+    /* What the policy saw of output lengths (the config's "oracle_lengths"): 1 the true
+     * lengths (--oracle-lengths), 0 each request's limit, -1 the run does not say (older
+     * and measured runs). max_output_tokens: the run's --max-output-tokens, 0 when none. */
+    int oracle_lengths;
+    int32_t max_output_tokens;
 } summary_t;
 
 /* Opens path read-only and checks it is a twinserve database with a runs table. Messages

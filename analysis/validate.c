@@ -48,6 +48,10 @@ typedef struct {
     int threads, batch_invariant;
     double temperature, top_p;
     int32_t top_k;
+    /* what the policy saw of output lengths: replayed as it was (a run recorded before
+     * the option existed showed policies the true lengths) */
+    int oracle_lengths;
+    int32_t max_output_tokens;
 } workload_t;
 
 static void workload_free(workload_t *w) {
@@ -118,6 +122,8 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
         "json_extract(config, '$.batch_invariant')", "json_extract(config, '$.temperature')",
         "json_extract(config, '$.top_p')", "json_extract(config, '$.top_k')",
         "(SELECT sum(spec_proposed) FROM requests q WHERE q.run_id = runs.id)",
+        "coalesce(json_extract(config, '$.oracle_lengths'), 1)",
+        "json_extract(config, '$.max_output_tokens')",
     };
     char sql[4096] = "SELECT ";
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
@@ -190,6 +196,8 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     w->temperature = sqlite3_column_double(st, 25);
     w->top_p = sqlite3_column_double(st, 26);
     w->top_k = sqlite3_column_int(st, 27);
+    w->oracle_lengths = sqlite3_column_int(st, 29) != 0;
+    w->max_output_tokens = sqlite3_column_int(st, 30);
     struct stat sb;
     if (stat(w->trace, &sb) != 0) {
         fail(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
@@ -271,6 +279,8 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     so.kv_blocks = w->num_blocks;
     so.watermark = w->watermark;
     so.save_tokens = w->save_tokens;
+    so.oracle_lengths = w->oracle_lengths;
+    so.max_output_tokens = w->max_output_tokens;
     /* The engine records server-side times: a cost file's client-side terms (sim.h) would
      * predict something it never measured, so they do not apply here. */
     so.client = (sim_client_t){ 0, 0, 0 };
@@ -316,6 +326,8 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     eo.max_model_len = w->max_model_len;
     eo.kv_blocks = w->num_blocks;
     eo.watermark = w->watermark;
+    eo.oracle_lengths = w->oracle_lengths;
+    eo.max_output_tokens = w->max_output_tokens;
     eo.version = o->version;
     engine_result_t res;
     char e[4096];

@@ -40,6 +40,8 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_CREQ: ok = cli_double(arg, 0, 3600, &o->client.request_s); break;
     case CLI_SIM_CPROMPT: ok = cli_double(arg, 0, 3600, &o->client.prompt_token_s); break;
     case CLI_SIM_CTOK: ok = cli_double(arg, 0, 3600, &o->client.token_s); break;
+    case CLI_SIM_MAXOUTTOK: ok = cli_int(arg, 1, 1 << 30, &o->max_output_tokens); break;
+    case CLI_SIM_ORACLE: o->oracle_lengths = 1; break;
     default: ok = 0; break;
     }
     if (!ok) {
@@ -88,6 +90,11 @@ void cli_sim_usage(FILE *f) {
         "                        linear cost file\n"
         "  --max-prompt N, --max-output N\n"
         "                        clip the trace's lengths, as the engine's options do\n"
+        "  --max-output-tokens N every request's max_tokens, where the trace gives none\n"
+        "                        (a longer output stops there); policies see this limit\n"
+        "                        (default: the context left after the prompt)\n"
+        "  --oracle-lengths      show policies the true output lengths instead of the limit\n"
+        "                        (an oracle no real server has; recorded in the run)\n"
         "  --client-request S, --client-prompt-token S, --client-token S\n"
         "                        predict client-side metrics (what a streaming client such\n"
         "                        as vLLM's benchmark_serving measures): seconds per request\n"

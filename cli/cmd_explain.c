@@ -68,7 +68,7 @@ static void announce(explain_t *x, const sched_req_t *r, double before, int afte
     if (after ? r->arrival_s <= before : r->arrival_s > before) return;
     x->seen[r->id] = 1;
     printf("  t=%.4f s  r%d arrives: prompt %d tokens, wants %d output tokens%s\n",
-           r->arrival_s, r->id, r->prompt_tokens, r->output_tokens,
+           r->arrival_s, r->id, r->prompt_tokens, r->true_output_tokens,
            after ? " (during the step)" : "");
 }
 
@@ -83,7 +83,7 @@ static void entry_line(const sched_entry_t *e, const int32_t *accepted, int32_t 
     char what[160], then[96] = "";
     if (e->is_decode) {
         snprintf(what, sizeof what, "decode    output token %d of %d", r->generated + 1,
-                 r->output_tokens);
+                 r->true_output_tokens);
         if (e->num_spec > 0)
             snprintf(then, sizeof then, "  +%d drafts verified, %d accepted", e->num_spec,
                      accepted ? accepted[i] : 0);

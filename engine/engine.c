@@ -124,7 +124,10 @@ static int req_new(engine_t *e, const trace_req_t *q) {
     ereq_t *x = calloc(1, sizeof *x);
     if (!x) return FAIL(e, "out of memory (request %d)", q->id);
     e->reqs[q->id] = x;
-    int64_t total = (int64_t)q->prompt_tokens + q->output_tokens;
+    /* The output stops at the request's limit, as the core ends it (sched_add). */
+    int32_t cap = q->max_output_tokens > 0 ? q->max_output_tokens : e->o->max_output_tokens;
+    int64_t total = (int64_t)q->prompt_tokens +
+                    (cap > 0 && q->output_tokens > cap ? cap : q->output_tokens);
     if (q->prompt_tokens > 0 && total <= e->max_model_len) {
         if (req_reserve(e, x, total + 1, q->id)) return -1;
         engine_prompt_tokens(e->o->seed, q->id, e->vocab, x->toks, q->prompt_tokens);
@@ -560,6 +563,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             .num_blocks = e.num_blocks, .block_size = o->block_size, .watermark = o->watermark,
             .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
             .max_model_len = e.max_model_len, .seed = o->seed,
+            .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
         };
         setup_rc = replay_start_sched(&e.rp, &cfg);
     }
@@ -579,6 +583,9 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads,
             e.bk ? e.bk->weight_type : "", e.bk ? (int)e.bk->elem_size(e.bk, BK_WEIGHT) : 0);
     json_write_str(cf, o->dtype ? o->dtype : "");
+    /* What policies were shown of output lengths (validate replays it, report shows it). */
+    fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
+    if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
                 "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,\"idle\":\"%s\","
                 "\"proposer\":\"ngram\",\"model_spec\":",

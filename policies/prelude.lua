@@ -20,7 +20,7 @@ typedef struct sched_req {
     int32_t id; int32_t state; double arrival_s;
     int32_t prompt_tokens; int32_t output_tokens; int32_t generated; int32_t computed;
     int32_t num_blocks; int32_t preemptions; int32_t scheduled; int32_t spec;
-    int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens;
+    int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens; int32_t predicted;
     double first_scheduled_s; double first_token_s; double finish_s;
 } sched_req_t;
 typedef struct {
@@ -55,16 +55,36 @@ local ffistring = ffi.string
 
 local STATES = { [0] = "waiting", "running", "preempted", "finished", "rejected", "aborted" }
 
+-- The C struct goes on past finish_s with the true output length, which is deliberately
+-- not declared here: policies see output_tokens, the request's limit, unless the run asks
+-- for --oracle-lengths (the core then puts the true length in output_tokens).
+local REQ_METHODS = {
+    -- known tokens not yet in the KV cache: the prompt at first, 1 while decoding
+    remaining = function(r) return r.prompt_tokens + r.generated - r.computed end,
+    is_decoding = function(r)
+        return r.generated >= 1 and r.prompt_tokens + r.generated - r.computed == 1
+    end,
+    is_running = function(r) return r.state == 1 end,
+    state_name = function(r) return STATES[r.state] end,
+}
+
 ffi.metatype("sched_req_t", {
-    __index = {
-        -- known tokens not yet in the KV cache: the prompt at first, 1 while decoding
-        remaining = function(r) return r.prompt_tokens + r.generated - r.computed end,
-        is_decoding = function(r)
-            return r.generated >= 1 and r.prompt_tokens + r.generated - r.computed == 1
-        end,
-        is_running = function(r) return r.state == 1 end,
-        state_name = function(r) return STATES[r.state] end,
-    },
+    __index = function(r, k)
+        local m = REQ_METHODS[k]
+        if m ~= nil then return m end
+        -- a length predictor's guess from the trace's predicted_output_tokens column; nil
+        -- when the trace has none
+        if k == "predicted_output_tokens" then
+            local p = r.predicted
+            if p >= 0 then return p end
+            return nil
+        end
+        -- as the FFI says it for a table __index: a misspelt field stays an error
+        if type(k) == "string" then
+            error("'struct sched_req' has no member named '" .. k .. "'", 2)
+        end
+        error("'struct sched_req' cannot be indexed with '" .. type(k) .. "'", 2)
+    end,
     __tostring = function(r)
         return "request " .. r.id .. " (" .. STATES[r.state] .. ", prompt " .. r.prompt_tokens ..
             ", generated " .. r.generated .. "/" .. r.output_tokens .. ", computed " .. r.computed .. ")"

@@ -71,7 +71,7 @@ static void sink(void *ud, const sched_req_t *q, const char *reason) {
                        : q->state == SCHED_REJECTED ? "rejected" : "aborted";
     rec_request_t row = {
         .req_id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
-        .output_tokens = q->output_tokens, .generated_tokens = q->generated,
+        .output_tokens = q->true_output_tokens, .generated_tokens = q->generated,
         .first_scheduled_s = q->first_scheduled_s, .first_token_s = q->first_token_s,
         .finish_s = q->finish_s, .preemptions = q->preemptions,
         .spec_proposed = q->spec_proposed, .spec_accepted = q->spec_accepted,
@@ -198,7 +198,9 @@ int replay_begin(replay_t *r, const rec_run_info_t *info) {
 int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now) {
     sched_new_req_t n = {
         .id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
-        .output_tokens = q->output_tokens, .hash_ids = q->hash_ids, .n_hash = q->n_hash,
+        .output_tokens = q->output_tokens, .max_output_tokens = q->max_output_tokens,
+        .predicted_output_tokens = q->predicted_output_tokens,
+        .hash_ids = q->hash_ids, .n_hash = q->n_hash,
         .hash_block = hash_block,
     };
     r->requests++;

@@ -322,15 +322,26 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     q->state = SCHED_WAITING;
     q->arrival_s = r->arrival_s;
     q->prompt_tokens = r->prompt_tokens;
-    q->output_tokens = r->output_tokens;
+    /* The true length is where EOS comes; a limit given with the request (its max_tokens),
+     * else the run's, ends it sooner, as a server stops at max_tokens. */
+    int32_t cap = r->max_output_tokens > 0 ? r->max_output_tokens : s->cfg.max_output_tokens;
+    int32_t out = cap > 0 && r->output_tokens > cap ? cap : r->output_tokens;
+    /* A server knows only the limit, which is never more than the context left. */
+    int64_t left = (int64_t)s->cfg.max_model_len - r->prompt_tokens;
+    int64_t limit = cap > 0 && cap < left ? cap : left;
+    limit = limit < 0 ? 0 : limit > INT32_MAX ? INT32_MAX : limit;
+    q->true_output_tokens = out;
+    q->output_tokens = s->cfg.oracle_lengths ? out : (int32_t)limit;
+    q->predicted_output_tokens = r->predicted_output_tokens > 0 ? r->predicted_output_tokens : -1;
     q->first_scheduled_s = q->first_token_s = q->finish_s = -1;
     s->num_unfinished++;
 
     /* Requests that can never run are rejected here, with the reason recorded. A request
      * that is not running may only take blocks beyond the watermark (sched_can_allocate),
-     * so that is the most one request can ever be given. */
+     * so that is the most one request can ever be given. These checks use the true length
+     * (a trace row that no server could have produced), and no policy sees it. */
     char why[200] = "";
-    int64_t need = (int64_t)r->prompt_tokens + r->output_tokens;
+    int64_t need = (int64_t)r->prompt_tokens + out;
     int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
     int32_t most = s->cfg.num_blocks - s->view.watermark_blocks;
     if (r->prompt_tokens < 1)
@@ -726,7 +737,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
             kv_release(s->kv, x->blocks + keep, q->num_blocks - keep);
             q->num_blocks = keep;
         }
-        if (q->generated >= q->output_tokens) {
+        if (q->generated >= q->true_output_tokens) {
             q->finish_s = now;
             finalize(s, x, SCHED_FINISHED, NULL);
             if (s->policy.on_finish && s->policy.on_finish(s->policy.ud, s, q) != 0) rc = -1;

@@ -32,6 +32,9 @@
  *    Idle cached blocks use up free blocks when taken: the core takes fewer hits rather
  *    than refuse a call that sched_can_allocate allowed.
  *    Blocks a request computes are published to the cache as they become full.
+ *  - Output lengths: a request ends when it has true_output_tokens (the trace's length,
+ *    clipped to its limit), as EOS would end it. Policies see output_tokens, the limit,
+ *    unless the config asks for the oracle; the true length never reaches them otherwise.
  *
  * Ownership: sched_new copies the config; the policy hooks' user data is borrowed for the
  * scheduler's lifetime. A sched_req_t view is owned by the core and valid until the request
@@ -58,7 +61,9 @@ typedef struct sched_req {
     int32_t state;             /* sched_state_t */
     double arrival_s;
     int32_t prompt_tokens;
-    int32_t output_tokens;     /* target output length */
+    int32_t output_tokens;     /* the output length policies may know: the request's limit
+                                * (its max_tokens, see sched_add), or under oracle_lengths
+                                * the true length */
     int32_t generated;         /* output tokens emitted so far */
     int32_t computed;          /* tokens whose K/V are in the cache */
     int32_t num_blocks;        /* KV blocks held */
@@ -68,9 +73,14 @@ typedef struct sched_req {
     int32_t spec_proposed;
     int32_t spec_accepted;
     int32_t cached_tokens;     /* prompt tokens taken from the prefix cache at admission */
+    int32_t predicted_output_tokens; /* a predictor's guess from the trace; -1: none */
     double first_scheduled_s;  /* -1 until first scheduled */
     double first_token_s;      /* -1 until the first output token */
     double finish_s;           /* -1 until finished */
+    /* C only, past the end of the FFI's declaration, so no policy can read it: the true
+     * output length, where EOS comes (the trace's, clipped to the request's limit).
+     * The core ends requests and executors clip speculative tokens with it. */
+    int32_t true_output_tokens;
 } sched_req_t;
 
 /* Known tokens not yet in the cache: the prompt at first, 1 while decoding. */
@@ -79,10 +89,11 @@ static inline int32_t sched_req_remaining(const sched_req_t *r) {
 }
 
 /* The tokens a sampled entry of r emits in a step that accepted `accepted` drafts: the
- * sampled token after them, capped at the output still owed. sched_commit counts with it,
+ * sampled token after them, capped at the true output still owed (EOS ends the step's
+ * tokens there, whatever the policy drafted past it). sched_commit counts with it,
  * and so do executors that record the tokens before the commit. */
 static inline int32_t sched_req_emit(const sched_req_t *r, int32_t accepted) {
-    int32_t emit = 1 + accepted, left = r->output_tokens - r->generated;
+    int32_t emit = 1 + accepted, left = r->true_output_tokens - r->generated;
     return emit < left ? emit : left;
 }
 
@@ -90,7 +101,9 @@ typedef struct {
     int32_t id;
     double arrival_s;
     int32_t prompt_tokens;
-    int32_t output_tokens;
+    int32_t output_tokens;     /* the true length (the trace's) */
+    int32_t max_output_tokens; /* the request's own limit (max_tokens); 0: none given */
+    int32_t predicted_output_tokens; /* a length predictor's guess; 0: none */
     /* Optional, for the prefix cache: hashes of consecutive hash_block-token blocks of the
      * prompt, each covering its whole prefix (Mooncake's hash_ids). Copied. */
     const int64_t *hash_ids;
@@ -107,6 +120,13 @@ typedef struct {
     int32_t max_model_len; /* context length: prompt + output beyond it is rejected */
     uint64_t seed;
     int prefix_caching;    /* reuse KV blocks of equal prompt prefixes (needs hash_ids) */
+    /* What policies see as output_tokens. A real server knows a request's max_tokens, not
+     * how long the answer will be: the limit is the request's own max_output_tokens, else
+     * max_output_tokens here (> 0: --max-output-tokens), else the context left after the
+     * prompt; never more than the context left. oracle_lengths shows the true length
+     * instead (a research oracle, recorded in the run's config). */
+    int32_t max_output_tokens;
+    int oracle_lengths;
 } sched_config_t;
 
 typedef struct {

@@ -30,7 +30,10 @@ return {
         local p = s.params
         local step_budget = math.min(p.max_tokens, s.max_tokens)
         local seqs = math.min(p.max_seqs, s.max_seqs)
-        -- No point drafting past the end of the output: the last token needs no drafts.
+        -- No point drafting past the limit: the last token it allows needs no drafts.
+        -- (r.output_tokens is the request's limit, not where its answer ends: near the
+        -- true end the drafts run past it and the executor keeps only the tokens before
+        -- EOS, as a real server does.)
         local function drafts(r)
             return math.max(0, math.min(p.k, r.output_tokens - r.generated - 1))
         end

@@ -6,9 +6,12 @@
 --   * one prefill step for all members, prompts padded to the longest one;
 --   * decode steps until EVERY member is done. A member that finishes early keeps its slot
 --     (padding), so every step costs the full batch, and nobody new is admitted meanwhile.
--- Each batch reserves KV for its members' full lengths up front, so it never runs out of
--- memory mid-batch (and never preempts). Compare its TTFT with continuous.lua: a request
--- that arrives just after a batch started waits for the whole batch.
+-- Each batch reserves KV for its members' limits up front (r.output_tokens: a request's
+-- max_tokens, or the context left after its prompt; the server cannot know how long an
+-- answer will be), as FasterTransformer allocates for the maximum length, so it never runs
+-- out of memory mid-batch (and never preempts). Reservations for limits far above the
+-- real outputs are what keeps static batches small. Compare its TTFT with continuous.lua:
+-- a request that arrives just after a batch started waits for the whole batch.
 
 local batch_ids = nil   -- ids of the current batch's members, in order
 local final_ctx = {}    -- id -> context length of a finished member (for its padding)

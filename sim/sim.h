@@ -113,6 +113,9 @@ typedef struct {
     int32_t max_seqs;         /* hard per-step sequences (256) */
     int32_t max_model_len;    /* 0: the model's context length */
     int prefix_caching;       /* reuse KV of equal prompt prefixes (traces with hash ids) */
+    int32_t max_output_tokens; /* > 0: every request's limit unless the trace gives one
+                               * (sched_config_t); 0: the context left after the prompt */
+    int oracle_lengths;       /* policies see true output lengths (a research oracle) */
     cost_roofline_params_t cost;
     int roofline;             /* the roofline even where a calibration is shipped for the
                                * model, hw and tp (--roofline, or a roofline option given) */

@@ -739,4 +739,46 @@ run client_report_srv "$BIN" report "$T/client.db" --run srv
 want_out "metrics   server-side"
 end
 
+begin output_lengths_are_limits # issue #12: policies see max_tokens, not the true length
+printf 'arrival_s,prompt_tokens,output_tokens,max_output_tokens,predicted_output_tokens\n0,100,7,,9\n0.5,50,30,20,\n' \
+    >"$T/len.csv"
+cat >"$T/len.lua" <<'LUA'
+local batching = import("batching")
+return { schedule = function(s)
+    for i = 1, s:num_waiting() do
+        local r = s:waiting(i)
+        print("saw", r.id, r.output_tokens, tostring(r.predicted_output_tokens))
+    end
+    local b = batching.decode_running(s, 8192, 256)
+    batching.admit(s, b, 256, false, 8192)
+end }
+LUA
+mkdir -p "$T/lib" && cp "$POL/lib/batching.lua" "$T/lib/"
+run len_limit "$BIN" sim --trace "$T/len.csv" --policy "$T/len.lua" --model llama-2-7b \
+    --max-model-len 1024 --db "$T/len.db" --name lim
+want_rc 0
+# no oracle: the context left (1024 - 100), and the trace's own cap for the second
+grep -qF $'saw\t0\t924\t9' "$T/len_limit.err" || bad " request 0 was not shown its limit 924 and prediction 9"
+grep -qF $'saw\t1\t20\tnil' "$T/len_limit.err" || bad " request 1 was not shown its trace cap 20"
+grep -qF $'saw\t0\t7' "$T/len_limit.err" && bad " the true length reached the policy"
+run len_oracle "$BIN" sim --trace "$T/len.csv" --policy "$T/len.lua" --model llama-2-7b \
+    --max-model-len 1024 --db "$T/len.db" --name orc --oracle-lengths
+want_rc 0
+grep -qF $'saw\t0\t7\t9' "$T/len_oracle.err" || bad " --oracle-lengths did not show the true length"
+grep -qF $'saw\t1\t20\tnil' "$T/len_oracle.err" || bad " the oracle did not stop at the trace cap"
+run len_cap "$BIN" sim --trace "$T/len.csv" --policy "$T/len.lua" --model llama-2-7b \
+    --max-model-len 1024 --db "$T/len.db" --name cap --max-output-tokens 5
+want_rc 0
+grep -qF $'saw\t0\t5\t9' "$T/len_cap.err" || bad " --max-output-tokens was not the limit"
+# the second request stops at its cap of 20; the first at --max-output-tokens 5
+want_sql "$T/len.db" "select group_concat(x) from (select output_tokens || '/' ||
+    generated_tokens as x from requests where run_id=3 order by req_id)" "5/5,20/20"
+want_sql "$T/len.db" "select group_concat(o) from (select json_extract(config,
+    '\$.oracle_lengths') as o from runs order by id)" "0,1,0"
+run len_report "$BIN" report "$T/len.db" --run orc
+want_out "lengths   oracle: the policy saw true output lengths (--oracle-lengths)"
+run len_report2 "$BIN" report "$T/len.db" --run cap
+want_out "lengths   the policy saw limits, not true lengths: the trace's max_tokens, else 5"
+end
+
 e2e_finish e2e_sim

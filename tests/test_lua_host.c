@@ -250,7 +250,9 @@ START_TEST(hooks_params_and_random) {
         "return { params = { n = 3 },\n"
         "  init = function(s) assert(s.block_size == 16 and s.max_seqs == 32) end,\n"
         "  on_arrival = function(s, r) seen = seen + 1 end,\n"
-        "  on_finish = function(s, r) done = done + 1; assert(r.generated == r.output_tokens) end,\n"
+        /* output_tokens is the limit (the context left: no oracle), not the 3 generated */
+        "  on_finish = function(s, r) done = done + 1\n"
+        "    assert(r.generated == 3 and r.output_tokens == 4096 - r.prompt_tokens) end,\n"
         "  schedule = function(s)\n"
         "    assert(seen == s:num_waiting() + s:num_running() + done)\n"
         "    local u = math.random(); assert(u >= 0 and u < 1)\n"
@@ -328,6 +330,115 @@ START_TEST(memory_cap_is_enforced) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ output lengths */
+
+typedef struct {
+    int finished;
+    int32_t generated, true_output, output; /* of the last finished request */
+} len_sink_t;
+
+static void len_sink(void *ud, const sched_req_t *r, const char *reason) {
+    len_sink_t *k = ud;
+    (void)reason;
+    if (r->state != SCHED_FINISHED) return;
+    k->finished++;
+    k->generated = r->generated;
+    k->true_output = r->true_output_tokens;
+    k->output = r->output_tokens;
+}
+
+/* Runs one request (prompt 100, true output `out`) under a policy that checks, at every
+ * step, that r.output_tokens is `want` and r.predicted_output_tokens is `pred` (0: nil),
+ * and that the true length is out of its reach; decoding requests verify k drafts capped at
+ * the limit, every draft accepted. Returns what the sink saw when the request finished. */
+static len_sink_t run_lengths(int oracle, int32_t run_cap, int32_t req_cap, int32_t pred,
+                              int32_t out, int32_t want, int32_t k) {
+    lhost_t *h = open_src(
+        "return { params = { want = 0, pred = -1, k = 0 },\n"
+        "  schedule = function(s)\n"
+        "    local p = s.params\n"
+        "    local function check(r)\n"
+        "      assert(r.output_tokens == p.want, 'output_tokens ' .. r.output_tokens)\n"
+        "      assert((r.predicted_output_tokens or -1) == p.pred,\n"
+        "             'predicted ' .. tostring(r.predicted_output_tokens))\n"
+        "      local ok, err = pcall(function() return r.true_output_tokens end)\n"
+        "      assert(not ok and err:find('no member named'), 'true length reachable')\n"
+        "    end\n"
+        "    for i = 1, s:num_running() do\n"
+        "      local r = s:running(i); check(r)\n"
+        "      if r:is_decoding() then\n"
+        "        s:schedule(r, 1, math.max(0, math.min(p.k, r.output_tokens - r.generated - 1)))\n"
+        "      end\n"
+        "    end\n"
+        "    for i = 1, s:num_waiting() do check(s:waiting(i)); s:schedule(s:waiting(i)) end\n"
+        "  end }\n");
+    ck_assert_ptr_null(lhost_errmsg(h));
+    char set[64];
+    snprintf(set, sizeof set, "want=%d", want);
+    ck_assert_int_eq(lhost_set(h, set), 0);
+    snprintf(set, sizeof set, "pred=%d", pred > 0 ? pred : -1);
+    ck_assert_int_eq(lhost_set(h, set), 0);
+    snprintf(set, sizeof set, "k=%d", k);
+    ck_assert_int_eq(lhost_set(h, set), 0);
+    sched_config_t c = { .num_blocks = 400, .block_size = 16, .watermark = 0.01,
+                         .max_tokens = 2048, .max_seqs = 32, .max_model_len = 4096, .seed = 3,
+                         .max_output_tokens = run_cap, .oracle_lengths = oracle };
+    sched_policy_t pol;
+    lhost_policy(h, &pol);
+    sched_t *s = sched_new(&c, &pol, NULL);
+    ck_assert_ptr_nonnull(s);
+    len_sink_t sk = { 0 };
+    sched_set_sink(s, len_sink, &sk);
+    ck_assert_int_eq(lhost_attach(h, s), 0);
+    sched_new_req_t r = { .id = 1, .prompt_tokens = 100, .output_tokens = out,
+                          .max_output_tokens = req_cap, .predicted_output_tokens = pred };
+    ck_assert_int_eq(sched_add(s, &r, 0), 0);
+    const sched_plan_t *plan;
+    double t = 0;
+    int32_t acc[8];
+    ck_assert_msg(sched_step(s, t, &plan) == 0, "%s", sched_errmsg(s));
+    for (int it = 0; it < 100 && sched_num_unfinished(s); it++) {
+        for (int32_t i = 0; i < plan->n && i < 8; i++) acc[i] = plan->entries[i].num_spec;
+        ck_assert_int_eq(sched_commit(s, plan, acc, t += 1), 0);
+        ck_assert_msg(sched_step(s, t, &plan) == 0, "%s", sched_errmsg(s));
+    }
+    ck_assert_int_eq(sk.finished, 1);
+    sched_free(s);
+    lhost_close(h);
+    unlink(path);
+    return sk;
+}
+
+/* A policy that reads r.output_tokens without the oracle gets the limit, never the truth;
+ * the request still ends at its true length (as EOS would end it). */
+START_TEST(policies_see_limits_not_true_lengths) {
+    /* no limit anywhere: the context left after the prompt */
+    len_sink_t k = run_lengths(0, 0, 0, 0, 7, 4096 - 100, 0);
+    ck_assert_int_eq(k.generated, 7);
+    ck_assert_int_eq(k.true_output, 7);
+    /* the oracle shows the truth */
+    k = run_lengths(1, 0, 0, 0, 7, 7, 0);
+    ck_assert_int_eq(k.generated, 7);
+    /* the request's own max_tokens wins over the run's */
+    k = run_lengths(0, 20, 50, 0, 7, 50, 0);
+    ck_assert_int_eq(k.generated, 7);
+    /* the run's limit; a longer answer stops there, and the oracle shows where */
+    k = run_lengths(0, 5, 0, 0, 7, 5, 0);
+    ck_assert_int_eq(k.generated, 5);
+    ck_assert_int_eq(k.true_output, 5);
+    k = run_lengths(1, 5, 0, 0, 7, 5, 0);
+    ck_assert_int_eq(k.generated, 5);
+    /* a predictor's guess from the trace is the policy's to read */
+    k = run_lengths(0, 0, 0, 9, 7, 4096 - 100, 0);
+    ck_assert_int_eq(k.generated, 7);
+    /* drafts planned against the limit run past the true end: only the tokens before it
+     * are emitted */
+    k = run_lengths(0, 0, 0, 0, 7, 4096 - 100, 4);
+    ck_assert_int_eq(k.generated, 7);
+    ck_assert_int_eq(k.output, 4096 - 100);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ FFI layout */
 
 START_TEST(ffi_layout_matches_c) {
@@ -338,18 +449,20 @@ START_TEST(ffi_layout_matches_c) {
     char src[2048];
     snprintf(src, sizeof src,
              "local ffi = require('ffi')\n"
+             /* the FFI declares everything before the C-only true length, and not it */
              "assert(ffi.sizeof('sched_req_t') == %zu, 'sizeof sched_req_t')\n"
              "assert(ffi.offsetof('sched_req_t', 'arrival_s') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'spec_accepted') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'cached_tokens') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'predicted') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'finish_s') == %zu)\n"
              "assert(ffi.sizeof('sched_view_t') == %zu, 'sizeof sched_view_t')\n"
              "assert(ffi.offsetof('sched_view_t', 'n_running') == %zu)\n"
              "assert(ffi.offsetof('sched_view_t', 'plan_seqs') == %zu)\n"
              "assert(ffi.offsetof('sched_view_t', 'wake_at') == %zu)\n",
-             sizeof(sched_req_t), offsetof(sched_req_t, arrival_s),
+             offsetof(sched_req_t, true_output_tokens), offsetof(sched_req_t, arrival_s),
              offsetof(sched_req_t, spec_accepted), offsetof(sched_req_t, cached_tokens),
-             offsetof(sched_req_t, finish_s),
+             offsetof(sched_req_t, predicted_output_tokens), offsetof(sched_req_t, finish_s),
              sizeof(sched_view_t), offsetof(sched_view_t, n_running),
              offsetof(sched_view_t, plan_seqs), offsetof(sched_view_t, wake_at));
     int rc = luaL_dostring(L, src);
@@ -374,6 +487,7 @@ int main(void) {
     tcase_add_exit_test(tc, endless_loop_is_stopped, 3);
     tcase_add_exit_test(tc, memory_cap_is_enforced, 3);
     tcase_add_test(tc, ffi_layout_matches_c);
+    tcase_add_test(tc, policies_see_limits_not_true_lengths);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }

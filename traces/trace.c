@@ -298,6 +298,8 @@ int trace_next(trace_t *t, trace_req_t *out)
         out->arrival_s = (rel - o->start_s) / o->rate_scale;
         out->prompt_tokens = row.prompt;
         out->output_tokens = row.output;
+        out->max_output_tokens = row.max_output;
+        out->predicted_output_tokens = row.predicted;
         out->n_hash = t->n_hash;
         if (o->max_prompt > 0 && out->prompt_tokens > o->max_prompt) {
             out->prompt_tokens = o->max_prompt;

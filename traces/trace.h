@@ -55,6 +55,11 @@ typedef struct {
     double arrival_s;      /* seconds from the replay start, see above */
     int32_t prompt_tokens; /* >= 0 as read; the scheduler decides what it accepts */
     int32_t output_tokens; /* >= 1 */
+    /* Optional columns of the CSV formats (0 when absent): max_output_tokens, the request's
+     * own limit (an API's max_tokens), and predicted_output_tokens, a length predictor's
+     * guess that policies may read (docs/policies.md). */
+    int32_t max_output_tokens;
+    int32_t predicted_output_tokens;
     int32_t n_hash;        /* Mooncake prefix-block hash ids (512-token blocks); else 0 */
     const int64_t *hash_ids;
     int64_t line;          /* source line number, for messages */

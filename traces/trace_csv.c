@@ -97,6 +97,8 @@ static int match_layout(trace_t *t, int nf, const csv_layout_t *l)
     t->col_ts = ts;
     t->col_prompt = pr;
     t->col_output = out;
+    t->col_max_output = find_col(t, nf, "max_output_tokens");
+    t->col_predicted = find_col(t, nf, "predicted_output_tokens");
     t->fmt = l->fmt;
     return 1;
 }
@@ -245,6 +247,15 @@ int trace_csv_row(trace_t *t, trace_row_t *row)
         snprintf(what, sizeof what, "column '%s'", l->cols[2]);
         if (trace_parse_count(t, what, f, strlen(f), &row->output) < 0) return -1;
     }
+    /* Optional per-request lengths; an empty cell means none for that request. */
+    if (t->col_max_output >= 0 && *t->fields[t->col_max_output] &&
+        trace_parse_count(t, "column 'max_output_tokens'", t->fields[t->col_max_output],
+                          strlen(t->fields[t->col_max_output]), &row->max_output) < 0)
+        return -1;
+    if (t->col_predicted >= 0 && *t->fields[t->col_predicted] &&
+        trace_parse_count(t, "column 'predicted_output_tokens'", t->fields[t->col_predicted],
+                          strlen(t->fields[t->col_predicted]), &row->predicted) < 0)
+        return -1;
     if (row->output < 1) {
         /* BurstGPT logs failed requests with 0 response tokens: not a request to replay. */
         if (t->fmt == TRACE_FMT_BURSTGPT) {

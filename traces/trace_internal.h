@@ -24,6 +24,7 @@
 typedef struct {
     double t;                 /* seconds in the source's time base (Azure: from its first row) */
     int32_t prompt, output;
+    int32_t max_output, predicted; /* optional CSV columns; 0: absent or empty */
     int failed;               /* BurstGPT failed request (0 response tokens): skipped and counted */
     char ts_text[TRACE_SNIP]; /* the timestamp as written, for out-of-order messages */
 } trace_row_t;
@@ -49,6 +50,7 @@ struct trace {
 
     /* CSV layout, from the header */
     int ncols, col_ts, col_prompt, col_output;
+    int col_max_output, col_predicted; /* optional columns; -1 when absent */
     char *fields[TRACE_MAX_COLS];
 
     /* Azure timestamps are absolute dates: rows are taken relative to the first one in
