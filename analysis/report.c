@@ -396,9 +396,11 @@ void report_json(FILE *f, const report_t *r) {
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
-    fprintf(f, "  \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"cached_tokens\": %lld,\n  ",
+    fprintf(f, "  \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"cached_tokens\": %lld, "
+               "\"prefix_caching\": %s,\n  ",
             (long long)s->prompt_tokens, (long long)s->output_tokens,
-            (long long)s->cached_tokens);
+            (long long)s->cached_tokens,
+            s->prefix_caching < 0 ? "null" : s->prefix_caching ? "true" : "false");
     report_json_key_num(f, "makespan_s", s->makespan_s, ",\n  \"throughput\": {");
     report_json_key_num(f, "requests_per_s", s->req_per_s, ", ");
     report_json_key_num(f, "output_tokens_per_s", s->out_tok_per_s, ", ");

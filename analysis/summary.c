@@ -263,7 +263,10 @@ static const char SQL_COUNTS[] =
     " coalesce(sum(CASE WHEN status = 'finished' THEN generated_tokens END), 0),"
     " min(arrival_s), max(CASE WHEN status = 'finished' THEN finish_s END),"
     " (SELECT count(*) FROM steps WHERE run_id = ?1),"
-    " coalesce(sum(CASE WHEN status = 'finished' THEN cached_tokens END), 0) "
+    " coalesce(sum(CASE WHEN status = 'finished' THEN cached_tokens END), 0),"
+    /* prefix caching: the config's word; an engine run has none (engine/engine.c) */
+    " (SELECT coalesce(json_extract(config, '$.prefix_caching'),"
+    "   CASE WHEN kind = 'engine' THEN 0 END) FROM runs WHERE id = ?1) "
     "FROM requests WHERE run_id = ?1";
 
 /* A measured run without arrival times has every arrival at 0 (traces/import.h), so its
@@ -333,6 +336,8 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     double last_finish = summary_column_or_nan(st, 9);
     out->steps = sqlite3_column_int64(st, 10);
     out->cached_tokens = sqlite3_column_int64(st, 11);
+    out->prefix_caching = sqlite3_column_type(st, 12) == SQLITE_NULL ? -1
+                        : sqlite3_column_int(st, 12) != 0;
     sqlite3_finalize(st);
     st = NULL;
 
@@ -450,10 +455,14 @@ void summary_print(FILE *f, const summary_t *s) {
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
-    if (s->cached_tokens > 0)
-        fprintf(f, "prefix    %lld of %lld prompt tokens served by the prefix cache (%.1f%%)\n",
+    /* Whether caching was on changes what a step costs, so every run says it. */
+    if (s->prefix_caching == 0)
+        fprintf(f, "prefix    caching off\n");
+    else if (s->cached_tokens > 0 || s->prefix_caching == 1)
+        fprintf(f, "prefix    caching on: %lld of %lld prompt tokens served by the cache (%.1f%%)\n",
                 (long long)s->cached_tokens, (long long)s->prompt_tokens,
-                100.0 * (double)s->cached_tokens / (double)s->prompt_tokens);
+                s->prompt_tokens > 0 ? 100.0 * (double)s->cached_tokens / (double)s->prompt_tokens
+                                     : 0.0);
     fprintf(f, "makespan  %s: %s req/s, %s output tok/s, %s total tok/s\n",
             summary_fmt_time(a, sizeof a, s->makespan_s), fmt_num(b, sizeof b, s->req_per_s, 2),
             fmt_num(c, sizeof c, s->out_tok_per_s, 1), fmt_num(d, sizeof d, s->tok_per_s, 1));

@@ -43,6 +43,7 @@ typedef struct {
     int64_t steps;               /* rows in steps */
     int64_t prompt_tokens, output_tokens;  /* summed over finished requests */
     int64_t cached_tokens;                 /* of prompt_tokens, served by the prefix cache */
+    int prefix_caching;     /* 1 on, 0 off (the config's, or an engine run), -1 unsaid */
 
     double makespan_s;
     int makespan_is_duration; /* a measured run without arrival times (traces/import.h):

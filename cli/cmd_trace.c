@@ -15,6 +15,7 @@
 static const char usage_text[] =
     "usage: twinserve trace gen [--n N | --duration S] [--rate R] [--arrival poisson|gamma:CV]\n"
     "                           [--prompt DIST] [--output DIST] [--seed S] [--out FILE]\n"
+    "                           [--shared-prefix GROUPS:TOKENS]\n"
     "       twinserve trace info FILE [--format F] [--rate-scale X] [--start S]\n"
     "                                 [--duration S] [--limit N]\n"
     "\n"
@@ -25,6 +26,9 @@ static const char usage_text[] =
     "        MAX 32768 by default) | trace:PATH (resample rows of a real trace; when --prompt\n"
     "        and --output name the same trace, (prompt, output) pairs are kept together)\n"
     "  gamma:CV: gamma inter-arrival gaps with coefficient of variation CV (1 = poisson)\n"
+    "  --shared-prefix GROUPS:TOKENS: every prompt opens with a TOKENS-token system prompt\n"
+    "        of one of GROUPS groups (drawn uniformly), before its drawn length; adds the\n"
+    "        columns prefix_group,prefix_tokens, which sim --prefix-caching reuses\n"
     "\n"
     "info prints format, request count, skipped failures, duration, mean rate and the mean,\n"
     "p50, p99 and max of prompt and output lengths.\n"
@@ -134,6 +138,10 @@ static int cmd_gen(int argc, char **argv)
             if (k < 0) return missing("gen", argv[i]);
             if (tgen_dist_parse(v, &o.prompt, err, sizeof err) < 0)
                 return usage_error("gen", "--prompt %s", err);
+        } else if ((k = take(argc, argv, &i, "shared-prefix", &v)) != 0) {
+            if (k < 0) return missing("gen", argv[i]);
+            if (tgen_prefix_parse(v, &o.prefix_groups, &o.prefix_tokens, err, sizeof err) < 0)
+                return usage_error("gen", "--shared-prefix %s", err);
         } else if ((k = take(argc, argv, &i, "output", &v)) != 0) {
             if (k < 0) return missing("gen", argv[i]);
             if (tgen_dist_parse(v, &o.output, err, sizeof err) < 0)

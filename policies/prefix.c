@@ -13,22 +13,30 @@ static uint64_t mix(uint64_t z) {
 }
 
 static uint64_t key_of(const prefix_t *p, uint64_t prev, int32_t j) {
-    int32_t b = j / p->per_hash;
-    return mix(prev * 0x9E3779B97F4A7C15ull ^ mix((uint64_t)p->hash[b]) ^
-               (uint64_t)(j - b * p->per_hash));
+    uint64_t name = p->salt;
+    if (j < p->shared) /* the trace block that holds the block's last token */
+        name = mix((uint64_t)p->hash[((int64_t)j * p->block_size + p->block_size - 1) /
+                                     p->hash_block]);
+    return mix(prev * 0x9E3779B97F4A7C15ull ^ name ^ (uint64_t)j);
 }
 
-int prefix_set(prefix_t *p, const int64_t *hash, int32_t n, int32_t hash_block,
+int prefix_set(prefix_t *p, int32_t id, const int64_t *hash, int32_t n, int32_t hash_block,
                int32_t prompt_tokens, int32_t block_size) {
     prefix_clear(p);
-    if (n <= 0 || hash_block <= 0 || hash_block % block_size != 0) return 0;
-    p->hash = malloc(sizeof *p->hash * (size_t)n);
-    if (!p->hash) return -1;
-    memcpy(p->hash, hash, sizeof *p->hash * (size_t)n);
-    p->n_hash = p->cap = n;
-    p->per_hash = hash_block / block_size;
-    int64_t full = prompt_tokens / block_size, covered = (int64_t)n * p->per_hash;
-    p->cacheable = (int32_t)(full < covered ? full : covered);
+    p->block_size = block_size;
+    /* A request's own content: salted apart from every trace hash (mix is a bijection, so
+     * the extra round keeps salts off the values mix(hash) can take, but for collisions). */
+    p->salt = mix(mix((uint64_t)(uint32_t)id ^ 0xA0761D6478BD642Full) ^ 0xE7037ED1A0B428DBull);
+    if (n > 0 && hash_block > 0) {
+        p->hash = malloc(sizeof *p->hash * (size_t)n);
+        if (!p->hash) return -1;
+        memcpy(p->hash, hash, sizeof *p->hash * (size_t)n);
+        p->n_hash = n;
+        p->hash_block = hash_block;
+        int64_t covered = (int64_t)n * hash_block;
+        if (covered > prompt_tokens) covered = prompt_tokens;
+        p->shared = (int32_t)(covered / block_size);
+    }
     prefix_reset(p);
     return 0;
 }
@@ -48,12 +56,11 @@ int32_t prefix_match(const prefix_t *p, const kv_t *kv, int32_t max_blocks, int3
     int32_t h = 0;
     uint64_t key = CHAIN_SEED;
     *idle = 0;
-    if (max_blocks > p->cacheable) max_blocks = p->cacheable;
     for (; h < max_blocks; h++) {
         key = key_of(p, key, h);
         int32_t id = kv_cache_lookup(kv, key);
         if (id < 0) break;
-        ids[h] = id;
+        if (ids) ids[h] = id;
         *idle += kv_cache_is_idle(kv, id);
     }
     return h;
@@ -65,10 +72,8 @@ void prefix_take(prefix_t *p, int32_t hits) {
     p->keyed = hits;
 }
 
-void prefix_publish(prefix_t *p, kv_t *kv, const int32_t *blocks, int32_t computed,
-                    int32_t block_size) {
-    int32_t full = computed / block_size;
-    if (full > p->cacheable) full = p->cacheable;
+void prefix_publish(prefix_t *p, kv_t *kv, const int32_t *blocks, int32_t computed) {
+    int32_t full = computed / p->block_size;
     for (int32_t j = p->keyed; j < full; j++) {
         p->chain = key_of(p, p->chain, j);
         kv_cache_insert(kv, p->chain, blocks[j]); /* 1: someone computed it first; fine */

@@ -41,6 +41,7 @@ int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx);
 void sched_wake_at(sched_t *s, double t);
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n);
 int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
+int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 double sched_random(sched_t *s);
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
 ]]
@@ -192,6 +193,10 @@ function s.can_allocate(_, r, n)
     end
     return C.sched_can_allocate(S, id, int_arg(n, "can_allocate", "token count")) ~= 0
 end
+
+-- prefix_hit(r): tokens of r that scheduling it now takes from the prefix cache (0 without
+-- --prefix-caching, or once it has computed anything); its step costs the rest.
+function s.prefix_hit(_, r) return C.sched_prefix_hit(S, reqid(r, "prefix_hit")) end
 
 function s.random() return C.sched_random(S) end
 

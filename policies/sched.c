@@ -360,9 +360,11 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         slot_put(s, x); /* never queued */
         return 0;
     }
-    if (s->cfg.prefix_caching && r->n_hash > 0 &&
+    /* With caching on every request keys its blocks, hashed or not: its own blocks (the
+     * prompt's tail, generated tokens) let it skip what is still cached after a preemption. */
+    if (s->cfg.prefix_caching &&
         (!(x->prefix = calloc(1, sizeof *x->prefix)) ||
-         prefix_set(x->prefix, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
+         prefix_set(x->prefix, r->id, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
                     s->cfg.block_size) != 0)) {
         finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
         slot_put(s, x);
@@ -560,7 +562,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     /* Prefix cache: a request starting from nothing takes its cached leading blocks
      * (looked up first, taken only once everything below has been checked). */
     int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
-    if (x->prefix && q->computed == 0 && q->num_blocks == 0 && x->prefix->cacheable > 0) {
+    if (x->prefix && q->computed == 0 && q->num_blocks == 0) {
         int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
         if (grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
         hits = prefix_match(x->prefix, s->kv, most, x->blocks, &idle);
@@ -715,8 +717,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
         q->scheduled = q->spec = 0;
         if (q->state != SCHED_RUNNING) continue; /* aborted meanwhile */
         q->computed += e->num_tokens;
-        if (x->prefix && x->prefix->cacheable > x->prefix->keyed)
-            prefix_publish(x->prefix, s->kv, x->blocks, q->computed, s->cfg.block_size);
+        if (x->prefix) prefix_publish(x->prefix, s->kv, x->blocks, q->computed);
         if (!e->sample) continue;
         int32_t a = accepted ? accepted[i] : 0;
         if (a < 0 || a > e->num_spec) {
@@ -794,6 +795,17 @@ int sched_can_allocate(const sched_t *s, int32_t id, int32_t n) {
     if (!x || x->pub.state >= SCHED_FINISHED) return 0;
     int32_t reserve = x->pub.state == SCHED_RUNNING ? 0 : s->view.watermark_blocks;
     return blocks_needed(s, x, n) <= kv_num_free(s->kv) - reserve;
+}
+
+int32_t sched_prefix_hit(const sched_t *s, int32_t id) {
+    const slot_t *x = map_get(s, id);
+    if (!x || !x->prefix || x->pub.state >= SCHED_FINISHED || x->pub.computed != 0 ||
+        x->pub.num_blocks != 0 || x->in_plan)
+        return 0;
+    int32_t bs = s->cfg.block_size, idle;
+    /* As sched_plan_schedule looks: at most all but the last token (the logits need it). */
+    return bs * prefix_match(x->prefix, s->kv, (sched_req_remaining(&x->pub) - 1) / bs, NULL,
+                             &idle);
 }
 
 double sched_random(sched_t *s) { return rng_uniform(&s->rng); }

@@ -31,7 +31,8 @@
  *    logits). The plan entry then computes min(n, what is left): cached tokens are free.
  *    Idle cached blocks use up free blocks when taken: the core takes fewer hits rather
  *    than refuse a call that sched_can_allocate allowed.
- *    Blocks a request computes are published to the cache as they become full.
+ *    Blocks a request computes are published to the cache as they become full: prompt
+ *    and generated tokens alike, so a preempted request recomputes only evicted blocks.
  *  - Output lengths: a request ends when it has true_output_tokens (the trace's length,
  *    clipped to its limit), as EOS would end it. Policies see output_tokens, the limit,
  *    unless the config asks for the oracle; the true length never reaches them otherwise.
@@ -219,6 +220,12 @@ int32_t sched_kv_refcount(const sched_t *s, int32_t block);
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n);
 /* 1 if n more tokens fit now; requests not yet running must also leave the watermark free. */
 int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
+/* With prefix caching: the tokens scheduling this request now would take from the cache
+ * instead of computing (its leading full blocks found there, all but its last token at
+ * most; 0 unless it has computed nothing). A step's budget is owed only the rest,
+ * sched_req_remaining - this, as vLLM's scheduler counts num_new_tokens after its cache
+ * lookup. Memory short of the idle hits can make the core take fewer (see above). Pure. */
+int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 double sched_random(sched_t *s);
 
 /* The live state, read directly by the Lua FFI views. Arrays hold borrowed pointers,

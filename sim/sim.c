@@ -384,9 +384,6 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
     }
     if (!m->cost || (has_draft && !m->draft_cost)) return fail(m, "out of memory (cost model)");
 
-    if (o->prefix_caching && TRACE_MOONCAKE_HASH_BLOCK % o->block_size != 0)
-        return fail(m, "--prefix-caching needs a --block-size that divides %d (the tokens of "
-                    "one trace hash), got %d", TRACE_MOONCAKE_HASH_BLOCK, o->block_size);
     sched_config_t cfg = {
         .num_blocks = *num_blocks, .block_size = o->block_size, .watermark = o->watermark,
         .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
@@ -438,7 +435,7 @@ static int run_loop(sim_t *m) {
         for (;;) { /* every event at this instant before the next decision */
             if (ev.type == SIM_EV_ARRIVAL) {
                 m->hashed_requests += next.n_hash > 0;
-                if (replay_add(&m->rp, &next, TRACE_MOONCAKE_HASH_BLOCK, now)) return -1;
+                if (replay_add(&m->rp, &next, next.hash_block, now)) return -1;
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
                 double w0 = wall_now();
@@ -519,8 +516,9 @@ static int run_loop(sim_t *m) {
     }
     progress(m, now, 1);
     if (m->o->prefix_caching && m->hashed_requests == 0)
-        fprintf(stderr, "twinserve sim: note: --prefix-caching has no effect on this trace: it "
-                        "has no prefix hash ids (only Mooncake traces do)\n");
+        fprintf(stderr, "twinserve sim: note: this trace names no shared prefixes (Mooncake "
+                        "hash_ids, or a plain trace's prefix_group,prefix_tokens columns): "
+                        "--prefix-caching only spares preempted requests their recompute\n");
     return sched_num_unfinished(m->rp.sched) > 0 ? replay_stalled(&m->rp, now) : 0;
 }
 

@@ -691,18 +691,40 @@ want_sql "$T/prefix.db" "select group_concat(cached_tokens) from requests order 
 want_sql "$T/prefix.db" "select json_extract(config, '\$.prefix_caching') from runs" 1
 end
 
-begin "--prefix-caching on a trace without hashes: runs, and says it has no effect"
+begin "--prefix-caching on a trace without prefixes: runs, and says what it can still do"
 sim prefix_nohash --trace "$T/three.csv" --policy "$CONT" --db "$T/prefix_nohash.db" --prefix-caching
 want_rc 0
-want_err "has no effect"
+want_err "names no shared prefixes"
 want_sql "$T/prefix_nohash.db" "select sum(cached_tokens) from requests" 0
 end
 
-begin "--prefix-caching with a block size that does not divide 512: a clear error, run failed"
+begin "--prefix-caching with a block size that does not divide 512: blocks inside the hashed prefix hit"
 sim prefix_bs --trace "$T/pc.jsonl" --policy "$CONT" --db "$T/prefix_bs.db" --prefix-caching --block-size 48
-want_rc 1
-want_err "divides 512"
-want_failed "$T/prefix_bs.db" "divides 512"
+want_rc 0
+want_sql "$T/prefix_bs.db" "select group_concat(cached_tokens) from requests order by req_id" "0,1056"
+end
+
+printf 'arrival_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens\n0,1100,5,sys,1000\n10,1200,5,sys,1000\n20,1100,5,,\n' >"$T/pg.csv"
+begin "--prefix-caching on a plain trace's shared-prefix group; the report says caching was on"
+sim prefix_group --trace "$T/pg.csv" --policy "$CONT" --db "$T/prefix_group.db" --prefix-caching
+want_rc 0
+want_sql "$T/prefix_group.db" "select group_concat(cached_tokens) from requests order by req_id" "0,992,0"
+run pg_report "$BIN" report "$T/prefix_group.db"
+want_out "prefix    caching on: 992 of 3400 prompt tokens"
+end
+
+begin "trace gen --shared-prefix writes the group columns that sim reuses"
+run pgen "$BIN" trace gen --n 50 --rate 1 --shared-prefix 2:1024 --prompt fixed:64 --output fixed:4 --out "$T/gen_pg.csv"
+want_rc 0
+sim prefix_gen --trace "$T/gen_pg.csv" --policy "$CONT" --db "$T/prefix_gen.db" --prefix-caching
+want_rc 0
+want_sql "$T/prefix_gen.db" "select count(*) from requests where cached_tokens = 1024" 48
+run pgen_report "$BIN" report "$T/prefix_gen.db"
+want_out "prefix    caching on"
+sim prefix_gen_off --trace "$T/gen_pg.csv" --policy "$CONT" --db "$T/prefix_gen_off.db"
+want_rc 0
+run pgen_off_report "$BIN" report "$T/prefix_gen_off.db"
+want_out "prefix    caching off"
 end
 
 # ------------------------------------------------------------------ client-side metrics

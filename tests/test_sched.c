@@ -738,6 +738,11 @@ START_TEST(prefix_cache_shares_leading_blocks) {
     add_hashed(s, 2, 170, a, 3);            /* same prompt: all but the last token's block */
     add_hashed(s, 3, 150, b, 3);            /* shares hash blocks 10, 11: 128 tokens */
     add_hashed(s, 4, 170, d, 3);            /* different first block: nothing */
+    /* What a policy is told before it schedules: exactly what the step takes below. */
+    ck_assert_int_eq(sched_prefix_hit(s, 2), 160);
+    ck_assert_int_eq(sched_prefix_hit(s, 3), 128);
+    ck_assert_int_eq(sched_prefix_hit(s, 4), 0);
+    ck_assert_int_eq(sched_prefix_hit(s, 1), 0); /* running: nothing more to take */
     plan = step(s, 1);
     ck_assert_int_eq(plan->n, 4);
     ck_assert_int_eq(plan->entries[1].start, 160);  /* (170 - 1) / 16 = 10 blocks cached */
@@ -788,6 +793,83 @@ START_TEST(preempted_request_finds_its_own_blocks) {
     ck_assert_int_eq(plan->entries[0].num_tokens, 5);
     /* cached_tokens is the prompt's share at first admission: none here */
     ck_assert_int_eq(sched_find(s, 1)->cached_tokens, 0);
+    sched_free(s);
+}
+END_TEST
+
+START_TEST(generated_blocks_are_cached_for_a_recompute) {
+    /* No trace hashes at all: the request's own blocks, generated tokens included, are
+     * keyed, so after a preemption only the unfinished last block is recomputed. */
+    int phase = 0;
+    probe_t p = { .fn = preempt_then_readmit, .ctx = &phase };
+    sched_config_t c = cfg(100);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    add(s, 1, 0, 20, 40);
+    double t = 0;
+    for (int i = 0; i < 30; i++, t += 1) /* the prompt, then 29 decodes: 30 tokens out */
+        ck_assert_int_eq(sched_commit(s, step(s, t), NULL, t + 0.5), 0);
+    ck_assert_int_eq(sched_find(s, 1)->computed, 49); /* 3 full blocks: 28 of them generated */
+    phase = 1;
+    step(s, t);
+    ck_assert_int_eq(sched_kv_used(s), 0);
+    phase = 0;
+    ck_assert_int_eq(sched_prefix_hit(s, 1), 48);
+    const sched_plan_t *plan = step(s, t + 1);
+    ck_assert_int_eq(plan->entries[0].start, 48);
+    ck_assert_int_eq(plan->entries[0].num_tokens, 2);
+    ck_assert_int_eq(plan->entries[0].sample, 1);
+    ck_assert_int_eq(plan->num_tokens, 2);
+    ck_assert_int_eq(sched_find(s, 1)->cached_tokens, 0); /* no prompt served twice */
+    check_invariants(s);
+    sched_free(s);
+
+    /* The same run without caching recomputes all 50 known tokens. */
+    c.prefix_caching = 0;
+    phase = 0;
+    s = make(&p, c);
+    add(s, 1, 0, 20, 40);
+    for (int i = 0; i < 30; i++, t += 1)
+        ck_assert_int_eq(sched_commit(s, step(s, t), NULL, t + 0.5), 0);
+    phase = 1;
+    step(s, t);
+    phase = 0;
+    ck_assert_int_eq(sched_prefix_hit(s, 1), 0);
+    plan = step(s, t + 1);
+    ck_assert_int_eq(plan->entries[0].start, 0);
+    ck_assert_int_eq(plan->entries[0].num_tokens, 50);
+    sched_free(s);
+}
+END_TEST
+
+START_TEST(group_prefix_of_any_length) {
+    /* A plain trace's shared-prefix group is one hash over prefix_tokens tokens, whatever
+     * the block size: requests of one group share the full blocks inside the shorter
+     * prefix, other groups and the prompts' own tails share nothing. */
+    probe_t p = { .fn = fcfs };
+    sched_config_t c = cfg(100);
+    c.prefix_caching = 1;
+    sched_t *s = make(&p, c);
+    int64_t g7 = 7, g8 = 8;
+    sched_new_req_t r = { .id = 1, .prompt_tokens = 130, .output_tokens = 2,
+                          .hash_ids = &g7, .n_hash = 1, .hash_block = 100 };
+    ck_assert_int_eq(sched_add(s, &r, 0), 0);
+    ck_assert_int_eq(sched_commit(s, step(s, 0), NULL, 1), 0);
+    r.id = 2;                                  /* same group and length: 6 blocks (96) */
+    ck_assert_int_eq(sched_add(s, &r, 1), 0);
+    r.id = 3, r.hash_block = 50;               /* same group, shorter prefix: 3 blocks */
+    ck_assert_int_eq(sched_add(s, &r, 1), 0);
+    r.id = 4, r.hash_block = 100, r.hash_ids = &g8; /* another group */
+    ck_assert_int_eq(sched_add(s, &r, 1), 0);
+    ck_assert_int_eq(sched_prefix_hit(s, 2), 96);
+    ck_assert_int_eq(sched_prefix_hit(s, 3), 48);
+    ck_assert_int_eq(sched_prefix_hit(s, 4), 0);
+    const sched_plan_t *plan = step(s, 1);
+    ck_assert_int_eq(plan->entries[1].start, 96);
+    ck_assert_int_eq(plan->entries[1].num_tokens, 34);
+    ck_assert_int_eq(plan->entries[2].start, 48);
+    ck_assert_int_eq(plan->entries[3].start, 0);
+    ck_assert_int_eq(sched_find(s, 3)->cached_tokens, 48);
     sched_free(s);
 }
 END_TEST
@@ -886,6 +968,8 @@ int main(void) {
     tcase_add_loop_test(tc, random_plans_keep_invariants, 0, 2);
     tcase_add_test(tc, prefix_cache_shares_leading_blocks);
     tcase_add_test(tc, preempted_request_finds_its_own_blocks);
+    tcase_add_test(tc, generated_blocks_are_cached_for_a_recompute);
+    tcase_add_test(tc, group_prefix_of_any_length);
     tcase_add_test(tc, idle_hits_never_break_can_allocate);
     tcase_add_test(tc, eviction_keeps_a_prefix_root);
     suite_add_tcase(s, tc);

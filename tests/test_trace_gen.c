@@ -216,6 +216,68 @@ START_TEST(test_determinism_and_readback) {
 }
 END_TEST
 
+START_TEST(test_shared_prefix) {
+    /* --shared-prefix 4:2048: the same arrivals and drawn lengths as without it, each prompt
+     * 2,048 tokens longer, groups drawn uniformly from their own stream, and the columns read
+     * back as one hash id per request, equal within a group, covering the prefix. */
+    tgen_opts_t o = opts(4000, 10.0, 7);
+    int64_t n, n2;
+    tgen_req_t *base = gen_all(&o, &n);
+    char err[256];
+    ck_assert_int_eq(tgen_prefix_parse("4:2048", &o.prefix_groups, &o.prefix_tokens, err,
+                                       sizeof err), 0);
+    tgen_req_t *r = gen_all(&o, &n2);
+    ck_assert_int_eq(n2, n);
+    int count[4] = { 0 };
+    for (int64_t i = 0; i < n; i++) {
+        ck_assert(r[i].arrival_s == base[i].arrival_s);
+        ck_assert_int_eq(r[i].output_tokens, base[i].output_tokens);
+        ck_assert_int_eq(r[i].prompt_tokens, base[i].prompt_tokens + 2048);
+        ck_assert_int_eq(r[i].prefix_tokens, 2048);
+        ck_assert(r[i].prefix_group >= 0 && r[i].prefix_group < 4);
+        ck_assert_int_eq(base[i].prefix_group, -1);
+        count[r[i].prefix_group]++;
+    }
+    for (int g = 0; g < 4; g++) ck_assert_int_gt(count[g], 900);
+
+    char a[64];
+    ck_assert_ptr_nonnull(testutil_tmpfile(a, sizeof a, ".csv"));
+    write_to(&o, a);
+    size_t la;
+    char *ta = slurp(a, &la);
+    ck_assert(strncmp(ta, "arrival_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens\n",
+                      65) == 0);
+    trace_t *t = trace_open(a, NULL);
+    trace_req_t q;
+    int64_t k = 0, first_of[4] = { -1, -1, -1, -1 };
+    int64_t hash_of[4] = { 0 };
+    while (trace_next(t, &q) == 1) {
+        ck_assert_int_eq(q.n_hash, 1);
+        ck_assert_int_eq(q.hash_block, 2048);
+        ck_assert_int_eq(q.prompt_tokens, r[k].prompt_tokens);
+        int g = r[k].prefix_group;
+        if (first_of[g] < 0) first_of[g] = k, hash_of[g] = q.hash_ids[0];
+        ck_assert(q.hash_ids[0] == hash_of[g]);
+        for (int h = 0; h < 4; h++)
+            if (h != g && first_of[h] >= 0) ck_assert(hash_of[h] != q.hash_ids[0]);
+        k++;
+    }
+    ck_assert_msg(trace_errmsg(t) == NULL, "%s", trace_errmsg(t));
+    ck_assert_int_eq(k, n);
+    trace_close(t);
+
+    ck_assert_int_eq(tgen_prefix_parse("4", &o.prefix_groups, &o.prefix_tokens, err,
+                                       sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "GROUPS:TOKENS"));
+    ck_assert_int_eq(tgen_prefix_parse("0:10", &o.prefix_groups, &o.prefix_tokens, err,
+                                       sizeof err), -1);
+    free(base);
+    free(r);
+    free(ta);
+    unlink(a);
+}
+END_TEST
+
 START_TEST(test_duration) {
     tgen_opts_t o = opts(0, 50.0, 9);
     o.duration_s = 100;
@@ -360,6 +422,7 @@ static Suite *trace_gen_suite(void)
     tcase_add_test(tc, test_gamma_cv);
     tcase_add_test(tc, test_lengths);
     tcase_add_test(tc, test_determinism_and_readback);
+    tcase_add_test(tc, test_shared_prefix);
     tcase_add_test(tc, test_duration);
     tcase_add_test(tc, test_resample_pairs);
     tcase_add_test(tc, test_resample_real);

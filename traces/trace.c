@@ -301,6 +301,12 @@ int trace_next(trace_t *t, trace_req_t *out)
         out->max_output_tokens = row.max_output;
         out->predicted_output_tokens = row.predicted;
         out->n_hash = t->n_hash;
+        out->hash_block = t->n_hash > 0 ? TRACE_MOONCAKE_HASH_BLOCK : 0;
+        if (row.prefix_tokens > 0) { /* a plain trace's group: one id over the shared part */
+            t->group = row.prefix_group;
+            out->n_hash = 1;
+            out->hash_block = row.prefix_tokens;
+        }
         if (o->max_prompt > 0 && out->prompt_tokens > o->max_prompt) {
             out->prompt_tokens = o->max_prompt;
             int32_t blocks = (o->max_prompt + TRACE_MOONCAKE_HASH_BLOCK - 1) /
@@ -309,7 +315,7 @@ int trace_next(trace_t *t, trace_req_t *out)
         }
         if (o->max_output > 0 && out->output_tokens > o->max_output)
             out->output_tokens = o->max_output;
-        out->hash_ids = out->n_hash > 0 ? t->hash : NULL;
+        out->hash_ids = out->n_hash == 0 ? NULL : row.prefix_tokens > 0 ? &t->group : t->hash;
         out->line = t->lineno;
         t->emitted++;
         /* Ids are int32 in trace_req_t: a longer replay must be cut with --limit. */

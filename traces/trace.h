@@ -3,7 +3,9 @@
  * Formats: Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens), BurstGPT CSV
  * (Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type, possibly more
  * columns in any position), Mooncake JSONL (timestamp ms, input_length, output_length,
- * hash_ids) and our plain CSV (arrival_s,prompt_tokens,output_tokens). The format is detected
+ * hash_ids) and our plain CSV (arrival_s,prompt_tokens,output_tokens, and optionally
+ * prefix_group,prefix_tokens: the prompt starts with the first prefix_tokens tokens of a
+ * text shared by every row of the same group, as a system prompt). The format is detected
  * from the header line (or the first JSON line) unless forced.
  *
  * Invariants:
@@ -60,8 +62,10 @@ typedef struct {
      * guess that policies may read (docs/policies.md). */
     int32_t max_output_tokens;
     int32_t predicted_output_tokens;
-    int32_t n_hash;        /* Mooncake prefix-block hash ids (512-token blocks); else 0 */
+    int32_t n_hash;        /* prefix hash ids: Mooncake's, or a plain trace's one group */
     const int64_t *hash_ids;
+    int32_t hash_block;    /* prompt tokens each hash id covers: 512 for Mooncake; a plain
+                            * trace's prefix_tokens (its one id names the group); 0: none */
     int64_t line;          /* source line number, for messages */
 } trace_req_t;
 

@@ -103,6 +103,21 @@ static int match_layout(trace_t *t, int nf, const csv_layout_t *l)
     return 1;
 }
 
+/* The plain format's optional shared prefix: both columns or neither. 0 or -1. */
+static int prefix_columns(trace_t *t, int nf)
+{
+    t->col_prefix_group = t->col_prefix_tokens = -1;
+    if (t->fmt != TRACE_FMT_PLAIN) return 0;
+    t->col_prefix_group = find_col(t, nf, "prefix_group");
+    t->col_prefix_tokens = find_col(t, nf, "prefix_tokens");
+    if ((t->col_prefix_group < 0) != (t->col_prefix_tokens < 0))
+        return trace_fail(t, t->lineno, "header has a '%s' column but no '%s' (a shared prefix "
+                          "needs both its group and its length)",
+                          t->col_prefix_group < 0 ? "prefix_tokens" : "prefix_group",
+                          t->col_prefix_group < 0 ? "prefix_group" : "prefix_tokens");
+    return 0;
+}
+
 int trace_csv_header(trace_t *t)
 {
     char shown[96];
@@ -123,10 +138,10 @@ int trace_csv_header(trace_t *t)
                                   "header '%s' has no column '%s', which the %s format needs",
                                   shown, l->cols[i], trace_format_name(t->fmt));
         match_layout(t, nf, l);
-        return 0;
+        return prefix_columns(t, nf);
     }
     for (k = 0; k < N_LAYOUTS; k++)
-        if (match_layout(t, nf, &layouts[k])) return 0;
+        if (match_layout(t, nf, &layouts[k])) return prefix_columns(t, nf);
     return trace_fail(t, t->lineno,
                       "unrecognised header '%s'; expected one of: "
                       "azure (TIMESTAMP,ContextTokens,GeneratedTokens), "
@@ -211,6 +226,29 @@ bad:
                       "2023-11-16 18:17:03.9799600", shown);
 }
 
+/* A row's shared prefix: prefix_group names the shared text (any non-empty text; equal
+ * names are one group, through a 64-bit FNV-1a hash of the name), prefix_tokens is how many
+ * of its tokens open this prompt. Both empty: no shared prefix. 0 or -1. */
+static int prefix_cells(trace_t *t, trace_row_t *row)
+{
+    const char *g = t->fields[t->col_prefix_group], *n = t->fields[t->col_prefix_tokens];
+    uint64_t h = 14695981039346656037ull;
+
+    if (!*g && !*n) return 0;
+    if (!*g || !*n)
+        return trace_fail(t, t->lineno, "column '%s' is empty but '%s' is not (give both or "
+                          "neither)", *g ? "prefix_tokens" : "prefix_group",
+                          *g ? "prefix_group" : "prefix_tokens");
+    if (trace_parse_count(t, "column 'prefix_tokens'", n, strlen(n), &row->prefix_tokens) < 0)
+        return -1;
+    if (row->prefix_tokens > row->prompt)
+        return trace_fail(t, t->lineno, "column 'prefix_tokens': %d is more than the prompt's "
+                          "%d tokens", row->prefix_tokens, row->prompt);
+    for (; *g; g++) h = (h ^ (unsigned char)*g) * 1099511628211ull;
+    row->prefix_group = (int64_t)h;
+    return 0;
+}
+
 int trace_csv_row(trace_t *t, trace_row_t *row)
 {
     const csv_layout_t *l = layout_of(t->fmt);
@@ -256,6 +294,7 @@ int trace_csv_row(trace_t *t, trace_row_t *row)
         trace_parse_count(t, "column 'predicted_output_tokens'", t->fields[t->col_predicted],
                           strlen(t->fields[t->col_predicted]), &row->predicted) < 0)
         return -1;
+    if (t->col_prefix_group >= 0 && prefix_cells(t, row) < 0) return -1;
     if (row->output < 1) {
         /* BurstGPT logs failed requests with 0 response tokens: not a request to replay. */
         if (t->fmt == TRACE_FMT_BURSTGPT) {

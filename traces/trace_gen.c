@@ -10,7 +10,7 @@
 #include "traces/trace_gen.h"
 
 /* Stream numbers for rng_seed3: one per quantity, so they do not disturb each other. */
-enum { STREAM_ARRIVAL = 1, STREAM_PROMPT, STREAM_OUTPUT, STREAM_RESERVOIR };
+enum { STREAM_ARRIVAL = 1, STREAM_PROMPT, STREAM_OUTPUT, STREAM_RESERVOIR, STREAM_GROUP };
 
 /* Rows of a real trace kept for resampling: parallel arrays of n lengths. */
 typedef struct {
@@ -20,7 +20,7 @@ typedef struct {
 
 struct tgen {
     tgen_opts_t o;
-    rng_t r_arrival, r_prompt, r_output;
+    rng_t r_arrival, r_prompt, r_output, r_group;
     pool_t prompt_pool, output_pool; /* used by TRACE distributions */
     int joint;            /* prompt and output resample the same rows of one pool */
     double clock;         /* arrival time of the next request, unrounded */
@@ -194,6 +194,24 @@ int tgen_arrival_parse(const char *s, tgen_arrival_t *out, char *err, size_t err
     return -1;
 }
 
+int tgen_prefix_parse(const char *s, int32_t *groups, int32_t *tokens, char *err,
+                      size_t errlen)
+{
+    char buf[64];
+    const char *colon = s ? strchr(s, ':') : NULL;
+
+    if (colon && (size_t)(colon - s) < sizeof buf) {
+        memcpy(buf, s, (size_t)(colon - s));
+        buf[colon - s] = '\0';
+        if (parse_len(buf, groups) == 0 && parse_len(colon + 1, tokens) == 0 && *groups >= 1 &&
+            *tokens >= 1)
+            return 0;
+    }
+    snprintf(err, errlen, "'%s' is not GROUPS:TOKENS (two positive integers, e.g. 4:2048)",
+             s ? s : "");
+    return -1;
+}
+
 void tgen_dist_format(const tgen_dist_t *d, char *buf, size_t len)
 {
     switch (d->kind) {
@@ -321,6 +339,13 @@ tgen_t *tgen_open(const tgen_opts_t *o)
     rng_seed3(&g->r_arrival, x->seed, STREAM_ARRIVAL, 0);
     rng_seed3(&g->r_prompt, x->seed, STREAM_PROMPT, 0);
     rng_seed3(&g->r_output, x->seed, STREAM_OUTPUT, 0);
+    rng_seed3(&g->r_group, x->seed, STREAM_GROUP, 0);
+    if ((x->prefix_groups != 0 || x->prefix_tokens != 0) &&
+        !(x->prefix_groups >= 1 && x->prefix_tokens >= 1)) {
+        gen_fail(g, "a shared prefix needs at least 1 group and 1 token, not %d:%d",
+                 x->prefix_groups, x->prefix_tokens);
+        goto out;
+    }
     g->joint = x->prompt.kind == TGEN_DIST_TRACE && x->output.kind == TGEN_DIST_TRACE &&
                strcmp(x->prompt.path, x->output.path) == 0;
     if (x->prompt.kind == TGEN_DIST_TRACE &&
@@ -384,6 +409,14 @@ int tgen_next(tgen_t *g, tgen_req_t *out)
     } else {
         out->output_tokens = draw_len(&o->output, &g->r_output);
     }
+    out->prefix_group = -1;
+    out->prefix_tokens = 0;
+    if (o->prefix_groups > 0) {
+        out->prefix_group = (int32_t)draw_index(&g->r_group, o->prefix_groups);
+        out->prefix_tokens = o->prefix_tokens;
+        int64_t p = (int64_t)out->prompt_tokens + o->prefix_tokens;
+        out->prompt_tokens = p > INT32_MAX ? INT32_MAX : (int32_t)p;
+    }
     g->emitted++;
     if (o->arrival.kind == TGEN_ARRIVAL_GAMMA) {
         double cv2 = o->arrival.cv * o->arrival.cv;
@@ -400,9 +433,14 @@ int tgen_write_csv(tgen_t *g, FILE *f)
     int rc;
 
     if (g->failed) return -1;
-    fputs("arrival_s,prompt_tokens,output_tokens\n", f);
-    while ((rc = tgen_next(g, &r)) == 1)
-        fprintf(f, "%.6f,%d,%d\n", r.arrival_s, (int)r.prompt_tokens, (int)r.output_tokens);
+    int shared = g->o.prefix_groups > 0;
+    fputs(shared ? "arrival_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens\n"
+                 : "arrival_s,prompt_tokens,output_tokens\n", f);
+    while ((rc = tgen_next(g, &r)) == 1) {
+        fprintf(f, "%.6f,%d,%d", r.arrival_s, (int)r.prompt_tokens, (int)r.output_tokens);
+        if (shared) fprintf(f, ",%d,%d", (int)r.prefix_group, (int)r.prefix_tokens);
+        fputc('\n', f);
+    }
     if (rc < 0) return -1;
     if (fflush(f) != 0 || ferror(f)) return gen_fail(g, "write error: %s", strerror(errno));
     return 0;

@@ -1,5 +1,6 @@
 /* trace_gen: synthetic request traces, written as the plain CSV that trace_open reads back
- * (header arrival_s,prompt_tokens,output_tokens; arrivals in seconds with 6 decimals).
+ * (header arrival_s,prompt_tokens,output_tokens, plus prefix_group,prefix_tokens with a
+ * shared prefix; arrivals in seconds with 6 decimals).
  *
  * Arrivals: the first request arrives at 0, then gaps are drawn from an exponential
  * (poisson) or a gamma distribution with mean 1/rate and coefficient of variation cv
@@ -61,6 +62,11 @@ typedef struct {
     tgen_dist_t prompt, output;
     uint64_t seed;
     int64_t max_pairs;      /* reservoir size for trace:PATH; <= 0: TGEN_DEFAULT_MAX_PAIRS */
+    /* --shared-prefix GROUPS:TOKENS (0:0 = none): every prompt opens with a TOKENS-token
+     * shared prefix (a system prompt) of one of GROUPS groups, drawn uniformly from its own
+     * stream; the drawn prompt length follows it, so arrivals and lengths are those of the
+     * same seed without the option, prompts TOKENS longer. */
+    int32_t prefix_groups, prefix_tokens;
 } tgen_opts_t;
 
 typedef struct {
@@ -68,6 +74,8 @@ typedef struct {
     double arrival_s;       /* non-decreasing, a whole number of microseconds */
     int32_t prompt_tokens;  /* >= 0 (>= 1 unless resampled from a trace) */
     int32_t output_tokens;  /* >= 1 */
+    int32_t prefix_group;   /* 0 .. prefix_groups-1, or -1 without a shared prefix */
+    int32_t prefix_tokens;  /* the shared prefix's length (of prompt_tokens), 0 without */
 } tgen_req_t;
 
 typedef struct tgen tgen_t;
@@ -81,6 +89,9 @@ void tgen_opts_default(tgen_opts_t *o);
 int tgen_dist_parse(const char *s, tgen_dist_t *out, char *err, size_t errlen);
 /* Parses "poisson" or "gamma:CV". 0 or -1 with a message in err. */
 int tgen_arrival_parse(const char *s, tgen_arrival_t *out, char *err, size_t errlen);
+/* Parses --shared-prefix's "GROUPS:TOKENS" (both >= 1). 0 or -1 with a message in err. */
+int tgen_prefix_parse(const char *s, int32_t *groups, int32_t *tokens, char *err,
+                      size_t errlen);
 /* Writes the DIST string back (the form tgen_dist_parse reads) into buf. */
 void tgen_dist_format(const tgen_dist_t *d, char *buf, size_t len);
 

@@ -25,6 +25,8 @@ typedef struct {
     double t;                 /* seconds in the source's time base (Azure: from its first row) */
     int32_t prompt, output;
     int32_t max_output, predicted; /* optional CSV columns; 0: absent or empty */
+    int64_t prefix_group;     /* plain CSV's shared prefix: its group's hash ... */
+    int32_t prefix_tokens;    /* ... and length; 0: none */
     int failed;               /* BurstGPT failed request (0 response tokens): skipped and counted */
     char ts_text[TRACE_SNIP]; /* the timestamp as written, for out-of-order messages */
 } trace_row_t;
@@ -51,6 +53,7 @@ struct trace {
     /* CSV layout, from the header */
     int ncols, col_ts, col_prompt, col_output;
     int col_max_output, col_predicted; /* optional columns; -1 when absent */
+    int col_prefix_group, col_prefix_tokens; /* plain's optional shared prefix; -1: absent */
     char *fields[TRACE_MAX_COLS];
 
     /* Azure timestamps are absolute dates: rows are taken relative to the first one in
@@ -63,6 +66,7 @@ struct trace {
     double t_first, t_prev;
     char prev_ts[TRACE_SNIP];
 
+    int64_t group;            /* the current row's prefix group (hash_ids points here) */
     int64_t *hash;            /* Mooncake hash_ids of the current row, grown as needed */
     int32_t n_hash;
     size_t hash_cap;

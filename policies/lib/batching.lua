@@ -19,7 +19,9 @@
 --   the queue). chunked = false: whole prompts only, stop at the first that does not fit,
 --   and reject a new prompt larger than step_budget (it could never run); a preempted
 --   request that outgrew the step is recomputed in chunks. chunked = true: the last
---   admitted request may get a partial chunk. Returns the budget left.
+--   admitted request may get a partial chunk. With prefix caching, a request's tokens
+--   found in the cache (s:prefix_hit) cost no budget: a prompt is judged, charged and
+--   scheduled by its uncached tokens only. Returns the budget left.
 
 local M = {}
 
@@ -79,14 +81,19 @@ function M.admit(s, budget, seqs, chunked, step_budget)
     for j = 1, s:num_waiting() do
         if budget <= 0 or s:planned_seqs() >= seqs then break end
         local r = s:waiting(j)
-        local n = r:remaining()
+        -- Tokens found in the prefix cache are not computed: only the rest costs budget
+        -- (vLLM's num_new_tokens), so a long but mostly cached prompt fits a step.
+        local hit = s:prefix_hit(r)
+        local n = r:remaining() - hit
         if chunked then
             n = math.min(n, budget)
         elseif n > step_budget then
             if r.generated == 0 then
                 -- a prompt that can never run as one piece: reject it with the reason
                 -- instead of stalling the queue forever
-                s:reject(r, "prompt of " .. n .. " tokens exceeds the step budget of " ..
+                local what = hit > 0 and (n .. " uncached tokens (" .. hit .. " cached)")
+                    or (n .. " tokens")
+                s:reject(r, "prompt of " .. what .. " exceeds the step budget of " ..
                     step_budget .. " tokens (use a chunked policy)")
                 n = 0
             else
