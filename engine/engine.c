@@ -327,14 +327,12 @@ static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
     }
     for (int32_t i = 0; i < p->n_pads; i++) {
         const sched_pad_t *pd = &p->pads[i];
-        if (pd->num_tokens > e->max_model_len)
-            return FAIL(e, "step %lld: padding of %d tokens exceeds the context length %d",
-                        (long long)p->step, pd->num_tokens, e->max_model_len);
-        /* A finished slot is padded at its final context, which may be the whole context
-         * (static batching): the throwaway tokens then take the last positions instead,
-         * one token of attention less than the slot's cost. */
-        int32_t ctx = pd->ctx < e->max_model_len - pd->num_tokens
-                          ? pd->ctx : e->max_model_len - pd->num_tokens;
+        /* The core refuses padding past the context (sched_plan_pad), the same limit. */
+        if ((int64_t)pd->ctx + pd->num_tokens > e->max_model_len)
+            return FAIL(e, "step %lld: padding of %d tokens at context %d exceeds the context "
+                        "length %d", (long long)p->step, pd->num_tokens, pd->ctx,
+                        e->max_model_len);
+        int32_t ctx = pd->ctx;
         e->seq_start[s] = t;
         e->bt_start[s] = (int32_t)bt;
         for (int32_t j = 0; j < pd->num_tokens; j++, t++) {

@@ -686,6 +686,13 @@ int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx) {
                         "context >= 0)", n, ctx);
         return -1;
     }
+    /* Padding runs n throwaway tokens at positions ctx .. ctx+n-1; past the context length
+     * no executor could run them (the simulator would cost them, the engine clamp them). */
+    if ((int64_t)ctx + n > s->cfg.max_model_len) {
+        sched_set_error(s, "illegal plan: pad with %d tokens at context %d runs past the "
+                        "context length %d", n, ctx, s->cfg.max_model_len);
+        return -1;
+    }
     /* Padding fills slots of the batch's shape; it costs tokens but is not a sequence. */
     if (budget_check(s, n, 0, -1)) return -1;
     if (grow((void **)&s->pads, &s->pads_cap, s->plan.n_pads + 1, sizeof(sched_pad_t))) {

@@ -14,7 +14,7 @@
 -- a request that arrives just after a batch started waits for the whole batch.
 
 local batch_ids = nil   -- ids of the current batch's members, in order
-local final_ctx = {}    -- id -> context length of a finished member (for its padding)
+local final_ctx = {}    -- id -> context a finished member's padding runs at
 
 local function blocks_for(s, tokens) return math.ceil(tokens / s.block_size) end
 
@@ -55,7 +55,10 @@ return {
     },
 
     on_finish = function(s, r)
-        final_ctx[r.id] = r.prompt_tokens + r.generated
+        -- where its next decode would run, but never at the limit's last position: a slot
+        -- that used the whole context would pad past it, which the core refuses
+        -- (prompt + output_tokens never exceeds the context)
+        final_ctx[r.id] = r.prompt_tokens + math.min(r.generated, r.output_tokens - 1)
     end,
 
     schedule = function(s)

@@ -244,6 +244,26 @@ START_TEST(errors_name_the_policy_line) {
 }
 END_TEST
 
+/* Padding past the context length is refused with the policy's line (the simulator used to
+ * cost it and the engine to clamp it); up to the last position is fine. */
+START_TEST(pad_past_the_context_is_refused) {
+    lhost_t *h = open_src("return { schedule = function(s)\n"
+                          "  s:schedule(s:waiting(1))\n"
+                          "  s:pad(1, 4095)\n"
+                          "  s:pad(2, 4095)\n"
+                          "end }\n");
+    sched_t *s = attach(h, NULL);
+    add(s, 1, 10, 5);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(s, 0, &plan), -1);
+    assert_has(sched_errmsg(s), ":4: illegal plan: pad with 2 tokens at context 4095 runs past "
+               "the context length 4096");
+    sched_free(s);
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(hooks_params_and_random) {
     lhost_t *h = open_src(
         "local seen, done = 0, 0\n"
@@ -482,6 +502,7 @@ int main(void) {
     tcase_add_test(tc, views_are_read_only);
     tcase_add_test(tc, sandbox_holes_stay_closed);
     tcase_add_test(tc, errors_name_the_policy_line);
+    tcase_add_test(tc, pad_past_the_context_is_refused);
     tcase_add_test(tc, hooks_params_and_random);
     tcase_add_test(tc, import_shares_library_code);
     tcase_add_exit_test(tc, endless_loop_is_stopped, 3);

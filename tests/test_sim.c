@@ -153,6 +153,23 @@ END_TEST
 
 static void static_batch2(sim_opts_t *o) { (void)o; }
 
+static void context_66(sim_opts_t *o) { o->max_model_len = 66; }
+
+START_TEST(static_padding_stays_inside_the_context) {
+    /* The first member uses the whole context (64 + 2 = 66): its slot's padding must not run
+     * past it (the core refuses that), so it pads at 65 instead of 66. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,64,2\n0,32,6\n");
+    const char *sets[] = { "batch=2", "timeout_s=0" };
+    int64_t id = run(tr, "policies/static.lua", sets, 2, context_66);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT SUM(pad_tokens) FROM steps WHERE run_id=%lld AND step>1",
+             (long long)id);
+    ck_assert_double_eq(q1(sql), 4);
+    unlink(tr);
+}
+END_TEST
+
+
 START_TEST(static_batching_pays_for_padding) {
     /* Two requests in one static batch: outputs 2 and 6. After the first finishes, each of
      * the remaining 4 decode steps still carries its padded slot: pad_tokens = 1 and the
@@ -488,6 +505,7 @@ int main(void) {
     tcase_add_test(tc, kv_capacity_from_memory_budget);
     tcase_add_test(tc, lone_request_costs_add_up);
     tcase_add_test(tc, static_batching_pays_for_padding);
+    tcase_add_test(tc, static_padding_stays_inside_the_context);
     tcase_add_test(tc, same_seed_same_rows);
     tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     tcase_add_test(tc, prefix_caching_known_answers);
