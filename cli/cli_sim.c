@@ -72,7 +72,7 @@ void cli_sim_usage(FILE *f) {
         "  --block-size N        KV block size in tokens (16)\n"
         "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
         "  --max-tokens N        hard per-step token budget of the executor (8192)\n"
-        "  --max-seqs N          hard per-step sequence limit (256)\n"
+        "  --max-seqs N          hard limit on running requests (vLLM max_num_seqs; 256)\n"
         "  --max-model-len N     context length (default: the model's)\n"
         "  --prefix-caching      reuse the KV of equal prompt prefixes (automatic prefix\n"
         "                        caching, as vLLM's): cached tokens cost no step budget;\n"

@@ -55,7 +55,7 @@ static void usage(FILE *f) {
         "  --start S, --duration S, --limit N   replay a slice of the trace\n"
         "  --block-size N        KV block size in tokens (16)\n"
         "  --max-tokens N        per-step token budget (2048)\n"
-        "  --max-seqs N          per-step sequence limit (64)\n"
+        "  --max-seqs N          limit on running requests (vLLM max_num_seqs; 64)\n"
         "  --max-model-len N     context length (default: the model's)\n"
         "  --kv-blocks N         KV pool size in blocks (default: from --kv-mem)\n"
         "  --kv-mem GB           KV pool size in GB (default on cpu: max-seqs full\n"

@@ -42,6 +42,7 @@ void sched_wake_at(sched_t *s, double t);
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n);
 int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
 int32_t sched_prefix_hit(const sched_t *s, int32_t id);
+int32_t sched_running_seqs(const sched_t *s);
 double sched_random(sched_t *s);
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
 ]]
@@ -139,6 +140,7 @@ function s.budget() return V.max_tokens - V.plan_tokens end
 function s.seqs_left() return V.max_seqs - V.plan_seqs end
 function s.planned_tokens() return V.plan_tokens end
 function s.planned_seqs() return V.plan_seqs end
+function s.running_seqs() return C.sched_running_seqs(S) end
 function s.time() return V.now end
 
 function s.find(_, id)

@@ -70,6 +70,7 @@ struct sched {
     int64_t total_preemptions;
     int32_t num_unfinished;
     int32_t wait_out;     /* queue members that left the queue since the last compaction */
+    int32_t admitted;     /* requests admitted in the plan being built */
     slot_t **scratch;     /* preempted slots during compaction */
     int32_t scratch_cap;
 
@@ -448,6 +449,7 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
     if (s->view.wake_at <= now) s->view.wake_at = INFINITY;
     s->plan = (sched_plan_t){ .step = -1 };
     s->view.plan_tokens = s->view.plan_seqs = 0;
+    s->admitted = 0;
     /* The queue moves this step can make (every waiting request admitted, every running one
      * preempted) get their room now, so the compaction after the policy cannot fail. */
     if (queue_reserve(&s->running, 0, s->waiting.n) ||
@@ -559,6 +561,15 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         "request %d still has %d prompt tokens to compute", k, id, rem);
         return -1;
     }
+    /* max_seqs bounds the running batch, as vLLM's max_num_seqs: a running request that
+     * sits out this step still holds its slot, so admission counts running requests, not
+     * only the planned ones (every step then stays within the limit too). */
+    if (q->state != SCHED_RUNNING && sched_running_seqs(s) >= s->cfg.max_seqs) {
+        sched_set_error(s, "illegal plan: schedule request %d: sequence limit reached (%d "
+                        "requests running, max_seqs %d; running requests count, planned or "
+                        "not)", id, sched_running_seqs(s), s->cfg.max_seqs);
+        return -1;
+    }
     /* Prefix cache: a request starting from nothing takes its cached leading blocks
      * (looked up first, taken only once everything below has been checked). */
     int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
@@ -613,6 +624,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
         q->state = SCHED_RUNNING;
         x->admitted_now = 1;
         s->wait_out++;
+        s->admitted++;
     }
     if (q->first_scheduled_s < 0) q->first_scheduled_s = s->view.now;
     s->plan.num_tokens += n + k;
@@ -816,6 +828,11 @@ int32_t sched_prefix_hit(const sched_t *s, int32_t id) {
 }
 
 double sched_random(sched_t *s) { return rng_uniform(&s->rng); }
+/* Inside a step the running list still holds this step's preemptions and lacks its
+ * admissions (they move at the end of the step). */
+int32_t sched_running_seqs(const sched_t *s) {
+    return s->in_step ? s->running.n - s->plan.num_preempted + s->admitted : s->running.n;
+}
 int32_t sched_num_unfinished(const sched_t *s) { return s->num_unfinished; }
 int32_t sched_kv_used(const sched_t *s) { return kv_num_used(s->kv); }
 int32_t sched_kv_total(const sched_t *s) { return kv_num_blocks(s->kv); }

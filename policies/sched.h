@@ -117,7 +117,8 @@ typedef struct {
     int32_t block_size;    /* tokens per block (16) */
     double watermark;      /* fraction of blocks kept free when admitting new work (0.01) */
     int32_t max_tokens;    /* hard per-step token budget: the executor's activation size */
-    int32_t max_seqs;      /* hard per-step sequence limit */
+    int32_t max_seqs;      /* hard limit on running sequences (vLLM's max_num_seqs): admission
+                            * counts running requests, planned or not */
     int32_t max_model_len; /* context length: prompt + output beyond it is rejected */
     uint64_t seed;
     int prefix_caching;    /* reuse KV blocks of equal prompt prefixes (needs hash_ids) */
@@ -227,6 +228,9 @@ int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
  * lookup. Memory short of the idle hits can make the core take fewer (see above). Pure. */
 int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 double sched_random(sched_t *s);
+/* Requests running now, counting this step's admissions and not its preemptions: what
+ * max_seqs bounds. */
+int32_t sched_running_seqs(const sched_t *s);
 
 /* The live state, read directly by the Lua FFI views. Arrays hold borrowed pointers,
  * valid until the state changes (a step, a commit or an arrival). */

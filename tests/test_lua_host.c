@@ -264,6 +264,32 @@ START_TEST(pad_past_the_context_is_refused) {
 }
 END_TEST
 
+/* batching.admit bounds the running batch, not the plan (vLLM's max_num_seqs): request 2,
+ * left out of step 1 because its drafts do not fit the budget, still holds one of the two
+ * slots, so request 3 waits. */
+START_TEST(admit_counts_running_sequences) {
+    lhost_t *h = lhost_open("policies/speculative.lua", NULL);
+    ck_assert_ptr_null(lhost_errmsg(h));
+    ck_assert_int_eq(lhost_set(h, "k=4"), 0);
+    ck_assert_int_eq(lhost_set(h, "max_tokens=8"), 0);
+    ck_assert_int_eq(lhost_set(h, "max_seqs=2"), 0);
+    sched_t *s = attach(h, NULL);
+    add(s, 1, 3, 20);
+    add(s, 2, 3, 20);
+    add(s, 3, 2, 20);
+    const sched_plan_t *plan;
+    ck_assert_msg(sched_step(s, 0, &plan) == 0, "%s", sched_errmsg(s));
+    ck_assert_int_eq(plan->n, 2);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0);
+    ck_assert_msg(sched_step(s, 1, &plan) == 0, "%s", sched_errmsg(s));
+    ck_assert_int_eq(plan->n, 1); /* request 1 with 4 drafts; nobody admitted */
+    ck_assert_int_eq(plan->entries[0].req_id, 1);
+    ck_assert_int_eq(sched_view(s)->n_waiting, 1);
+    sched_free(s);
+    lhost_close(h);
+}
+END_TEST
+
 START_TEST(hooks_params_and_random) {
     lhost_t *h = open_src(
         "local seen, done = 0, 0\n"
@@ -476,6 +502,8 @@ START_TEST(ffi_layout_matches_c) {
              "assert(ffi.offsetof('sched_req_t', 'cached_tokens') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'predicted') == %zu)\n"
              "assert(ffi.offsetof('sched_req_t', 'finish_s') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'priority') == %zu)\n"
+             "assert(ffi.offsetof('sched_req_t', 'tenant_name') == %zu)\n"
              "assert(ffi.sizeof('sched_view_t') == %zu, 'sizeof sched_view_t')\n"
              "assert(ffi.offsetof('sched_view_t', 'n_running') == %zu)\n"
              "assert(ffi.offsetof('sched_view_t', 'plan_seqs') == %zu)\n"
@@ -483,6 +511,7 @@ START_TEST(ffi_layout_matches_c) {
              offsetof(sched_req_t, true_output_tokens), offsetof(sched_req_t, arrival_s),
              offsetof(sched_req_t, spec_accepted), offsetof(sched_req_t, cached_tokens),
              offsetof(sched_req_t, predicted_output_tokens), offsetof(sched_req_t, finish_s),
+             offsetof(sched_req_t, priority), offsetof(sched_req_t, tenant_name),
              sizeof(sched_view_t), offsetof(sched_view_t, n_running),
              offsetof(sched_view_t, plan_seqs), offsetof(sched_view_t, wake_at));
     int rc = luaL_dostring(L, src);
@@ -503,6 +532,7 @@ int main(void) {
     tcase_add_test(tc, sandbox_holes_stay_closed);
     tcase_add_test(tc, errors_name_the_policy_line);
     tcase_add_test(tc, pad_past_the_context_is_refused);
+    tcase_add_test(tc, admit_counts_running_sequences);
     tcase_add_test(tc, hooks_params_and_random);
     tcase_add_test(tc, import_shares_library_code);
     tcase_add_exit_test(tc, endless_loop_is_stopped, 3);

@@ -249,7 +249,44 @@ START_TEST(duplicate_entry_and_seq_limit) {
     add(s, 2, 0, 10, 5);
     const sched_plan_t *plan = NULL;
     ck_assert_int_eq(sched_step(s, 0, &plan), -1);
-    ck_assert_ptr_nonnull(strstr(sched_errmsg(s), "sequence limit exceeded"));
+    ck_assert_ptr_nonnull(strstr(sched_errmsg(s), "sequence limit reached"));
+    sched_free(s);
+}
+END_TEST
+
+/* Step 0 admits everything it is given; later steps decode only request 1 and try to admit
+ * request 3 while request 2 sits out the step. */
+static int one_decode_then_admit(sched_t *s, void *ctx) {
+    try_t *t = ctx;
+    const sched_view_t *v = sched_view(s);
+    if (v->n_running == 0) return fcfs(s, NULL);
+    if (sched_plan_schedule(s, 1, 1, 0)) return -1;
+    t->rc = sched_plan_schedule(s, 3, 10, 0);
+    snprintf(t->msg, sizeof t->msg, "%s", sched_errmsg(s));
+    t->id = sched_running_seqs(s);
+    return 0;
+}
+
+START_TEST(seq_limit_counts_running_requests) {
+    /* vLLM's max_num_seqs bounds the running batch: request 2 holds its slot even in a step
+     * that leaves it out, so a third request cannot be admitted under max_seqs = 2. */
+    sched_config_t c = cfg(100);
+    c.max_seqs = 2;
+    try_t t = { 0 };
+    probe_t p = { .fn = one_decode_then_admit, .ctx = &t };
+    sched_t *s = make(&p, c);
+    add(s, 1, 0, 10, 5);
+    add(s, 2, 0, 10, 5);
+    const sched_plan_t *plan = step(s, 0);
+    ck_assert_int_eq(plan->n, 2);
+    ck_assert_int_eq(sched_running_seqs(s), 2);
+    add(s, 3, 0.5, 10, 5);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0);
+    plan = step(s, 1);
+    ck_assert_int_eq(t.rc, -1);
+    ck_assert_ptr_nonnull(strstr(t.msg, "sequence limit reached (2 requests running, max_seqs 2"));
+    ck_assert_int_eq(t.id, 2);
+    ck_assert_int_eq(plan->n, 1);
     sched_free(s);
 }
 END_TEST
@@ -953,6 +990,7 @@ int main(void) {
     tcase_add_test(tc, chunks_sample_only_at_the_end);
     tcase_add_test(tc, illegal_plans_are_refused_with_reasons);
     tcase_add_test(tc, duplicate_entry_and_seq_limit);
+    tcase_add_test(tc, seq_limit_counts_running_requests);
     tcase_add_test(tc, rejected_requests_cannot_be_scheduled);
     tcase_add_test(tc, arrival_rejections_carry_reasons);
     tcase_add_test(tc, plan_calls_outside_schedule_fail);

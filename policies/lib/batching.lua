@@ -79,7 +79,9 @@ end
 
 function M.admit(s, budget, seqs, chunked, step_budget)
     for j = 1, s:num_waiting() do
-        if budget <= 0 or s:planned_seqs() >= seqs then break end
+        -- seqs bounds the running batch (vLLM's max_num_seqs): a running request left out
+        -- of this step still holds its slot
+        if budget <= 0 or s:running_seqs() >= seqs then break end
         local r = s:waiting(j)
         -- Tokens found in the prefix cache are not computed: only the rest costs budget
         -- (vLLM's num_new_tokens), so a long but mostly cached prompt fits a step.
