@@ -290,6 +290,52 @@ START_TEST(admit_counts_running_sequences) {
 }
 END_TEST
 
+/* decode_running with a budget of one token: request 1 takes it (and the last free block);
+ * request 2 then needs a block too but cannot run for want of budget, so nobody may be
+ * preempted for it (request 3, the newest, used to be, for nothing). */
+START_TEST(decode_running_preempts_only_for_what_it_schedules) {
+    char dir[] = "/tmp/twinlib-XXXXXX", cwd[512], lib[600], file[600], tgt[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    snprintf(lib, sizeof lib, "%s/lib", dir);
+    snprintf(tgt, sizeof tgt, "%s/policies/lib", cwd);
+    ck_assert_int_eq(symlink(tgt, lib), 0);
+    snprintf(file, sizeof file, "%s/p.lua", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("local b = import('batching')\n"
+          "return { schedule = function(s)\n"
+          "  if s:num_running() == 0 then\n"
+          "    for j = 1, s:num_waiting() do s:schedule(s:waiting(j)) end\n"
+          "  else b.decode_running(s, 1, 8) end\n"
+          "end }\n", f);
+    fclose(f);
+    lhost_t *h = lhost_open(file, NULL);
+    ck_assert_ptr_null(lhost_errmsg(h));
+    sched_config_t c = { .num_blocks = 4, .block_size = 4, .watermark = 0, .max_tokens = 64,
+                         .max_seqs = 8, .max_model_len = 64, .seed = 3 };
+    sched_policy_t pol;
+    lhost_policy(h, &pol);
+    sched_t *s = sched_new(&c, &pol, NULL);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(lhost_attach(h, s), 0);
+    for (int32_t id = 1; id <= 3; id++) add(s, id, 4, 10); /* a block each, all full */
+    const sched_plan_t *plan;
+    ck_assert_msg(sched_step(s, 0, &plan) == 0, "%s", sched_errmsg(s));
+    ck_assert_int_eq(plan->n, 3);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1), 0);
+    ck_assert_msg(sched_step(s, 1, &plan) == 0, "%s", sched_errmsg(s));
+    ck_assert_int_eq(plan->n, 1);
+    ck_assert_int_eq(plan->num_preempted, 0);
+    ck_assert_int_eq(sched_find(s, 3)->state, SCHED_RUNNING);
+    sched_free(s);
+    lhost_close(h);
+    unlink(file);
+    unlink(lib);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(hooks_params_and_random) {
     lhost_t *h = open_src(
         "local seen, done = 0, 0\n"
@@ -533,6 +579,7 @@ int main(void) {
     tcase_add_test(tc, errors_name_the_policy_line);
     tcase_add_test(tc, pad_past_the_context_is_refused);
     tcase_add_test(tc, admit_counts_running_sequences);
+    tcase_add_test(tc, decode_running_preempts_only_for_what_it_schedules);
     tcase_add_test(tc, hooks_params_and_random);
     tcase_add_test(tc, import_shares_library_code);
     tcase_add_exit_test(tc, endless_loop_is_stopped, 3);

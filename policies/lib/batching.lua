@@ -4,7 +4,8 @@
 --   Schedules one decode step for every running request that is decoding, oldest first.
 --   When a request needs a KV block and none is free, the NEWEST running request is
 --   preempted (vLLM's recompute preemption: its blocks are freed and it recomputes later),
---   so the oldest requests keep making progress. drafts(r) (optional) gives the number of
+--   so the oldest requests keep making progress; it stops (budget or sequences spent)
+--   before preempting for a request it could not run. drafts(r) (optional) gives the number of
 --   speculative tokens to verify for r; they are dropped, not paid for with a preemption,
 --   when only the drafts lack KV. Returns the token budget left and the number of requests
 --   it preempted: a policy should not admit new requests in a step that had to preempt
@@ -46,6 +47,9 @@ function M.decode_running(s, budget, seqs, drafts)
             -- rather than preempt someone just to verify guesses (as vLLM does).
             if k > 0 and not s:can_allocate(r, 1 + k) and s:can_allocate(r, 1) then k = 0 end
             local n = 1 + k
+            -- Out of budget or sequences: stop BEFORE making room, or someone would be
+            -- preempted for a request this step then does not run.
+            if n > budget or s:planned_seqs() >= seqs then return budget, preempted end
             local p
             last, p = preempt_newest_until_fits(s, r, n, last, i)
             preempted = preempted + p
@@ -53,7 +57,6 @@ function M.decode_running(s, budget, seqs, drafts)
                 s:preempt(r) -- alone and still too big: back to the queue until memory frees
                 return budget, preempted + 1
             end
-            if n > budget or s:planned_seqs() >= seqs then return budget, preempted end
             s:schedule(r, 1, k)
             budget = budget - n
         end
