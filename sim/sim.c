@@ -41,6 +41,8 @@ typedef struct {
     double front_free;    /* when the front end hands on the last request it took */
     double *client_last;  /* [request id]: client time of its last streamed token */
     int64_t client_cap;   /* 8 bytes per request of the trace, in client mode only */
+    int32_t *draft_pos;   /* [request id]: positions whose K/V the draft model holds */
+    int64_t draft_cap;    /* speculative runs only */
 } sim_t;
 
 #define fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
@@ -112,7 +114,9 @@ static int seqs_reserve(sim_t *m, int32_t n) {
 
 /* The target's pass over the whole plan (its features in *f), plus, for speculative
  * policies, the draft model: one pass over the prefills and the first draft token, then
- * k - 1 single-token passes. */
+ * k - 1 single-token passes. The first pass also runs what the draft model is behind on:
+ * after a step that accepted all k drafts, the last draft (proposed, never run through the
+ * draft model) besides the target's bonus token, so 2 tokens (draft_pos, draft_advance). */
 static double step_cost(sim_t *m, const sched_plan_t *p, cost_features_t *f) {
     int32_t n = 0;
     for (int32_t i = 0; i < p->n; i++) {
@@ -132,7 +136,11 @@ static double step_cost(sim_t *m, const sched_plan_t *p, cost_features_t *f) {
         const sched_entry_t *e = &p->entries[i];
         if (e->num_spec > kmax) kmax = e->num_spec;
         if (!e->is_decode) m->seqs[n++] = (cost_seq_t){ e->num_tokens, e->start, 0 };
-        else if (e->num_spec > 0) m->seqs[n++] = (cost_seq_t){ 1, e->start, 1 };
+        else if (e->num_spec > 0) {
+            int32_t lag = e->start - m->draft_pos[e->req_id];
+            lag = lag < 0 ? 0 : lag;
+            m->seqs[n++] = (cost_seq_t){ 1 + lag, e->start - lag, 1 };
+        }
     }
     t += cost_step_time(m->draft_cost, m->seqs, n);
     for (int32_t j = 1; j < kmax; j++) {
@@ -144,6 +152,22 @@ static double step_cost(sim_t *m, const sched_plan_t *p, cost_features_t *f) {
         t += cost_step_time(m->draft_cost, m->seqs, n);
     }
     return t;
+}
+
+/* After step p with its acceptances drawn: the positions the draft model now holds valid
+ * K/V for. A prefill (or recompute) runs through it; a verified step leaves its passes'
+ * K/V up to the last draft it ran (start + k - 1), and only up to the accepted ones. A
+ * decode without drafts leaves it behind by one more token. */
+static void draft_advance(sim_t *m, const sched_plan_t *p) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        int32_t *d = &m->draft_pos[e->req_id];
+        if (!e->is_decode) *d = e->start + e->num_tokens;
+        else if (e->num_spec > 0) {
+            int32_t ran = e->start + e->num_spec, ok = e->start + 1 + m->accepted[i];
+            *d = ran < ok ? ran : ok;
+        }
+    }
 }
 
 /* Drafts accepted left to right with probability alpha until the first rejection, drawn
@@ -228,6 +252,20 @@ static int front_end(sim_t *m, const trace_req_t *q, double *t) {
         m->client_cap = cap;
     }
     m->client_last[q->id] = -INFINITY;
+    return 0;
+}
+
+/* A speculative run's draft-model position for a new request (it holds nothing yet). */
+static int draft_track(sim_t *m, int32_t id) {
+    if (id >= m->draft_cap) {
+        int64_t cap = m->draft_cap ? m->draft_cap : 1024;
+        while (cap <= id) cap *= 2;
+        int32_t *v = realloc(m->draft_pos, sizeof *v * (size_t)cap);
+        if (!v) return fail(m, "out of memory (draft positions)");
+        m->draft_pos = v;
+        m->draft_cap = cap;
+    }
+    m->draft_pos[id] = 0;
     return 0;
 }
 
@@ -406,6 +444,7 @@ static int push_next_arrival(sim_t *m, trace_req_t *next) {
     if (rc == 0) return 0;
     double t;
     if (front_end(m, next, &t)) return -1;
+    if (m->draft_cost && draft_track(m, next->id)) return -1;
     if (sim_heap_push(&m->heap, (sim_event_t){ .t = t, .type = SIM_EV_ARRIVAL }))
         return fail(m, "out of memory (event heap)");
     return 0;
@@ -439,7 +478,10 @@ static int run_loop(sim_t *m) {
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
                 double w0 = wall_now();
-                if (m->draft_cost) draw_acceptances(m, plan);
+                if (m->draft_cost) {
+                    draw_acceptances(m, plan);
+                    draft_advance(m, plan);
+                }
                 if (m->o->on_step) {
                     sim_step_info_t si = {
                         .plan = plan, .accepted = m->draft_cost ? m->accepted : NULL,
@@ -621,6 +663,7 @@ done:
     free(m.seqs);
     free(m.accepted);
     free(m.client_last);
+    free(m.draft_pos);
     free(config);
     free(m.cf);
     return m.rp.failed ? -1 : 0;

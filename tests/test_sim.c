@@ -221,6 +221,38 @@ START_TEST(same_seed_same_rows) {
 }
 END_TEST
 
+START_TEST(draft_catches_up_after_a_fully_accepted_step) {
+    /* alpha = 1, k = 2: every step accepts both drafts. The draft model never ran the last
+     * draft (it only proposed it), so its first pass of the next step runs 2 tokens: that
+     * draft and the target's bonus token. Step 1 (the first decode) starts in sync. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,64,20\n");
+    const char *sets[] = { "alpha=1", "k=2" };
+    int64_t id = run(tr, "policies/speculative.lua", sets, 2, NULL);
+    const preset_model_t *m = preset_model_find("llama-2-7b");
+    const preset_model_t *d = preset_model_find("llama-3.2-1b");
+    const preset_hw_t *hw = preset_hw_find("a100-80g");
+    cost_roofline_params_t cp;
+    cost_roofline_defaults(&cp);
+    cost_model_t *tc = cost_roofline_new(m, hw, &cp), *dc = cost_roofline_new(d, hw, &cp);
+    cost_seq_t v1 = { 3, 64, 3 }, d1a = { 1, 64, 1 }, d1b = { 1, 65, 1 };
+    cost_seq_t v2 = { 3, 67, 3 }, d2a = { 2, 66, 1 }, d2b = { 1, 68, 1 };
+    double want1 = cost_step_time(tc, &v1, 1) + cost_step_time(dc, &d1a, 1) +
+                   cost_step_time(dc, &d1b, 1);
+    double want2 = cost_step_time(tc, &v2, 1) + cost_step_time(dc, &d2a, 1) +
+                   cost_step_time(dc, &d2b, 1);
+    cost_free(tc);
+    cost_free(dc);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT dur_s FROM steps WHERE run_id=%lld AND step=1",
+             (long long)id);
+    ck_assert_double_eq_tol(q1(sql), want1, 1e-12);
+    snprintf(sql, sizeof sql, "SELECT dur_s FROM steps WHERE run_id=%lld AND step=2",
+             (long long)id);
+    ck_assert_double_eq_tol(q1(sql), want2, 1e-12);
+    unlink(tr);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ real traces */
 
 static const char *azure_conv(char *buf, size_t len) {
@@ -507,6 +539,7 @@ int main(void) {
     tcase_add_test(tc, static_batching_pays_for_padding);
     tcase_add_test(tc, static_padding_stays_inside_the_context);
     tcase_add_test(tc, same_seed_same_rows);
+    tcase_add_test(tc, draft_catches_up_after_a_fully_accepted_step);
     tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     tcase_add_test(tc, prefix_caching_known_answers);
     tcase_add_test(tc, shipped_calibration_is_the_default_and_recorded);
