@@ -42,6 +42,7 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_CTOK: ok = cli_double(arg, 0, 3600, &o->client.token_s); break;
     case CLI_SIM_MAXOUTTOK: ok = cli_int(arg, 1, 1 << 30, &o->max_output_tokens); break;
     case CLI_SIM_ORACLE: o->oracle_lengths = 1; break;
+    case CLI_SIM_CLIP: o->clip_to_context = 1; break;
     default: ok = 0; break;
     }
     if (!ok) {
@@ -98,6 +99,10 @@ void cli_sim_usage(FILE *f) {
         "                        (default: the context left after the prompt)\n"
         "  --oracle-lengths      show policies the true output lengths instead of the limit\n"
         "                        (an oracle no real server has; recorded in the run)\n"
+        "  --clip-to-context     clip a request longer than the context (prompt + output)\n"
+        "                        to it, cut from both in proportion, as Vidur does,\n"
+        "                        instead of rejecting it: the same load as a Vidur run\n"
+        "                        (recorded in the run)\n"
         "  --client-request S, --client-prompt-token S, --client-token S\n"
         "                        predict client-side metrics (what a streaming client such\n"
         "                        as vLLM's benchmark_serving measures): seconds per request\n"

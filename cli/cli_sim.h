@@ -21,7 +21,7 @@ enum {
     CLI_SIM_FEFF, CLI_SIM_BEFF, CLI_SIM_AEFF, CLI_SIM_OVERHEAD, CLI_SIM_PTIME, CLI_SIM_PMEM,
     CLI_SIM_PREFIX, CLI_SIM_SAVETOK, CLI_SIM_COST, CLI_SIM_KVB, CLI_SIM_MAXP, CLI_SIM_MAXO,
     CLI_SIM_CREQ, CLI_SIM_CPROMPT, CLI_SIM_CTOK, CLI_SIM_ROOFLINE,
-    CLI_SIM_MAXOUTTOK, CLI_SIM_ORACLE,
+    CLI_SIM_MAXOUTTOK, CLI_SIM_ORACLE, CLI_SIM_CLIP,
     CLI_SIM_END
 };
 
@@ -42,7 +42,8 @@ enum {
     { "client-request", 1, 0, CLI_SIM_CREQ }, \
     { "client-prompt-token", 1, 0, CLI_SIM_CPROMPT }, { "client-token", 1, 0, CLI_SIM_CTOK }, \
     { "roofline", 0, 0, CLI_SIM_ROOFLINE }, \
-    { "max-output-tokens", 1, 0, CLI_SIM_MAXOUTTOK }, { "oracle-lengths", 0, 0, CLI_SIM_ORACLE }
+    { "max-output-tokens", 1, 0, CLI_SIM_MAXOUTTOK }, { "oracle-lengths", 0, 0, CLI_SIM_ORACLE }, \
+    { "clip-to-context", 0, 0, CLI_SIM_CLIP }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */

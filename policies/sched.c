@@ -303,8 +303,27 @@ static void reject(sched_t *s, slot_t *x, const char *reason) {
     finalize(s, x, SCHED_REJECTED, reason);
 }
 
+/* Vidur's trace loader: a request longer than the context loses the excess from prompt and
+ * output in proportion (each cut rounded up), each keeping at least one token. */
+static void clip_to_context(sched_new_req_t *r, int32_t ctx) {
+    int64_t p = r->prompt_tokens, o = r->output_tokens, total = p + o, diff = total - ctx;
+    if (p < 1 || o < 1 || diff <= 0) return;
+    p -= (diff * p + total - 1) / total;
+    o -= (diff * o + total - 1) / total;
+    r->prompt_tokens = p < 1 ? 1 : (int32_t)p;
+    r->output_tokens = o < 1 ? 1 : (int32_t)o;
+    if (r->hash_block > 0 && (int64_t)r->n_hash * r->hash_block > r->prompt_tokens)
+        r->n_hash = r->prompt_tokens / r->hash_block; /* the hashes of blocks still there */
+}
+
 int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     s->view.now = now;
+    sched_new_req_t clipped;
+    if (s->cfg.clip_to_context) {
+        clipped = *r;
+        clip_to_context(&clipped, s->cfg.max_model_len);
+        r = &clipped;
+    }
     if (map_get(s, r->id)) {
         sched_set_error(s, "duplicate request id %d", r->id);
         return -1;

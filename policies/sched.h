@@ -120,6 +120,8 @@ typedef struct {
     int32_t max_seqs;      /* hard limit on running sequences (vLLM's max_num_seqs): admission
                             * counts running requests, planned or not */
     int32_t max_model_len; /* context length: prompt + output beyond it is rejected */
+    int clip_to_context;   /* instead, clip such a request's prompt and output to it in
+                            * proportion, as Vidur loads traces (same load as its runs) */
     uint64_t seed;
     int prefix_caching;    /* reuse KV blocks of equal prompt prefixes (needs hash_ids) */
     /* What policies see as output_tokens. A real server knows a request's max_tokens, not

@@ -428,6 +428,7 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
         .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
         .seed = o->seed, .prefix_caching = o->prefix_caching,
         .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
+        .clip_to_context = o->clip_to_context,
     };
     if (replay_start_sched(&m->rp, &cfg)) return -1;
     m->rp.on_final = final_hook;
@@ -626,6 +627,8 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     client_json(cf, &m);
     /* What policies were shown of output lengths (replayed by validate, shown by report). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
+    /* How over-long requests were treated: the load differs between the two. */
+    fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");
     if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
     if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
     fputc('}', cf);

@@ -116,6 +116,8 @@ typedef struct {
     int32_t max_output_tokens; /* > 0: every request's limit unless the trace gives one
                                * (sched_config_t); 0: the context left after the prompt */
     int oracle_lengths;       /* policies see true output lengths (a research oracle) */
+    int clip_to_context;      /* clip over-long requests to the context instead of rejecting
+                               * them (sched_config_t), as Vidur does */
     cost_roofline_params_t cost;
     int roofline;             /* the roofline even where a calibration is shipped for the
                                * model, hw and tp (--roofline, or a roofline option given) */

@@ -591,6 +591,35 @@ START_TEST(padding_counts_tokens_not_sequences) {
 }
 END_TEST
 
+START_TEST(clip_to_context_as_vidur) {
+    /* Without the option a request past the context (2048) is rejected; with it the excess
+     * comes off prompt and output in proportion, each cut rounded up, as Vidur's loader. */
+    probe_t p = { 0 };
+    sched_t *s = make(&p, cfg(1000));
+    add(s, 1, 0, 3000, 1000);
+    ck_assert_int_eq(p.rejected, 1);
+    ck_assert_ptr_nonnull(strstr(p.last_reason, "exceeds the context length 2048"));
+    sched_free(s);
+    sched_config_t c = cfg(1000);
+    c.clip_to_context = 1;
+    probe_t q = { 0 };
+    s = make(&q, c);
+    add(s, 1, 0, 3000, 1000); /* 1952 too many: 1464 off the prompt, 488 off the output */
+    add(s, 2, 0, 2000, 100);  /* 52 too many: ceil(49.5) = 50 and ceil(2.5) = 3 */
+    add(s, 3, 0, 1000, 1000); /* fits: untouched */
+    add(s, 4, 0, 5000, 1);    /* the output keeps its one token */
+    ck_assert_int_eq(q.rejected, 0);
+    const int32_t want[4][2] = { { 1536, 512 }, { 1950, 97 }, { 1000, 1000 }, { 2047, 1 } };
+    for (int32_t id = 1; id <= 4; id++) {
+        const sched_req_t *r = sched_find(s, id);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(r->prompt_tokens, want[id - 1][0]);
+        ck_assert_int_eq(r->true_output_tokens, want[id - 1][1]);
+    }
+    sched_free(s);
+}
+END_TEST
+
 START_TEST(bad_configs) {
     probe_t p = { 0 };
     sched_policy_t pol = { .schedule = probe_schedule, .ud = &p };
@@ -991,6 +1020,7 @@ int main(void) {
     tcase_add_test(tc, illegal_plans_are_refused_with_reasons);
     tcase_add_test(tc, duplicate_entry_and_seq_limit);
     tcase_add_test(tc, seq_limit_counts_running_requests);
+    tcase_add_test(tc, clip_to_context_as_vidur);
     tcase_add_test(tc, rejected_requests_cannot_be_scheduled);
     tcase_add_test(tc, arrival_rejections_carry_reasons);
     tcase_add_test(tc, plan_calls_outside_schedule_fail);

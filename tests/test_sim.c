@@ -253,6 +253,30 @@ START_TEST(draft_catches_up_after_a_fully_accepted_step) {
 }
 END_TEST
 
+static void clip_100(sim_opts_t *o) { o->max_model_len = 100; o->clip_to_context = 1; }
+static void reject_100(sim_opts_t *o) { o->max_model_len = 100; }
+
+START_TEST(clip_to_context_runs_what_vidur_runs) {
+    /* 90 + 30 = 120 tokens in a 100-token context: rejected by default; with
+     * --clip-to-context run as 75 + 25 (20 off in proportion), and the run says so. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,90,30\n0,10,5\n");
+    int64_t a = run(tr, "policies/continuous.lua", NULL, 0, reject_100);
+    int64_t b = run(tr, "policies/continuous.lua", NULL, 0, clip_100);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM requests WHERE run_id=%lld AND "
+             "status='rejected'", (long long)a);
+    ck_assert_double_eq(q1(sql), 1);
+    snprintf(sql, sizeof sql, "SELECT prompt_tokens * 1000 + output_tokens FROM requests "
+             "WHERE run_id=%lld AND req_id=0 AND status='finished'", (long long)b);
+    ck_assert_double_eq(q1(sql), 75025);
+    snprintf(sql, sizeof sql, "SELECT json_extract(runs.config, '$.clip_to_context') * 10 + "
+             "json_extract(c2.config, '$.clip_to_context') FROM runs, runs c2 WHERE "
+             "runs.id=%lld AND c2.id=%lld", (long long)b, (long long)a);
+    ck_assert_double_eq(q1(sql), 10);
+    unlink(tr);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ real traces */
 
 static const char *azure_conv(char *buf, size_t len) {
@@ -540,6 +564,7 @@ int main(void) {
     tcase_add_test(tc, static_padding_stays_inside_the_context);
     tcase_add_test(tc, same_seed_same_rows);
     tcase_add_test(tc, draft_catches_up_after_a_fully_accepted_step);
+    tcase_add_test(tc, clip_to_context_runs_what_vidur_runs);
     tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     tcase_add_test(tc, prefix_caching_known_answers);
     tcase_add_test(tc, shipped_calibration_is_the_default_and_recorded);
