@@ -1,16 +1,19 @@
-/* twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]: one run's full
- * metrics (analysis/report.h). */
+/* twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]
+ * [--by tenant|priority]: one run's full metrics (analysis/report.h), or per group of
+ * requests (analysis/report_by.h). */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "analysis/report.h"
+#include "analysis/report_by.h"
 #include "cli/cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]\n"
+            "                           [--by tenant|priority]\n"
             "\n"
             "Prints one run's metrics (default: the latest run in DB): requests completed,\n"
             "rejected, aborted and preempted; makespan (last finish - first arrival);\n"
@@ -38,13 +41,18 @@ static void usage(FILE *f) {
             "                   \"p50\", \"p90\", \"p95\", \"p99\", ...}, \"tpot_s\", \"e2e_s\",\n"
             "                   \"queue_s\", \"itl_s\", \"throughput\", \"slo\", ...}; seconds;\n"
             "                   null where a value is undefined\n"
+            "  --by KEY         after the run's metrics, one row per tenant or per priority\n"
+            "                   (the trace's optional columns, lower priority = more urgent):\n"
+            "                   requests, finished, output tokens and their share of the\n"
+            "                   run's, TTFT/TPOT/E2E p50 and p99 (ms), SLO attainment with\n"
+            "                   --slo, and requests finished within their deadline_s\n"
             "  -h, --help       this help\n"
             "\n"
             "Exit status: 0 ok, 1 the database or run cannot be read, 2 usage error.\n");
 }
 
 int cmd_report(int argc, char **argv) {
-    const char *path = NULL, *run = NULL, *slo_spec = NULL;
+    const char *path = NULL, *run = NULL, *slo_spec = NULL, *by = NULL, *by_col;
     int json = 0;
     sqlite3 *db = NULL;
     char err[1024];
@@ -54,7 +62,8 @@ int cmd_report(int argc, char **argv) {
     int status = 1;
 
     static const struct option opts[] = {
-        {"run", 1, 0, 'r'}, {"slo", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+        {"run", 1, 0, 'r'}, {"slo", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"by", 1, 0, 'b'},
+        {"help", 0, 0, 'h'},
         {0, 0, 0, 0},
     };
     int c;
@@ -70,6 +79,13 @@ int cmd_report(int argc, char **argv) {
             break;
         case 's': slo_spec = optarg; break;
         case 'j': json = 1; break;
+        case 'b':
+            if (report_by_parse(optarg, &by_col, err, sizeof err) != 0) {
+                fprintf(stderr, "twinserve report: --by: %s\n", err);
+                return 2;
+            }
+            by = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -83,6 +99,10 @@ int cmd_report(int argc, char **argv) {
     if (!path) {
         fprintf(stderr, "twinserve report: missing DB\n");
         usage(stderr);
+        return 2;
+    }
+    if (by && json) {
+        fprintf(stderr, "twinserve report: --by prints a table; it has no --json form yet\n");
         return 2;
     }
     if (slo_spec && report_parse_slo(slo_spec, &slo, err, sizeof err) != 0) {
@@ -106,6 +126,13 @@ int cmd_report(int argc, char **argv) {
     }
     if (json) report_json(stdout, &rep);
     else report_print(stdout, &rep);
+    if (by) {
+        fputc('\n', stdout);
+        if (report_by_print(stdout, db, id, by, slo_spec ? &slo : NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", path, err);
+            goto done;
+        }
+    }
     status = 0;
 done:
     sqlite3_close(db);

@@ -21,7 +21,9 @@ typedef struct sched_req {
     int32_t prompt_tokens; int32_t output_tokens; int32_t generated; int32_t computed;
     int32_t num_blocks; int32_t preemptions; int32_t scheduled; int32_t spec;
     int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens; int32_t predicted;
+    int32_t priority;
     double first_scheduled_s; double first_token_s; double finish_s;
+    double deadline; char tenant_name[32];
 } sched_req_t;
 typedef struct {
     double now;
@@ -79,6 +81,18 @@ ffi.metatype("sched_req_t", {
         if k == "predicted_output_tokens" then
             local p = r.predicted
             if p >= 0 then return p end
+            return nil
+        end
+        -- per-request metadata from the trace's optional tenant and deadline_s columns
+        -- (r.priority is a plain field): nil when the trace gives none
+        if k == "tenant" then
+            local name = r.tenant_name
+            if name[0] ~= 0 then return ffistring(name) end
+            return nil
+        end
+        if k == "deadline_s" then
+            local d = r.deadline
+            if d > 0 then return d end
             return nil
         end
         -- as the FFI says it for a table __index: a misspelt field stays an error

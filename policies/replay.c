@@ -65,6 +65,10 @@ static void ledger_done(replay_ledger_t *l, int32_t id) {
 
 /* ------------------------------------------------------------------ rows */
 
+/* A tenant name travels from the trace through the core into the records unchanged. */
+_Static_assert(TRACE_TENANT_MAX == SCHED_TENANT_MAX && SCHED_TENANT_MAX == REC_TENANT_MAX,
+               "tenant name sizes differ between trace, sched and recorder");
+
 static void sink(void *ud, const sched_req_t *q, const char *reason) {
     replay_t *r = ud;
     const char *status = q->state == SCHED_FINISHED ? "finished"
@@ -75,8 +79,10 @@ static void sink(void *ud, const sched_req_t *q, const char *reason) {
         .first_scheduled_s = q->first_scheduled_s, .first_token_s = q->first_token_s,
         .finish_s = q->finish_s, .preemptions = q->preemptions,
         .spec_proposed = q->spec_proposed, .spec_accepted = q->spec_accepted,
-        .cached_tokens = q->cached_tokens, .status = status, .reason = reason,
+        .cached_tokens = q->cached_tokens, .priority = q->priority,
+        .deadline_s = q->deadline, .status = status, .reason = reason,
     };
+    memcpy(row.tenant, q->tenant_name, sizeof row.tenant);
     if (r->on_row) r->on_row(r->final_ud, q, &row);
     ledger_done(&r->live, q->id); /* locks out the watchdog while the row is handed over */
     if (rec_request(r->rec, r->run_id, &row) != 0 && !r->sink_failed) {
@@ -200,6 +206,8 @@ int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now
         .id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
         .output_tokens = q->output_tokens, .max_output_tokens = q->max_output_tokens,
         .predicted_output_tokens = q->predicted_output_tokens,
+        .priority = q->priority, .deadline_s = q->deadline_s,
+        .tenant = q->tenant[0] ? q->tenant : NULL,
         .hash_ids = q->hash_ids, .n_hash = q->n_hash,
         .hash_block = hash_block,
     };

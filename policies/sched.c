@@ -353,6 +353,9 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     q->true_output_tokens = out;
     q->output_tokens = s->cfg.oracle_lengths ? out : (int32_t)limit;
     q->predicted_output_tokens = r->predicted_output_tokens > 0 ? r->predicted_output_tokens : -1;
+    q->priority = r->priority;
+    q->deadline = r->deadline_s > 0 ? r->deadline_s : -1;
+    if (r->tenant) snprintf(q->tenant_name, sizeof q->tenant_name, "%s", r->tenant);
     q->first_scheduled_s = q->first_token_s = q->finish_s = -1;
     s->num_unfinished++;
 

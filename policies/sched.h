@@ -46,6 +46,9 @@
 
 #include <stdint.h>
 
+/* Bytes of a tenant name, NUL included (equal to the trace's TRACE_TENANT_MAX). */
+#define SCHED_TENANT_MAX 32
+
 typedef enum {
     SCHED_WAITING = 0,   /* in the queue, never scheduled or waiting for its first step */
     SCHED_RUNNING = 1,   /* admitted: holds KV blocks */
@@ -75,9 +78,16 @@ typedef struct sched_req {
     int32_t spec_accepted;
     int32_t cached_tokens;     /* prompt tokens taken from the prefix cache at admission */
     int32_t predicted_output_tokens; /* a predictor's guess from the trace; -1: none */
+    int32_t priority;          /* the trace's; lower = more urgent; 0 by default */
     double first_scheduled_s;  /* -1 until first scheduled */
     double first_token_s;      /* -1 until the first output token */
     double finish_s;           /* -1 until finished */
+    /* More per-request metadata from the trace (traces/trace.h), for policies and records
+     * (the core never uses it, nor priority above): Lua reads tenant_name as r.tenant (nil
+     * when empty) and deadline as r.deadline_s (nil when none). Both keep the FFI's size a
+     * multiple of 8, so that it ends exactly where the C-only tail begins. */
+    double deadline;           /* seconds after arrival_s to finish by; -1: none */
+    char tenant_name[SCHED_TENANT_MAX]; /* NUL-terminated; "" when none */
     /* C only, past the end of the FFI's declaration, so no policy can read it: the true
      * output length, where EOS comes (the trace's, clipped to the request's limit).
      * The core ends requests and executors clip speculative tokens with it. */
@@ -105,6 +115,9 @@ typedef struct {
     int32_t output_tokens;     /* the true length (the trace's) */
     int32_t max_output_tokens; /* the request's own limit (max_tokens); 0: none given */
     int32_t predicted_output_tokens; /* a length predictor's guess; 0: none */
+    int32_t priority;          /* lower = more urgent; 0: the default */
+    double deadline_s;         /* seconds after arrival to finish by; <= 0: none */
+    const char *tenant;        /* copied (cut to SCHED_TENANT_MAX - 1 bytes); NULL: none */
     /* Optional, for the prefix cache: hashes of consecutive hash_block-token blocks of the
      * prompt, each covering its whole prefix (Mooncake's hash_ids). Copied. */
     const int64_t *hash_ids;

@@ -195,7 +195,7 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "4");
+                     "5");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -495,10 +495,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 5 is newer than this twinserve (4)", path);
+             "cannot open database '%s': schema_version 6 is newer than this twinserve (5)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -516,7 +516,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 1 is older than this twinserve (4)", path);
+             "cannot open database '%s': schema_version 1 is older than this twinserve (5)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     sqlite3 *old = peek(path);
@@ -536,7 +536,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 2 is older than this twinserve (4)", path);
+             "cannot open database '%s': schema_version 2 is older than this twinserve (5)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -552,11 +552,30 @@ START_TEST(test_incompatible_dbs) {
     make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 3 is older than this twinserve (4)", path);
+             "cannot open database '%s': schema_version 3 is older than this twinserve (5)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
     ck_assert_int_eq(qint(old, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+    sqlite3_close(old);
+    testutil_unlink_db(path);
+
+    /* A version-4 database (before the requests' trace metadata): refused as older, and
+     * left as it was. */
+    tmpdb(path, sizeof path);
+    rec_close(open_ok(path));
+    make_foreign(path, "DROP VIEW request_metrics; ALTER TABLE requests DROP COLUMN priority; "
+                       "ALTER TABLE requests DROP COLUMN tenant; ALTER TABLE requests DROP "
+                       "COLUMN deadline_s; "
+                       "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+    r = rec_open(path);
+    snprintf(want, sizeof want,
+             "cannot open database '%s': schema_version 4 is older than this twinserve (5)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
+    rec_close(r);
+    old = peek(path);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('requests') "
+                               "WHERE name = 'tenant'"), 0);
     sqlite3_close(old);
     testutil_unlink_db(path);
 

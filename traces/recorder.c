@@ -245,9 +245,10 @@ static const char SQL_UPD_RUN[] =
 static const char SQL_INS_REQ[] =
     "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
     "generated_tokens, first_scheduled_s, first_token_s, finish_s, ttft_s, tpot_s, e2e_s, "
-    "queue_s, preemptions, spec_proposed, spec_accepted, status, reason, cached_tokens) "
+    "queue_s, preemptions, spec_proposed, spec_accepted, status, reason, cached_tokens, "
+    "priority, tenant, deadline_s) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19)";
+    "?19, ?20, ?21, ?22)";
 static const char SQL_INS_STEP[] =
     "INSERT INTO steps(run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, "
     "pad_tokens, num_seqs, kv_used, kv_total, num_waiting, num_preempted, sched_s, tokens, "
@@ -645,6 +646,12 @@ int rec_write_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
     sqlite3_bind_text(st, 17, status, -1, SQLITE_STATIC);
     bind_text_or_null(st, 18, q->reason);
     sqlite3_bind_int(st, 19, q->cached_tokens);
+    sqlite3_bind_int(st, 20, q->priority);
+    /* An empty name is no tenant: NULL, so that GROUP BY and IS NULL read naturally. */
+    if (q->tenant[0]) sqlite3_bind_text(st, 21, q->tenant, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, 21);
+    if (q->deadline_s > 0) sqlite3_bind_double(st, 22, q->deadline_s);
+    else sqlite3_bind_null(st, 22);
     return step_row(r, st, run_id, "request %d", (int)q->req_id);
 }
 

@@ -38,6 +38,8 @@ typedef struct {
     const char *config;   /* JSON object: scheduler config (blocks, budget, ...), may be NULL */
 } rec_run_info_t;
 
+#define REC_TENANT_MAX 32 /* bytes of a tenant name, NUL included (TRACE_TENANT_MAX) */
+
 typedef struct {
     int32_t req_id;
     double arrival_s;
@@ -51,6 +53,11 @@ typedef struct {
     int32_t spec_proposed;
     int32_t spec_accepted;
     int32_t cached_tokens;     /* prompt tokens served by the prefix cache */
+    /* The trace's per-request metadata (traces/trace.h). A fixed array, so the asynchronous
+     * writer copies a row by value. */
+    int32_t priority;          /* lower = more urgent; 0 by default */
+    double deadline_s;         /* seconds after arrival to finish by; <= 0: none (NULL) */
+    char tenant[REC_TENANT_MAX]; /* "": none (NULL) */
     const char *status;        /* "finished" | "rejected" | "aborted" */
     const char *reason;        /* why rejected/aborted, else NULL */
 } rec_request_t;

@@ -1,4 +1,4 @@
--- twinserve record schema, version 4. The single source: the build compiles this file into
+-- twinserve record schema, version 5. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
 -- databases against the tables declared here, taking the version it accepts from the
 -- meta INSERT below.
@@ -7,7 +7,8 @@
 -- older, not reported as lacking the column); 3 added the steps' forward-pass features
 -- (tokens, pass_seqs, sampled, kv_tokens, attn_pairs) and host_s, which calibrate and
 -- validate read; 4 added runs.kind 'measured' (`twinserve import`: measurements taken
--- elsewhere, with requests and optional tokens rows but no steps).
+-- elsewhere, with requests and optional tokens rows but no steps); 5 added the requests'
+-- trace metadata (priority, tenant, deadline_s) that report --by groups by.
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -23,7 +24,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '4');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '5');
 
 -- One row per simulation, engine or measured (imported) run. Inserted with status 'running'
 -- and committed before any other row of the run, so a run that crashed stays visible as
@@ -89,6 +90,12 @@ CREATE TABLE IF NOT EXISTS requests (
     status            TEXT NOT NULL
                       CHECK (status = 'finished' OR status = 'rejected' OR status = 'aborted'),
     reason            TEXT,     -- why rejected/aborted; NULL when finished
+    -- The trace's optional per-request metadata (traces/trace.h): priority (lower = more
+    -- urgent; 0 when the trace has none), tenant (NULL when none), deadline_s (seconds
+    -- after arrival_s to finish by, an end-to-end SLO; NULL when none)
+    priority          INTEGER,
+    tenant            TEXT,
+    deadline_s        REAL,
     PRIMARY KEY (run_id, req_id)
 ) WITHOUT ROWID;
 

@@ -269,6 +269,7 @@ int trace_next(trace_t *t, trace_req_t *out)
             }
         }
         memset(&row, 0, sizeof row);
+        row.deadline_s = -1; /* none unless a deadline_s column gives one */
         t->n_hash = 0;
         rc = t->fmt == TRACE_FMT_MOONCAKE ? trace_jsonl_row(t, &row) : trace_csv_row(t, &row);
         if (rc < 0) return -1;
@@ -300,6 +301,9 @@ int trace_next(trace_t *t, trace_req_t *out)
         out->output_tokens = row.output;
         out->max_output_tokens = row.max_output;
         out->predicted_output_tokens = row.predicted;
+        out->priority = row.priority;
+        out->deadline_s = row.deadline_s;
+        memcpy(out->tenant, row.tenant, sizeof out->tenant);
         out->n_hash = t->n_hash;
         out->hash_block = t->n_hash > 0 ? TRACE_MOONCAKE_HASH_BLOCK : 0;
         if (row.prefix_tokens > 0) { /* a plain trace's group: one id over the shared part */

@@ -5,8 +5,10 @@
  * columns in any position), Mooncake JSONL (timestamp ms, input_length, output_length,
  * hash_ids) and our plain CSV (arrival_s,prompt_tokens,output_tokens, and optionally
  * prefix_group,prefix_tokens: the prompt starts with the first prefix_tokens tokens of a
- * text shared by every row of the same group, as a system prompt). The format is detected
- * from the header line (or the first JSON line) unless forced.
+ * text shared by every row of the same group, as a system prompt). The CSV formats also
+ * take optional per-request metadata columns: priority, tenant, deadline_s (see
+ * trace_req_t). The format is detected from the header line (or the first JSON line)
+ * unless forced.
  *
  * Invariants:
  *  - Memory stays bounded whatever the trace length: one line is held at a time.
@@ -49,6 +51,10 @@ typedef struct {
     int32_t max_output;    /* clip outputs likewise */
 } trace_opts_t;
 
+/* Bytes of a tenant name, its NUL included: names are short labels ("team-a", "free"),
+ * and a fixed array lets a request and its record row carry one without an allocation. */
+#define TRACE_TENANT_MAX 32
+
 /* Tokens covered by one Mooncake hash id (the FAST'25 release's block size). */
 #define TRACE_MOONCAKE_HASH_BLOCK 512
 
@@ -62,6 +68,14 @@ typedef struct {
      * guess that policies may read (docs/policies.md). */
     int32_t max_output_tokens;
     int32_t predicted_output_tokens;
+    /* Optional metadata columns of the CSV formats, for policies and per-group reports:
+     * priority (an integer, lower = more urgent, as Unix nice and vLLM's priority
+     * scheduling; 0 when absent), tenant (any text of at most TRACE_TENANT_MAX - 1 bytes;
+     * "" when absent) and deadline_s (seconds after the request's arrival by which it
+     * should finish, an end-to-end SLO; not scaled by rate_scale; -1 when absent). */
+    int32_t priority;
+    double deadline_s;
+    char tenant[TRACE_TENANT_MAX];
     int32_t n_hash;        /* prefix hash ids: Mooncake's, or a plain trace's one group */
     const int64_t *hash_ids;
     int32_t hash_block;    /* prompt tokens each hash id covers: 512 for Mooncake; a plain

@@ -2,6 +2,9 @@
  * BurstGPT (Timestamp in seconds, failed requests have 0 response tokens) and our plain CSV
  * (arrival_s). Columns are located by name in the header, so extra columns may sit anywhere. */
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -99,6 +102,9 @@ static int match_layout(trace_t *t, int nf, const csv_layout_t *l)
     t->col_output = out;
     t->col_max_output = find_col(t, nf, "max_output_tokens");
     t->col_predicted = find_col(t, nf, "predicted_output_tokens");
+    t->col_priority = find_col(t, nf, "priority");
+    t->col_tenant = find_col(t, nf, "tenant");
+    t->col_deadline = find_col(t, nf, "deadline_s");
     t->fmt = l->fmt;
     return 1;
 }
@@ -249,6 +255,46 @@ static int prefix_cells(trace_t *t, trace_row_t *row)
     return 0;
 }
 
+/* The optional metadata cells (trace.h); an empty cell means the default for that row. */
+static int metadata_cells(trace_t *t, trace_row_t *row)
+{
+    if (t->col_priority >= 0 && *t->fields[t->col_priority]) {
+        const char *f = t->fields[t->col_priority];
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(f, &end, 10);
+        if (*end || errno || v < INT32_MIN || v > INT32_MAX) {
+            char shown[TRACE_SNIP];
+            trace_snip(shown, sizeof shown, f, strlen(f));
+            return trace_fail(t, t->lineno, "column 'priority': '%s' is not a 32-bit integer "
+                              "(lower is more urgent)", shown);
+        }
+        row->priority = (int32_t)v;
+    }
+    if (t->col_tenant >= 0) {
+        const char *f = t->fields[t->col_tenant];
+        size_t n = strlen(f);
+        if (n >= TRACE_TENANT_MAX) {
+            char shown[TRACE_SNIP];
+            trace_snip(shown, sizeof shown, f, n);
+            return trace_fail(t, t->lineno, "column 'tenant': '%s' is longer than %d bytes",
+                              shown, TRACE_TENANT_MAX - 1);
+        }
+        memcpy(row->tenant, f, n + 1);
+    }
+    if (t->col_deadline >= 0 && *t->fields[t->col_deadline]) {
+        const char *f = t->fields[t->col_deadline];
+        if (trace_parse_seconds(t, "column 'deadline_s'", f, strlen(f), 1.0, &row->deadline_s) < 0)
+            return -1;
+        /* A deadline at the arrival instant no request can meet: surely a unit mix-up. */
+        if (row->deadline_s <= 0)
+            return trace_fail(t, t->lineno, "column 'deadline_s': must be more than 0 seconds "
+                              "after the arrival");
+    }
+    return 0;
+}
+
 int trace_csv_row(trace_t *t, trace_row_t *row)
 {
     const csv_layout_t *l = layout_of(t->fmt);
@@ -295,6 +341,7 @@ int trace_csv_row(trace_t *t, trace_row_t *row)
                           strlen(t->fields[t->col_predicted]), &row->predicted) < 0)
         return -1;
     if (t->col_prefix_group >= 0 && prefix_cells(t, row) < 0) return -1;
+    if (metadata_cells(t, row) < 0) return -1;
     if (row->output < 1) {
         /* BurstGPT logs failed requests with 0 response tokens: not a request to replay. */
         if (t->fmt == TRACE_FMT_BURSTGPT) {

@@ -27,6 +27,9 @@ typedef struct {
     int32_t max_output, predicted; /* optional CSV columns; 0: absent or empty */
     int64_t prefix_group;     /* plain CSV's shared prefix: its group's hash ... */
     int32_t prefix_tokens;    /* ... and length; 0: none */
+    int32_t priority;         /* optional metadata (trace.h); 0, -1 and "" when absent */
+    double deadline_s;
+    char tenant[TRACE_TENANT_MAX];
     int failed;               /* BurstGPT failed request (0 response tokens): skipped and counted */
     char ts_text[TRACE_SNIP]; /* the timestamp as written, for out-of-order messages */
 } trace_row_t;
@@ -54,6 +57,7 @@ struct trace {
     int ncols, col_ts, col_prompt, col_output;
     int col_max_output, col_predicted; /* optional columns; -1 when absent */
     int col_prefix_group, col_prefix_tokens; /* plain's optional shared prefix; -1: absent */
+    int col_priority, col_tenant, col_deadline; /* optional metadata; -1 when absent */
     char *fields[TRACE_MAX_COLS];
 
     /* Azure timestamps are absolute dates: rows are taken relative to the first one in
