@@ -211,8 +211,10 @@ static double steady_share(int64_t run) {
 START_TEST(fair_policy_shares_between_tenants) {
     int64_t fair = fair_run("policies/fair.lua"), fcfs = fair_run("policies/continuous.lua");
     double f = steady_share(fair), c = steady_share(fcfs);
-    /* VTC alternates admissions between the two counters: about half of the first 20. */
-    ck_assert_msg(f >= 8 && f <= 12, "fair.lua: steady got %.0f of the first 20", f);
+    /* The first 4 completions are flood's, admitted before steady arrived; steady's counter
+     * is lifted to flood's on arrival and VTC then alternates the two: 8 of the next 16
+     * (measured: 8). FCFS serves steady after all 40 of flood's (measured: 0). */
+    ck_assert_msg(f >= 7 && f <= 10, "fair.lua: steady got %.0f of the first 20", f);
     ck_assert_msg(c <= 2, "continuous.lua: steady got %.0f of the first 20", c);
     ck_assert_double_eq_tol(q1("SELECT count(*) FROM requests WHERE run_id=%lld AND "
                                "status='finished'", (long long)fair), 50, 1e-9);
