@@ -252,8 +252,17 @@ static const char SQL_RUN[] =
     "  WHEN json_extract(config, '$.source.format') = 'vllm' THEN 'client' ELSE '' END),"
     " json_extract(config, '$.client_request_s'),"
     " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s'),"
-    " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens') "
+    " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens'),"
+    " json_extract(config, '$.clip_to_context') "
     "FROM runs WHERE id = ?1";
+/* Rejections by reason class (SUMMARY_REJ_*), from the messages' fixed wording. */
+static const char SQL_REJECTED[] =
+    "SELECT CASE WHEN reason LIKE '%exceeds the context length%' THEN 0"
+    " WHEN reason LIKE '%KV blocks but one request can have at most%' THEN 1"
+    " WHEN reason LIKE '%exceeds the step budget%' THEN 2"
+    " WHEN reason LIKE 'empty prompt%' OR reason LIKE 'no output tokens%' THEN 3"
+    " ELSE 4 END AS cls, count(*) "
+    "FROM requests WHERE run_id = ?1 AND status = 'rejected' GROUP BY cls";
 static const char SQL_COUNTS[] =
     "SELECT count(*), "
     " coalesce(sum(status = 'finished'), 0), coalesce(sum(status = 'rejected'), 0),"
@@ -318,6 +327,18 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     out->oracle_lengths = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1
                         : sqlite3_column_int(st, 14) != 0;
     out->max_output_tokens = sqlite3_column_int(st, 15);
+    out->clip_to_context = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1
+                         : sqlite3_column_int(st, 16) != 0;
+    sqlite3_finalize(st);
+    st = NULL;
+
+    if (sqlite3_prepare_v2(db, SQL_REJECTED, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int cls = sqlite3_column_int(st, 0);
+        if (cls >= 0 && cls <= SUMMARY_REJ_OTHER) out->rejected_by[cls] = sqlite3_column_int64(st, 1);
+    }
+    if (rc != SQLITE_DONE) goto sql_error;
     sqlite3_finalize(st);
     st = NULL;
 
@@ -417,6 +438,30 @@ static const char *fmt_small(char *buf, size_t len, double s) {
     return buf;
 }
 
+/* One line per reason a run rejected requests, each with the option that would keep them:
+ * a run that silently ran less load than its trace would mislead a comparison. */
+static void summary_print_rejected(FILE *f, const summary_t *s) {
+    static const char *const what[] = {
+        [SUMMARY_REJ_CONTEXT] = "prompt + output longer than the context "
+                                "(--max-model-len N, or --clip-to-context to run them clipped)",
+        [SUMMARY_REJ_KV] = "more KV blocks than one request may hold "
+                           "(more KV: --gpu-util, --kv-blocks, --tp)",
+        [SUMMARY_REJ_STEP] = "prompt past the step budget of a non-chunked policy "
+                             "(--set max_tokens=N, or chunked_prefill.lua)",
+        [SUMMARY_REJ_EMPTY] = "empty prompt or no output in the trace",
+        [SUMMARY_REJ_OTHER] = "other reasons (the requests table's reason column)",
+    };
+    const char *head = "rejected ";
+    for (int i = 0; i <= SUMMARY_REJ_OTHER; i++) {
+        if (s->rejected_by[i] == 0) continue;
+        fprintf(f, "%s %lld %s\n", head, (long long)s->rejected_by[i], what[i]);
+        head = "         ";
+    }
+    if (s->clip_to_context == 1)
+        fprintf(f, "clipped   requests longer than the context ran clipped to it "
+                   "(--clip-to-context)\n");
+}
+
 void summary_print(FILE *f, const summary_t *s) {
     char a[32], b[32], c[32], d[32];
     fprintf(f, "run       %s (id %lld): %s, %s", s->name, (long long)s->run_id, s->kind,
@@ -455,6 +500,7 @@ void summary_print(FILE *f, const summary_t *s) {
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
+    summary_print_rejected(f, s);
     /* Whether caching was on changes what a step costs, so every run says it. */
     if (s->prefix_caching == 0)
         fprintf(f, "prefix    caching off\n");

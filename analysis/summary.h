@@ -66,7 +66,21 @@ typedef struct {
      * and measured runs). max_output_tokens: the run's --max-output-tokens, 0 when none. */
     int oracle_lengths;
     int32_t max_output_tokens;
+    /* Rejections by reason (SUMMARY_REJ_*, counts indexed by it), so a run that lost
+     * requests says why and what option would keep them; clip_to_context: the config's
+     * "clip_to_context" (1 over-long requests were clipped, 0 rejected, -1 unsaid). */
+    int64_t rejected_by[5];
+    int clip_to_context;
 } summary_t;
+
+/* The reasons rejections are counted by: sched_add's and the shipped policies' messages. */
+enum {
+    SUMMARY_REJ_CONTEXT,   /* prompt + output past the context length */
+    SUMMARY_REJ_KV,        /* more KV blocks than one request may hold */
+    SUMMARY_REJ_STEP,      /* a whole prompt past a non-chunked policy's step budget */
+    SUMMARY_REJ_EMPTY,     /* an empty prompt or no output */
+    SUMMARY_REJ_OTHER      /* anything else (a policy's own reason) */
+};
 
 /* Opens path read-only and checks it is a twinserve database with a runs table. Messages
  * start with the path: "PATH: no such database", "PATH: not a twinserve database (no runs

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/summary.h"
 #include "sim/cost.h"
 #include "sim/cost_file.h"
 #include "sim/heap.h"
@@ -273,6 +274,46 @@ START_TEST(clip_to_context_runs_what_vidur_runs) {
              "json_extract(c2.config, '$.clip_to_context') FROM runs, runs c2 WHERE "
              "runs.id=%lld AND c2.id=%lld", (long long)b, (long long)a);
     ck_assert_double_eq(q1(sql), 10);
+    unlink(tr);
+}
+END_TEST
+
+/* The run's printed summary (as sim and report print it). Caller frees. */
+static char *printed_summary(int64_t id, summary_t *s) {
+    sqlite3 *h;
+    char err[512], *buf = NULL;
+    size_t len = 0;
+    ck_assert_msg(summary_open(db, &h, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(summary_load(h, id, s, err, sizeof err) == 0, "%s", err);
+    sqlite3_close(h);
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    summary_print(f, s);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(rejections_are_counted_by_reason_with_a_hint) {
+    /* One request past the context (90 + 30 > 100): the summary counts it by its reason
+     * and names the options that would keep it; a clipped run says it clipped. */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,90,30\n0,10,5\n");
+    int64_t a = run(tr, "policies/continuous.lua", NULL, 0, reject_100);
+    summary_t s;
+    char *out = printed_summary(a, &s);
+    ck_assert_int_eq(s.rejected_by[SUMMARY_REJ_CONTEXT], 1);
+    ck_assert_int_eq(s.rejected_by[SUMMARY_REJ_OTHER], 0);
+    ck_assert_int_eq(s.clip_to_context, 0);
+    ck_assert_msg(strstr(out, "rejected  1 prompt + output longer than the context "
+                              "(--max-model-len N, or --clip-to-context"), "%s", out);
+    ck_assert_msg(!strstr(out, "clipped   "), "%s", out);
+    free(out);
+    int64_t b = run(tr, "policies/continuous.lua", NULL, 0, clip_100);
+    out = printed_summary(b, &s);
+    ck_assert_int_eq(s.rejected, 0);
+    ck_assert_int_eq(s.clip_to_context, 1);
+    ck_assert_msg(!strstr(out, "rejected "), "%s", out);
+    ck_assert_msg(strstr(out, "clipped   requests longer than the context ran clipped"), "%s", out);
+    free(out);
     unlink(tr);
 }
 END_TEST
@@ -565,6 +606,7 @@ int main(void) {
     tcase_add_test(tc, same_seed_same_rows);
     tcase_add_test(tc, draft_catches_up_after_a_fully_accepted_step);
     tcase_add_test(tc, clip_to_context_runs_what_vidur_runs);
+    tcase_add_test(tc, rejections_are_counted_by_reason_with_a_hint);
     tcase_add_test(tc, livelock_is_a_failed_run_not_a_hang);
     tcase_add_test(tc, prefix_caching_known_answers);
     tcase_add_test(tc, shipped_calibration_is_the_default_and_recorded);
