@@ -51,6 +51,7 @@ typedef struct {
     /* what the policy saw of output lengths: replayed as it was (a run recorded before
      * the option existed showed policies the true lengths) */
     int oracle_lengths;
+    int clip_to_context;
     int32_t max_output_tokens;
 } workload_t;
 
@@ -124,6 +125,7 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
         "(SELECT sum(spec_proposed) FROM requests q WHERE q.run_id = runs.id)",
         "coalesce(json_extract(config, '$.oracle_lengths'), 1)",
         "json_extract(config, '$.max_output_tokens')",
+        "coalesce(json_extract(config, '$.clip_to_context'), 0)",
     };
     char sql[4096] = "SELECT ";
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
@@ -198,6 +200,7 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     w->top_k = sqlite3_column_int(st, 27);
     w->oracle_lengths = sqlite3_column_int(st, 29) != 0;
     w->max_output_tokens = sqlite3_column_int(st, 30);
+    w->clip_to_context = sqlite3_column_int(st, 31) != 0; /* the same load on both sides */
     struct stat sb;
     if (stat(w->trace, &sb) != 0) {
         fail(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
@@ -281,6 +284,7 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     so.save_tokens = w->save_tokens;
     so.oracle_lengths = w->oracle_lengths;
     so.max_output_tokens = w->max_output_tokens;
+    so.clip_to_context = w->clip_to_context;
     /* The engine records server-side times: a cost file's client-side terms (sim.h) would
      * predict something it never measured, so they do not apply here. */
     so.client = (sim_client_t){ 0, 0, 0 };
@@ -328,6 +332,7 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     eo.watermark = w->watermark;
     eo.oracle_lengths = w->oracle_lengths;
     eo.max_output_tokens = w->max_output_tokens;
+    eo.clip_to_context = w->clip_to_context;
     eo.version = o->version;
     engine_result_t res;
     char e[4096];

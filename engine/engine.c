@@ -126,12 +126,13 @@ static int req_new(engine_t *e, const trace_req_t *q) {
     e->reqs[q->id] = x;
     /* The output stops at the request's limit, as the core ends it (sched_add). */
     int32_t cap = q->max_output_tokens > 0 ? q->max_output_tokens : e->o->max_output_tokens;
-    int64_t total = (int64_t)q->prompt_tokens +
-                    (cap > 0 && q->output_tokens > cap ? cap : q->output_tokens);
-    if (q->prompt_tokens > 0 && total <= e->max_model_len) {
+    int32_t prompt = q->prompt_tokens, out = q->output_tokens;
+    if (e->o->clip_to_context) sched_clip_lengths(&prompt, &out, e->max_model_len); /* as the core */
+    int64_t total = (int64_t)prompt + (cap > 0 && out > cap ? cap : out);
+    if (prompt > 0 && total <= e->max_model_len) {
         if (req_reserve(e, x, total + 1, q->id)) return -1;
-        engine_prompt_tokens(e->o->seed, q->id, e->vocab, x->toks, q->prompt_tokens);
-        x->n_prompt = q->prompt_tokens;
+        engine_prompt_tokens(e->o->seed, q->id, e->vocab, x->toks, prompt);
+        x->n_prompt = prompt;
     }
     return 0;
 }
@@ -562,6 +563,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
             .max_model_len = e.max_model_len, .seed = o->seed,
             .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
+            .clip_to_context = o->clip_to_context,
         };
         setup_rc = replay_start_sched(&e.rp, &cfg);
     }
@@ -583,6 +585,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     json_write_str(cf, o->dtype ? o->dtype : "");
     /* What policies were shown of output lengths (validate replays it, report shows it). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
+    fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");
     if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
                 "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,\"idle\":\"%s\","

@@ -60,6 +60,8 @@ typedef struct {
     int32_t max_output_tokens; /* > 0: every request's limit where the trace gives none;
                                * 0: the context left (sched_config_t) */
     int oracle_lengths;       /* policies see true output lengths (a research oracle) */
+    int clip_to_context;      /* clip over-long requests to the context instead of rejecting
+                               * them (sched_config_t), as Vidur does */
     int32_t kv_blocks;        /* KV pool in blocks; 0: from kv_mem_gb */
     double kv_mem_gb;         /* 0: enough for max_seqs full contexts, at most 1/4 of free memory */
     double gpu_util;          /* > 0: the KV pool takes what this fraction of the device's

@@ -305,13 +305,17 @@ static void reject(sched_t *s, slot_t *x, const char *reason) {
 
 /* Vidur's trace loader: a request longer than the context loses the excess from prompt and
  * output in proportion (each cut rounded up), each keeping at least one token. */
-static void clip_to_context(sched_new_req_t *r, int32_t ctx) {
-    int64_t p = r->prompt_tokens, o = r->output_tokens, total = p + o, diff = total - ctx;
+void sched_clip_lengths(int32_t *prompt, int32_t *output, int32_t ctx) {
+    int64_t p = *prompt, o = *output, total = p + o, diff = total - ctx;
     if (p < 1 || o < 1 || diff <= 0) return;
     p -= (diff * p + total - 1) / total;
     o -= (diff * o + total - 1) / total;
-    r->prompt_tokens = p < 1 ? 1 : (int32_t)p;
-    r->output_tokens = o < 1 ? 1 : (int32_t)o;
+    *prompt = p < 1 ? 1 : (int32_t)p;
+    *output = o < 1 ? 1 : (int32_t)o;
+}
+
+static void clip_to_context(sched_new_req_t *r, int32_t ctx) {
+    sched_clip_lengths(&r->prompt_tokens, &r->output_tokens, ctx);
     if (r->hash_block > 0 && (int64_t)r->n_hash * r->hash_block > r->prompt_tokens)
         r->n_hash = r->prompt_tokens / r->hash_block; /* the hashes of blocks still there */
 }

@@ -202,6 +202,10 @@ const sched_config_t *sched_config(const sched_t *s);
 const char *sched_errmsg(const sched_t *s);
 void sched_set_error(sched_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* clip_to_context's arithmetic, for executors that prepare a request before the core sees
+ * it: prompt + output past ctx lose the excess in proportion, as Vidur's trace loader. */
+void sched_clip_lengths(int32_t *prompt, int32_t *output, int32_t ctx);
+
 /* An arrival. Returns 0 (the request may have been rejected: see the sink) or -1 on a policy
  * error in on_arrival or a duplicate id. */
 int sched_add(sched_t *s, const sched_new_req_t *r, double now);

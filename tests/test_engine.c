@@ -87,6 +87,7 @@ typedef struct {
 } outputs_t;
 
 static int32_t kv_blocks = 160;
+static int clip_to_context = 0;
 
 static int run_engine(const char *model, const char *trace, const char *db, const char *policy,
                       const char *set, const char *name, float temp, char *err, size_t errlen) {
@@ -110,6 +111,7 @@ static int run_engine(const char *model, const char *trace, const char *db, cons
     o.seed = 11;
     o.max_seqs = 8;
     o.kv_blocks = kv_blocks;
+    o.clip_to_context = clip_to_context;
     engine_result_t res;
     return engine_run(&o, &res, err, errlen);
 }
@@ -425,6 +427,36 @@ START_TEST(test_static_padding_at_full_context) {
 }
 END_TEST
 
+/* --clip-to-context: 500 + 30 tokens in the model's 512 run as 483 + 28 (Vidur's
+ * proportional cut), on the engine as in the simulator, and the run records it. */
+START_TEST(test_clip_to_context) {
+    char trace[256], db[256], err[4096];
+    testutil_write_tmp(trace, sizeof trace, ".csv",
+                       "arrival_s,prompt_tokens,output_tokens\n0,500,30\n0,10,5\n");
+    testutil_tmpfile(db, sizeof db, ".db");
+    clip_to_context = 1;
+    int rc = run_engine("dummy:stories260k", trace, db, "policies/continuous.lua", NULL, NULL, 0,
+                        err, sizeof err);
+    clip_to_context = 0;
+    ck_assert_msg(rc == 0, "%s", err);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT status, prompt_tokens, generated_tokens, "
+        "(SELECT json_extract(config, '$.clip_to_context') FROM runs) FROM requests "
+        "WHERE req_id = 0", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "finished");
+    ck_assert_int_eq(sqlite3_column_int(st, 1), 483);
+    ck_assert_int_eq(sqlite3_column_int(st, 2), 28);
+    ck_assert_int_eq(sqlite3_column_int(st, 3), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    unlink(trace);
+    testutil_unlink_db(db);
+}
+END_TEST
+
 /* A KV pool too large to index (blocks + padding's scratch past INT32_MAX): a message that
  * names the option, not a wrapped block count. */
 START_TEST(test_kv_blocks_too_large) {
@@ -489,6 +521,7 @@ static Suite *suite(void) {
     tcase_add_test(t, test_failed_run_keeps_its_rows);
     tcase_add_test(t, test_dummy_model_runs);
     tcase_add_test(t, test_static_padding_at_full_context);
+    tcase_add_test(t, test_clip_to_context);
     tcase_add_test(t, test_kv_blocks_too_large);
     tcase_add_test(t, test_generate_bin_and_gguf_agree);
     suite_add_tcase(s, t);
