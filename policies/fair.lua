@@ -52,7 +52,8 @@ local function admit_fairly(s, budget, seqs, step_budget, p)
         local q = queues[t]
         q[#q + 1] = r
     end
-    while budget > 0 and s:planned_seqs() < seqs do
+    -- seqs bounds the running batch, as the core does (vLLM's max_num_seqs)
+    while budget > 0 and s:running_seqs() < seqs do
         local best
         for _, t in ipairs(names) do
             local q = queues[t]

@@ -88,7 +88,8 @@ end
 local function admit_by_urgency(s, budget, seqs, step_budget, gone)
     local queue = sorted(s, s:num_waiting(), s.waiting)
     for _, r in ipairs(queue) do
-        if budget <= 0 or s:planned_seqs() >= seqs or gone[r.id] then break end
+        -- seqs bounds the running batch, as the core does (vLLM's max_num_seqs)
+        if budget <= 0 or s:running_seqs() >= seqs or gone[r.id] then break end
         local hit = s:prefix_hit(r)
         local n = r:remaining() - hit
         if n > step_budget then
