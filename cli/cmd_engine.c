@@ -6,10 +6,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "analysis/experiment.h"
+#include "cli/cli_experiment.h"
 #include "cli/cli_util.h"
 #include "engine/engine.h"
-#include "traces/recorder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -152,51 +151,24 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     return 0;
 }
 
-/* --repeat: the same configuration once per seed, as the experiment's runs NAME-rK (the
- * seed moves the prompts' token ids, sampling and dummy weights, not the trace's arrivals
- * or lengths, so the runs pair by request). Stops at the first failed run. 0, 1 a run
- * failed or the experiment cannot be set up, 2 a bad --repeat or --name. */
-static int run_experiment(engine_opts_t *o, const char *spec, int quiet) {
-    uint64_t *seeds = NULL;
-    int n = 0, rc = 2;
-    char err[8192], name[128], stem[128], base[140], run[160], member[256];
-    if (experiment_parse_seeds(spec, o->seed, &seeds, &n, err, sizeof err) != 0) {
-        fprintf(stderr, "twinserve engine: %s\n", err);
-        goto done;
-    }
-    rec_policy_stem(o->policy_path, stem, sizeof stem);
-    snprintf(base, sizeof base, "engine-%s", stem);
-    if (experiment_pick_name(o->db_path, o->run_name, base, n, name, sizeof name, err,
-                             sizeof err) != 0) {
-        fprintf(stderr, "twinserve engine: %s\n", err);
-        goto done;
-    }
-    rc = 1;
-    for (int k = 0; k < n; k++) {
-        engine_result_t res;
-        experiment_run_name(run, sizeof run, name, k);
-        experiment_member(member, sizeof member, name, k, n, seeds[k]);
-        o->run_name = run;
-        o->seed = seeds[k];
-        o->config_extra = member;
-        if (engine_run(o, &res, err, sizeof err) != 0) {
-            fprintf(stderr, "twinserve engine: %s (seed %llu): %s\n", run,
-                    (unsigned long long)seeds[k], err);
-            goto done;
-        }
-        if (!quiet && res.have_summary)
-            printf("%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT p50 %.2f ms, "
-                   "TPOT p50 %.2f ms, %.3f s wall\n", run, (long long)res.run_id,
-                   (unsigned long long)seeds[k], (long long)res.summary.requests,
-                   (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
-                   1e3 * res.summary.tpot.p50, res.wall_s);
-    }
-    if (!quiet)
-        printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, o->db_path);
-    rc = 0;
-done:
-    free(seeds);
-    return rc;
+/* --repeat (cli_experiment.h): one engine run per seed. The seed moves the prompts' token
+ * ids, sampling and dummy weights, not the trace's arrivals or lengths, so the runs pair by
+ * request. */
+static int run_member(void *ud, const char *run, uint64_t seed, const char *member, char *line,
+                      size_t linelen, char *err, size_t errlen) {
+    engine_opts_t *o = ud;
+    engine_result_t res;
+    o->run_name = run;
+    o->seed = seed;
+    o->config_extra = member;
+    if (engine_run(o, &res, err, errlen) != 0) return -1;
+    if (res.have_summary)
+        snprintf(line, linelen, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
+                 "p50 %.2f ms, TPOT p50 %.2f ms, %.3f s wall", run, (long long)res.run_id,
+                 (unsigned long long)seed, (long long)res.summary.requests,
+                 (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
+                 1e3 * res.summary.tpot.p50, res.wall_s);
+    return 0;
 }
 
 int cmd_engine(int argc, char **argv) {
@@ -241,7 +213,8 @@ int cmd_engine(int argc, char **argv) {
     }
     o.progress = !quiet && isatty(2);
     if (repeat) {
-        rc = run_experiment(&o, repeat, quiet);
+        rc = cli_experiment_repeat("engine", repeat, o.seed, o.db_path, o.run_name,
+                                   o.policy_path, quiet, run_member, &o);
         goto done;
     }
 

@@ -9,9 +9,8 @@
 #include "cli/cli.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
-#include "analysis/experiment.h"
+#include "cli/cli_experiment.h"
 #include "sim/sim.h"
-#include "traces/recorder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -44,51 +43,22 @@ static void usage(FILE *f) {
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_HELP };
 
-/* --repeat: the same configuration once per seed, as the experiment's runs NAME-rK. Stops
- * at the first failed run (recorded failed, as a single run is). 0, 1 a run failed or the
- * experiment cannot be set up, 2 a bad --repeat or --name. */
-static int run_experiment(sim_opts_t *o, const char *spec, int quiet) {
-    uint64_t *seeds = NULL;
-    int n = 0, rc = 2;
-    char err[8192], name[128], stem[128], run[160], member[256];
-    if (experiment_parse_seeds(spec, o->seed, &seeds, &n, err, sizeof err) != 0) {
-        fprintf(stderr, "twinserve sim: %s\n", err);
-        goto done;
-    }
-    char base[140];
-    rec_policy_stem(o->policy_path, stem, sizeof stem);
-    snprintf(base, sizeof base, "sim-%s", stem);
-    if (experiment_pick_name(o->db_path, o->run_name, base, n, name, sizeof name, err,
-                             sizeof err) != 0) {
-        fprintf(stderr, "twinserve sim: %s\n", err);
-        goto done;
-    }
-    rc = 1;
-    for (int k = 0; k < n; k++) {
-        sim_result_t res;
-        experiment_run_name(run, sizeof run, name, k);
-        experiment_member(member, sizeof member, name, k, n, seeds[k]);
-        o->run_name = run;
-        o->seed = seeds[k];
-        o->config_extra = member;
-        if (sim_run(o, &res, err, sizeof err) != 0) {
-            fprintf(stderr, "twinserve sim: %s (seed %llu): %s\n", run,
-                    (unsigned long long)seeds[k], err);
-            goto done;
-        }
-        if (!quiet && res.have_summary)
-            printf("%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT p50 %.2f ms, "
-                   "TPOT p50 %.2f ms\n", run, (long long)res.run_id,
-                   (unsigned long long)seeds[k], (long long)res.summary.requests,
-                   (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
-                   1e3 * res.summary.tpot.p50);
-    }
-    if (!quiet)
-        printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, o->db_path);
-    rc = 0;
-done:
-    free(seeds);
-    return rc;
+/* --repeat (cli_experiment.h): one simulated run per seed. */
+static int run_member(void *ud, const char *run, uint64_t seed, const char *member, char *line,
+                      size_t linelen, char *err, size_t errlen) {
+    sim_opts_t *o = ud;
+    sim_result_t res;
+    o->run_name = run;
+    o->seed = seed;
+    o->config_extra = member;
+    if (sim_run(o, &res, err, errlen) != 0) return -1;
+    if (res.have_summary)
+        snprintf(line, linelen, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
+                 "p50 %.2f ms, TPOT p50 %.2f ms", run, (long long)res.run_id,
+                 (unsigned long long)seed, (long long)res.summary.requests,
+                 (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
+                 1e3 * res.summary.tpot.p50);
+    return 0;
 }
 
 int cmd_sim(int argc, char **argv) {
@@ -141,7 +111,8 @@ int cmd_sim(int argc, char **argv) {
     }
     o.progress = !quiet && isatty(2);
     if (repeat) {
-        rc = run_experiment(&o, repeat, quiet);
+        rc = cli_experiment_repeat("sim", repeat, o.seed, o.db_path, o.run_name, o.policy_path,
+                                   quiet, run_member, &o);
         goto done;
     }
 

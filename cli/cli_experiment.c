@@ -1,0 +1,46 @@
+/* cli_experiment: see cli_experiment.h. */
+#include "cli/cli_experiment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "analysis/experiment.h"
+#include "traces/recorder.h"
+
+int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
+                          const char *db_path, const char *requested_name,
+                          const char *policy_path, int quiet, cli_experiment_run_fn run,
+                          void *ud) {
+    uint64_t *seeds = NULL;
+    int n = 0, rc = 2;
+    char err[8192], name[128], stem[128], base[140], member_run[160], member[256], line[512];
+    if (experiment_parse_seeds(spec, base_seed, &seeds, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve %s: %s\n", cmd, err);
+        goto done;
+    }
+    rec_policy_stem(policy_path, stem, sizeof stem);
+    snprintf(base, sizeof base, "%s-%s", cmd, stem);
+    if (experiment_pick_name(db_path, requested_name, base, n, name, sizeof name, err,
+                             sizeof err) != 0) {
+        fprintf(stderr, "twinserve %s: %s\n", cmd, err);
+        goto done;
+    }
+    rc = 1;
+    for (int k = 0; k < n; k++) {
+        experiment_run_name(member_run, sizeof member_run, name, k);
+        experiment_member(member, sizeof member, name, k, n, seeds[k]);
+        line[0] = '\0';
+        if (run(ud, member_run, seeds[k], member, line, sizeof line, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve %s: %s (seed %llu): %s\n", cmd, member_run,
+                    (unsigned long long)seeds[k], err);
+            goto done;
+        }
+        if (!quiet && line[0]) printf("%s\n", line);
+    }
+    if (!quiet)
+        printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, db_path);
+    rc = 0;
+done:
+    free(seeds);
+    return rc;
+}

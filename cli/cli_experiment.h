@@ -1,0 +1,26 @@
+/* cli_experiment: `--repeat` for the commands that record runs (sim, engine): the same
+ * configuration once per seed, recorded as the experiment's runs NAME-rK (analysis/
+ * experiment.h), so both commands name, seed and report an experiment the same way.
+ *
+ * Ownership: the caller's; nothing is kept. */
+#ifndef TWIN_CLI_EXPERIMENT_H
+#define TWIN_CLI_EXPERIMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Runs one member: run name, seed and its config member ("experiment":{...}). On success
+ * 0 and a one-line summary in line (may be ""); else -1 with the message in err. */
+typedef int (*cli_experiment_run_fn)(void *ud, const char *run, uint64_t seed,
+                                     const char *member, char *line, size_t linelen, char *err,
+                                     size_t errlen);
+
+/* cmd names the command in messages and the default name (CMD-<policy stem>). Stops at the
+ * first failed run (recorded failed, as a single run is). 0, 1 a run failed or the
+ * experiment cannot be set up, 2 a bad --repeat or --name. */
+int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
+                          const char *db_path, const char *requested_name,
+                          const char *policy_path, int quiet, cli_experiment_run_fn run,
+                          void *ud);
+
+#endif
