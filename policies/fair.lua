@@ -65,20 +65,13 @@ local function admit_fairly(s, budget, seqs, step_budget, p)
         if not best then break end
         local q = queues[best]
         local r = q[q.head]
-        local n = r:remaining() - s:prefix_hit(r)
-        if n > step_budget and r.generated == 0 then
-            s:reject(r, "prompt of " .. n .. " uncached tokens exceeds the step budget of " ..
-                step_budget .. " tokens (use a chunked policy)")
-        else
-            -- a preempted request that outgrew a step is recomputed in chunks
-            if n > step_budget then n = math.min(n, budget) end
-            if n > budget or not s:can_allocate(r, n) then break end
-            -- the prompt is charged once, at first admission; a recompute after a
-            -- preemption is the server's cost, not more service to the tenant
-            if r.first_scheduled_s < 0 then charge(best, p.w_in * r.prompt_tokens) end
-            s:schedule(r, n)
-            budget = budget - n
-        end
+        -- the prompt is charged once, at first admission; a recompute after a preemption
+        -- is the server's cost, not more service to the tenant
+        local first = r.first_scheduled_s < 0
+        local left, n = batching.admit_one(s, r, budget, false, step_budget)
+        if not left then break end
+        if n > 0 and first then charge(best, p.w_in * r.prompt_tokens) end
+        budget = left
         q.head = q.head + 1
     end
 end

@@ -90,22 +90,9 @@ local function admit_by_urgency(s, budget, seqs, step_budget, gone)
     for _, r in ipairs(queue) do
         -- seqs bounds the running batch, as the core does (vLLM's max_num_seqs)
         if budget <= 0 or s:running_seqs() >= seqs or gone[r.id] then break end
-        local hit = s:prefix_hit(r)
-        local n = r:remaining() - hit
-        if n > step_budget then
-            if r.generated == 0 then
-                s:reject(r, "prompt of " .. n .. " uncached tokens exceeds the step budget of " ..
-                    step_budget .. " tokens (use a chunked policy)")
-                n = 0
-            else
-                n = math.min(n, budget) -- a preempted request that outgrew a step: chunks
-            end
-        end
-        if n > 0 then
-            if n > budget or not s:can_allocate(r, n) then break end
-            s:schedule(r, n)
-            budget = budget - n
-        end
+        local left = batching.admit_one(s, r, budget, false, step_budget)
+        if not left then break end
+        budget = left
     end
     return budget
 end

@@ -80,38 +80,43 @@ function M.prefill_running(s, budget, seqs)
     return budget
 end
 
+-- Admits waiting request r into this step, as vLLM's scheduler does: only its uncached
+-- tokens cost budget (vLLM's num_new_tokens), so a long but mostly cached prompt fits a
+-- step. Returns the budget left and the tokens scheduled (0: rejected, or nothing to do),
+-- or nil when r does not fit, where a FCFS queue stops.
+function M.admit_one(s, r, budget, chunked, step_budget)
+    local hit = s:prefix_hit(r)
+    local n = r:remaining() - hit
+    if chunked then
+        n = math.min(n, budget)
+    elseif n > step_budget then
+        if r.generated == 0 then
+            -- a prompt that can never run as one piece: reject it with the reason instead
+            -- of stalling the queue forever
+            local what = hit > 0 and (n .. " uncached tokens (" .. hit .. " cached)")
+                or (n .. " tokens")
+            s:reject(r, "prompt of " .. what .. " exceeds the step budget of " ..
+                step_budget .. " tokens (use a chunked policy)")
+            return budget, 0
+        end
+        -- a preempted request whose prompt + generated tokens outgrew one step: recompute
+        -- it in chunks (prefill_running continues it), never drop work
+        n = math.min(n, budget)
+    end
+    if n <= 0 then return budget, 0 end
+    if n > budget or not s:can_allocate(r, n) then return nil end
+    s:schedule(r, n)
+    return budget - n, n
+end
+
 function M.admit(s, budget, seqs, chunked, step_budget)
     for j = 1, s:num_waiting() do
         -- seqs bounds the running batch (vLLM's max_num_seqs): a running request left out
         -- of this step still holds its slot
         if budget <= 0 or s:running_seqs() >= seqs then break end
-        local r = s:waiting(j)
-        -- Tokens found in the prefix cache are not computed: only the rest costs budget
-        -- (vLLM's num_new_tokens), so a long but mostly cached prompt fits a step.
-        local hit = s:prefix_hit(r)
-        local n = r:remaining() - hit
-        if chunked then
-            n = math.min(n, budget)
-        elseif n > step_budget then
-            if r.generated == 0 then
-                -- a prompt that can never run as one piece: reject it with the reason
-                -- instead of stalling the queue forever
-                local what = hit > 0 and (n .. " uncached tokens (" .. hit .. " cached)")
-                    or (n .. " tokens")
-                s:reject(r, "prompt of " .. what .. " exceeds the step budget of " ..
-                    step_budget .. " tokens (use a chunked policy)")
-                n = 0
-            else
-                -- a preempted request whose prompt + generated tokens outgrew one step:
-                -- recompute it in chunks (prefill_running continues it), never drop work
-                n = math.min(n, budget)
-            end
-        end
-        if n > 0 then
-            if n > budget or not s:can_allocate(r, n) then break end
-            s:schedule(r, n)
-            budget = budget - n
-        end
+        local left = M.admit_one(s, s:waiting(j), budget, chunked, step_budget)
+        if not left then break end
+        budget = left
     end
     return budget
 end
