@@ -221,9 +221,9 @@ static int copy_db(const char *from, char *to, size_t tolen, char *err, size_t e
     close(fd);
     sqlite3 *src = NULL, *dst = NULL;
     int rc = -1;
-    if (sqlite3_open_v2(from, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_open(to, &dst) != SQLITE_OK) {
-        fail(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(src ? src : dst));
+    if (summary_open_file(from, &src, err, errlen) != 0) goto done;
+    if (sqlite3_open(to, &dst) != SQLITE_OK) {
+        fail(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(dst));
         goto done;
     }
     sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");

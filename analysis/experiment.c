@@ -149,11 +149,10 @@ int experiment_pick_name(const char *db_path, const char *requested, const char 
     sqlite3 *db = NULL;
     int ret = -1;
     if (requested && experiment_check_name(requested, err, errlen)) goto done;
-    /* A missing file is an empty database: read-only, so nothing is created here. */
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        db = NULL;
-    }
+    /* A missing or unreadable file is an empty database (the recorder says what is wrong
+     * with it later); opened read-only, so nothing is created here. */
+    char why[512];
+    if (summary_open_file(db_path, &db, why, sizeof why) != 0) db = NULL;
     if (requested) {
         if (db && name_taken(db, requested, n)) {
             snprintf(err, errlen, "%s already holds an experiment or run named '%s' (or "

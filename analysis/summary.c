@@ -1,6 +1,7 @@
 /* summary: a run's headline numbers from the database (contract: summary.h). */
 #include "analysis/summary.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -81,9 +82,50 @@ done:
 
 /* ---------------------------------------------------------------- open / find / list */
 
-int summary_open(const char *path, sqlite3 **db, char *err, size_t errlen) {
+/* 1 when the file's header says WAL (bytes 18 and 19, the read and write versions, are 2),
+ * 0 otherwise or when it cannot be read. */
+static int file_is_wal(const char *path) {
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    int wal = f && fread(h, 1, sizeof h, f) == sizeof h && h[18] == 2 && h[19] == 2;
+    if (f) fclose(f);
+    return wal;
+}
+
+/* The bytes of PATH-wal, 0 when there is none. */
+static long long wal_bytes(const char *path) {
+    char side[4096];
     struct stat sb;
-    char why[512];
+    snprintf(side, sizeof side, "%s-wal", path);
+    return stat(side, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+/* "file:PATH?immutable=1", PATH percent-encoded but for unreserved characters and '/':
+ * URI paths give '?', '#' and '%' meaning. 0, or -1 when it does not fit. */
+static int immutable_uri(const char *path, char *uri, size_t len) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = (size_t)snprintf(uri, len, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (n + 4 >= len) return -1;
+        if (isalnum(*p) || strchr("/-._~", *p)) {
+            uri[n++] = (char)*p;
+        } else {
+            uri[n++] = '%';
+            uri[n++] = hex[*p >> 4];
+            uri[n++] = hex[*p & 15];
+        }
+    }
+    return snprintf(uri + n, len - n, "?immutable=1") < (int)(len - n) ? 0 : -1;
+}
+
+/* Can this connection read the file? Reading the schema is the first access that needs the
+ * WAL index, so it is where a WAL file in a read-only directory fails. */
+static int can_read(sqlite3 *db) {
+    return sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+int summary_open_file(const char *path, sqlite3 **db, char *err, size_t errlen) {
+    struct stat sb;
     *db = NULL;
     if (!path || !*path) {
         snprintf(err, errlen, "no database given");
@@ -106,6 +148,37 @@ int summary_open(const char *path, sqlite3 **db, char *err, size_t errlen) {
     }
     /* A recorder may be committing into the same file right now. */
     sqlite3_busy_timeout(*db, 5000);
+    if (can_read(*db)) return 0;
+    int code = sqlite3_errcode(*db);
+    if ((code != SQLITE_READONLY && code != SQLITE_CANTOPEN) || !file_is_wal(path)) return 0;
+    /* A file still in WAL mode (its writer is running, crashed, or predates the recorder's
+     * switch back at close) needs PATH-shm, which a read-only directory cannot hold. Read the
+     * main file alone: exact unless a writer left rows in PATH-wal, which is then said. */
+    char uri[4200];
+    if (immutable_uri(path, uri, sizeof uri) != 0) return 0;
+    sqlite3_close(*db);
+    *db = NULL;
+    if (sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK ||
+        !can_read(*db)) {
+        snprintf(err, errlen, "%s: cannot open: %s", path,
+                 *db ? sqlite3_errmsg(*db) : "out of memory");
+        goto fail;
+    }
+    long long pending = wal_bytes(path);
+    if (pending > 0)
+        fprintf(stderr, "note: %s is in WAL mode in a directory this user cannot write: read "
+                "without %s-wal (%lld bytes), so rows of a running or crashed writer may be "
+                "missing\n", path, path, pending);
+    return 0;
+fail:
+    sqlite3_close(*db);
+    *db = NULL;
+    return -1;
+}
+
+int summary_open(const char *path, sqlite3 **db, char *err, size_t errlen) {
+    char why[512];
+    if (summary_open_file(path, db, err, errlen) != 0) return -1;
     /* For a reader, "no runs table" says all there is about another program's database, so
      * it wins over rec_check_db's finer diagnosis; a file that is not SQLite fails both. */
     int checked = rec_check_db(*db, why, sizeof why);

@@ -9,7 +9,8 @@
  *    for a measured run whose arrivals are unknown (every arrival_s 0; its config says
  *    "arrivals":"unknown"), the benchmark's duration from its config instead.
  *  - A value that cannot be computed (no finished request, zero makespan) is NAN, printed "-".
- *  - Readers never write: summary_open opens read-only and never creates a file.
+ *  - Readers never write: summary_open opens read-only and never creates a file, nor -wal or
+ *    -shm files beside a database a recorder has closed.
  *
  * Ownership: summary_t is a plain value (fixed buffers, long strings truncated); nothing to
  * free. summary_open's connection belongs to the caller (sqlite3_close). summary_list's
@@ -82,9 +83,17 @@ enum {
     SUMMARY_REJ_OTHER      /* anything else (a policy's own reason) */
 };
 
-/* Opens path read-only and checks it is a twinserve database with a runs table. Messages
- * start with the path: "PATH: no such database", "PATH: not a twinserve database (no runs
- * table)". Returns 0 with *db set, or -1 with *db NULL. */
+/* Opens any existing SQLite file read-only: the one open of every reader, so that readers
+ * work on a read-only file or in a read-only directory and create nothing (a recorder leaves
+ * its databases in rollback-journal mode, traces/recorder.h). A file still in WAL mode in a
+ * directory this user cannot write is read without its -wal (SQLite's immutable=1), with a
+ * note on stderr when that file holds rows. Never creates path. Returns 0 with *db set (a
+ * file that is not a database fails at its first query), or -1 with *db NULL and a message
+ * starting with the path: "PATH: no such database". */
+int summary_open_file(const char *path, struct sqlite3 **db, char *err, size_t errlen);
+
+/* summary_open_file, then checks it is a twinserve database with a runs table: "PATH: not a
+ * twinserve database (no runs table)". Returns 0 with *db set, or -1 with *db NULL. */
 int summary_open(const char *path, struct sqlite3 **db, char *err, size_t errlen);
 
 /* name_or_id: a run name, else a numeric id; NULL or "" means the latest run (highest id).

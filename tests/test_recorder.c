@@ -653,6 +653,42 @@ START_TEST(test_reopen_many) {
 }
 END_TEST
 
+/* 1 when PATH-suffix exists. */
+static int side_exists(const char *path, const char *suffix) {
+    char side[300];
+    snprintf(side, sizeof side, "%s%s", path, suffix);
+    return access(side, F_OK) == 0;
+}
+
+/* A closed database is one plain rollback-journal file (readers in a read-only directory
+ * need that); while another connection holds it, the recorder's close leaves WAL alone and
+ * the last writer to close switches. */
+START_TEST(test_closed_db_is_plain) {
+    char path[256], s[64];
+    tmpdb(path, sizeof path);
+    rec_t *r = open_ok(path);
+    rec_run_info_t in = info_named(NULL);
+    int64_t id = begin_ok(r, &in);
+    ck_assert(rec_run_end(r, id, 1, NULL, 0.1) == 0);
+    sqlite3 *reader = peek(path);
+    ck_assert_int_eq(qint(reader, "SELECT count(*) FROM runs"), 1);
+    rec_close(r);   /* the reader is still open: BUSY, so WAL stays */
+    ck_assert(side_exists(path, "-wal"));
+    ck_assert_str_eq(qstr(reader, "PRAGMA journal_mode", s, sizeof s), "wal");
+    sqlite3_close(reader);
+    rec_close(open_ok(path));   /* the last one to close */
+    ck_assert(!side_exists(path, "-wal"));
+    ck_assert(!side_exists(path, "-shm"));
+    reader = peek(path);
+    ck_assert_str_eq(qstr(reader, "PRAGMA journal_mode", s, sizeof s), "delete");
+    ck_assert_int_eq(qint(reader, "SELECT count(*) FROM runs WHERE status = 'done'"), 1);
+    sqlite3_close(reader);
+    ck_assert(!side_exists(path, "-wal"));
+    ck_assert(!side_exists(path, "-shm"));
+    testutil_unlink_db(path);
+}
+END_TEST
+
 START_TEST(test_memory_db) {
     rec_t *r = open_ok(":memory:");
     rec_run_info_t in = info_named(NULL);
@@ -734,6 +770,7 @@ static Suite *recorder_suite(void) {
     tcase_add_test(tc, test_not_sqlite);
     tcase_add_test(tc, test_incompatible_dbs);
     tcase_add_test(tc, test_reopen_many);
+    tcase_add_test(tc, test_closed_db_is_plain);
     tcase_add_test(tc, test_memory_db);
     tcase_add_test(tc, test_async_writer);
     suite_add_tcase(s, tc);

@@ -263,6 +263,13 @@ static void close_db(rec_t *r) {
         sqlite3_finalize(*all[i]);
         *all[i] = NULL;
     }
+    /* WAL is for while runs are written. A WAL file makes every later reader create -wal and
+     * -shm files it cannot remove, and fail in a read-only directory; so the last connection
+     * to close leaves a plain rollback-journal file. With other connections open (a parallel
+     * run, a reader) SQLite refuses at once with BUSY, and the last of them to close here
+     * switches instead. */
+    if (r->db && sqlite3_get_autocommit(r->db))
+        sqlite3_exec(r->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
     sqlite3_close(r->db);
     r->db = NULL;
 }

@@ -12,7 +12,9 @@
  *    output_tokens <= 1 or the request did not finish. Times are seconds from the run's start.
  *    A time < 0 in the input means "never happened" and is stored as NULL.
  *  - Rows are written through prepared statements inside batched transactions (WAL mode);
- *    rec_flush commits what is pending.
+ *    rec_flush commits what is pending. The last connection to close (rec_close) puts the
+ *    file back in rollback-journal mode, so a finished database is one plain file that
+ *    readers can use from a read-only directory without creating -wal/-shm files.
  *
  * Ownership: rec_open returns an object even on failure (NULL only when out of memory); check
  * rec_errmsg, always rec_close. Strings passed in are copied by SQLite before the call returns.
