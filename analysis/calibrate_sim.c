@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "analysis/summary.h"
+#include "traces/recorder.h"
 
 /* A term the search may move: where it lives in a cost file and its physical range (the
  * grid's ends; 0 is always tried too). */
@@ -212,47 +213,6 @@ done:
     return rc;
 }
 
-/* A private copy of the database for the search's replays. */
-static int copy_db(const char *from, char *to, size_t tolen, char *err, size_t errlen) {
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(to, tolen, "%s/twinserve-calibrate-XXXXXX.db", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int fd = mkstemps(to, 3);
-    if (fd < 0) return fail(err, errlen, "cannot create a temporary database %s", to);
-    close(fd);
-    sqlite3 *src = NULL, *dst = NULL;
-    int rc = -1;
-    if (summary_open_file(from, &src, err, errlen) != 0) goto done;
-    if (sqlite3_open(to, &dst) != SQLITE_OK) {
-        fail(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(dst));
-        goto done;
-    }
-    sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
-    if (!b || sqlite3_backup_step(b, -1) != SQLITE_DONE) {
-        if (b) sqlite3_backup_finish(b);
-        fail(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(dst));
-        goto done;
-    }
-    if (sqlite3_backup_finish(b) != SQLITE_OK) {
-        fail(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(dst));
-        goto done;
-    }
-    rc = 0;
-done:
-    sqlite3_close(src);
-    sqlite3_close(dst);
-    if (rc != 0) unlink(to);
-    return rc;
-}
-
-static void remove_db(const char *path) {
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-}
-
 int calsim_fit(const calsim_opts_t *o, calsim_result_t *r, char *err, size_t errlen) {
     static search_t s;   /* large (validate_result_t, cost_file_t): off the stack */
     char db[512] = "";
@@ -267,7 +227,8 @@ int calsim_fit(const calsim_opts_t *o, calsim_result_t *r, char *err, size_t err
         load_base(o, &s.cf, r->base_desc, sizeof r->base_desc, err, errlen) != 0 ||
         pick_terms(o, client_side, &s, err, errlen) != 0)
         return -1;
-    if (copy_db(o->db_path, db, sizeof db, err, errlen) != 0) return -1;
+    /* A private copy for the search's replays. */
+    if (summary_copy_temp(o->db_path, "calibrate", db, sizeof db, err, errlen) != 0) return -1;
     s.db = db;
     snprintf(s.cost, sizeof s.cost, "%s.cost", db);
     r->n_terms = s.n;
@@ -294,7 +255,7 @@ int calsim_fit(const calsim_opts_t *o, calsim_result_t *r, char *err, size_t err
 done:
     if (o->progress) fputc('\n', stderr);
     unlink(s.cost);
-    if (db[0]) remove_db(db);
+    if (db[0]) rec_remove(db);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "traces/recorder.h"
 
@@ -196,6 +197,41 @@ fail:
     sqlite3_close(*db);
     *db = NULL;
     return -1;
+}
+
+int summary_copy_temp(const char *from, const char *what, char *to, size_t tolen, char *err,
+                      size_t errlen) {
+    const char *tmpdir = getenv("TMPDIR");
+    sqlite3 *src = NULL, *dst = NULL;
+    int rc = -1;
+    snprintf(to, tolen, "%s/twinserve-%s-XXXXXX.db", tmpdir && *tmpdir ? tmpdir : "/tmp", what);
+    int fd = mkstemps(to, 3);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create a temporary database %s: %s", to, strerror(errno));
+        to[0] = '\0';
+        return -1;
+    }
+    close(fd);
+    if (summary_open_file(from, &src, err, errlen) != 0) goto done;
+    if (sqlite3_open(to, &dst) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot copy %s: %s", from, sqlite3_errmsg(dst));
+        goto done;
+    }
+    sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
+    int stepped = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
+    if (sqlite3_backup_finish(b) != SQLITE_OK || stepped != SQLITE_DONE) {
+        snprintf(err, errlen, "cannot copy %s to %s: %s", from, to, sqlite3_errmsg(dst));
+        goto done;
+    }
+    rc = 0;
+done:
+    sqlite3_close(src);
+    sqlite3_close(dst);
+    if (rc != 0) {
+        rec_remove(to);
+        to[0] = '\0';
+    }
+    return rc;
 }
 
 int summary_find_run(sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,

@@ -96,6 +96,13 @@ int summary_open_file(const char *path, struct sqlite3 **db, char *err, size_t e
  * twinserve database (no runs table)". Returns 0 with *db set, or -1 with *db NULL. */
 int summary_open(const char *path, struct sqlite3 **db, char *err, size_t errlen);
 
+/* Copies the database at from (summary_open_file) into a new file
+ * $TMPDIR/twinserve-WHAT-XXXXXX.db (TMPDIR unset: /tmp), its path in to[tolen]: a private
+ * copy a command may write when from cannot be, or must not be. The caller removes it
+ * (rec_remove). Returns 0, or -1 with a message, to "" and nothing left behind. */
+int summary_copy_temp(const char *from, const char *what, char *to, size_t tolen, char *err,
+                      size_t errlen);
+
 /* name_or_id: a run name, else a numeric id; NULL or "" means the latest run (highest id).
  * Unknown: "no run named 'X' in DB; runs: a, b, c". */
 int summary_find_run(struct sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,

@@ -13,6 +13,18 @@
 #include "cli/cli.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
+#include "traces/recorder.h"
+
+/* Can this user write the database and create its journal beside it? */
+static int db_writable(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    return euidaccess(path, W_OK) == 0 && euidaccess(dir, W_OK) == 0;
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -138,26 +150,43 @@ int cmd_validate(int argc, char **argv) {
     if (measured_opts) o.sim = &so;
     o.progress = !quiet && isatty(2);
     validate_result_t r;
-    char err[8192];
+    char err[8192], copy[1024] = "";
+    const char *db_path = o.db_path;
+    int rc = 1;
+    /* validate records its replay beside the measured run; a database this user cannot write
+     * (SQLite also needs its directory, for the journal) is validated in a private copy. */
+    if (!db_writable(db_path)) {
+        if (summary_copy_temp(db_path, "validate", copy, sizeof copy, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve validate: %s is read-only, and %s\n", db_path, err);
+            goto done;
+        }
+        fprintf(stderr, "note: %s is read-only: the replay is recorded in a temporary copy, "
+                "deleted at exit (validate a writable copy to keep it)\n", db_path);
+        o.db_path = copy;
+    }
     if (validate_run(&o, &r, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve validate: %s\n", err);
-        return 1;
+        goto done;
     }
     if (json) validate_json(stdout, &r);
     else validate_print(stdout, &r);
     if (plot_dir) {
-        sqlite3 *db;
+        sqlite3 *db = NULL;
         plot_opts_t po = { .out_dir = plot_dir, .png = 1, .svg = 1 };
         plot_result_t pr = {0};
         int64_t ids[2] = { r.engine_id, r.sim_id };
-        if (summary_open(o.db_path, &db, err, sizeof err) != 0 ||
-            plot_runs(db, ids, 2, &po, &pr, err, sizeof err) != 0) {
-            fprintf(stderr, "twinserve validate: --plot: %s\n", err);
-            return 1;
-        }
+        int failed = summary_open(o.db_path, &db, err, sizeof err) != 0 ||
+                     plot_runs(db, ids, 2, &po, &pr, err, sizeof err) != 0;
         sqlite3_close(db);
+        if (failed) {
+            fprintf(stderr, "twinserve validate: --plot: %s\n", err);
+            goto done;
+        }
         if (!json) printf("plots: %d figures in %s (cdf_ttft, cdf_tpot, cdf_e2e, timelines)\n",
                           pr.figures, plot_dir);
     }
-    return 0;
+    rc = 0;
+done:
+    if (copy[0]) rec_remove(copy);
+    return rc;
 }
