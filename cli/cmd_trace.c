@@ -192,6 +192,18 @@ out:
         fprintf(stderr, "twinserve trace gen: %s: %s\n", out, strerror(errno));
         rc = 1;
     }
+    if (rc == 0) { /* on stderr: stdout may be the trace itself */
+        tgen_stats_t st;
+        tgen_stats(g, &st);
+        double n = (double)st.requests;
+        fprintf(stderr, "[trace gen] wrote %lld request%s to %s: arrivals 0 to %.3f s",
+                (long long)st.requests, st.requests == 1 ? "" : "s", out ? out : "stdout",
+                st.last_arrival_s);
+        if (st.last_arrival_s > 0)
+            fprintf(stderr, " (%.3g req/s)", (n - 1) / st.last_arrival_s);
+        fprintf(stderr, ", mean prompt %.0f and output %.0f tokens\n",
+                (double)st.prompt_tokens / n, (double)st.output_tokens / n);
+    }
     if (rc != 0 && f != stdout && out) remove(out);
     tgen_close(g);
     return rc;

@@ -170,7 +170,10 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
         ids[n++] = next;
         start = n - 1;
     }
+    /* Flushed here: the caller's statistics go to stderr, and must not land on the text's
+     * last line when both streams share a pipe. */
     fputc('\n', out);
+    fflush(out);
     st->ids = gen;
     gen = NULL;
     rc = 0;

@@ -1,6 +1,7 @@
 /* model: format dispatch, configuration checks, the shared weight arena. */
 #include "engine/model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,7 @@ int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *
         return model_load_dummy(spec + 6, seed, flags, out, err, errlen);
     FILE *f = fopen(spec, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open model file", spec);
+        snprintf(err, errlen, "%s: cannot open model file: %s", spec, strerror(errno));
         return -1;
     }
     char magic[4] = {0};

@@ -36,6 +36,12 @@ if [ $have_model -eq 1 ]; then
     want_out_re "^Tom had a dog"
     end
 
+    begin "generate: the text ends with its newline before the statistics (one pipe for both)"
+    run gen_pipe bash -c '"$0" generate --model "$1" --prompt "Once upon" -n 30 2>&1' "$BIN" "$BINM"
+    want_rc 0
+    want_out_re '^\[generate\] 3 prompt tokens, 30 generated'
+    end
+
     begin "generate: a prompt longer than the context is refused"
     long=$(printf 'the dog ran %.0s' $(seq 1 400))
     run gen_long "$BIN" generate --model "$BINM" --prompt "$long"
@@ -129,7 +135,7 @@ want_rc 2
 want_err "lots"
 run gen_missing "$BIN" generate --model "$T/none.bin"
 want_rc 1
-want_err "$T/none.bin"
+want_err "$T/none.bin: cannot open model file: No such file or directory"
 run bench_ctx "$BIN" bench --model dummy:stories260k --batch 1 --ctx 1
 want_rc 2
 want_err "--ctx"

@@ -72,6 +72,12 @@ want_no_out
 cmp -s "$T/seed_a.csv" "$T/gen_out.csv" || bad " --out file differs from stdout output"
 end
 
+begin "trace gen says on stderr what it wrote: where, how many requests, the time span"
+want_err_re "^\[trace gen\] wrote 300 requests to $T/gen_out.csv: arrivals 0 to [0-9.]+ s \([0-9.]+ req/s\), mean prompt [0-9]+ and output [0-9]+ tokens\$"
+last=seed_a
+want_err_re "^\[trace gen\] wrote 300 requests to stdout: arrivals 0 to "
+end
+
 begin "trace gen --n 10: 10 rows"
 gen n10 --n 10 --seed 5
 want_rc 0

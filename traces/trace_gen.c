@@ -25,6 +25,7 @@ struct tgen {
     int joint;            /* prompt and output resample the same rows of one pool */
     double clock;         /* arrival time of the next request, unrounded */
     int64_t emitted;
+    tgen_stats_t stats;   /* of the requests handed out */
     int done, failed;
     char errbuf[1024];
 };
@@ -418,6 +419,10 @@ int tgen_next(tgen_t *g, tgen_req_t *out)
         out->prompt_tokens = p > INT32_MAX ? INT32_MAX : (int32_t)p;
     }
     g->emitted++;
+    g->stats.requests = g->emitted;
+    g->stats.last_arrival_s = out->arrival_s;
+    g->stats.prompt_tokens += out->prompt_tokens;
+    g->stats.output_tokens += out->output_tokens;
     if (o->arrival.kind == TGEN_ARRIVAL_GAMMA) {
         double cv2 = o->arrival.cv * o->arrival.cv;
         g->clock += rng_gamma(&g->r_arrival, 1.0 / cv2, cv2 / o->rate);
@@ -445,6 +450,8 @@ int tgen_write_csv(tgen_t *g, FILE *f)
     if (fflush(f) != 0 || ferror(f)) return gen_fail(g, "write error: %s", strerror(errno));
     return 0;
 }
+
+void tgen_stats(const tgen_t *g, tgen_stats_t *out) { *out = g->stats; }
 
 const char *tgen_errmsg(const tgen_t *g) { return g && g->failed ? g->errbuf : NULL; }
 

@@ -80,6 +80,13 @@ typedef struct {
 
 typedef struct tgen tgen_t;
 
+/* What tgen_next has handed out so far (the first arrival is 0). */
+typedef struct {
+    int64_t requests;
+    double last_arrival_s;
+    int64_t prompt_tokens, output_tokens;   /* summed */
+} tgen_stats_t;
+
 /* The CLI defaults: n 1000, rate 1, poisson, prompt lognormal:1000:1.0, output
  * lognormal:200:1.0, seed 0. */
 void tgen_opts_default(tgen_opts_t *o);
@@ -100,6 +107,8 @@ tgen_t *tgen_open(const tgen_opts_t *o);
 int tgen_next(tgen_t *g, tgen_req_t *out);
 /* Writes the header and every remaining request to f. 0, or -1 (tgen_errmsg). */
 int tgen_write_csv(tgen_t *g, FILE *f);
+/* For the caller's "wrote N requests" line. */
+void tgen_stats(const tgen_t *g, tgen_stats_t *out);
 /* NULL when no error happened. */
 const char *tgen_errmsg(const tgen_t *g);
 void tgen_close(tgen_t *g);
