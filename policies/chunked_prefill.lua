@@ -13,8 +13,8 @@ local batching = import("batching")
 
 return {
     params = {
-        chunk = 512,     -- the step's token budget (decodes + prefill chunks)
-        max_seqs = 256,  -- sequences per step
+        chunk = { 512, int = true, min = 1 },    -- the step's budget: decodes + prefill chunks
+        max_seqs = { 256, int = true, min = 1 }, -- sequences per step
     },
 
     schedule = function(s)

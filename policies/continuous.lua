@@ -16,8 +16,9 @@ local batching = import("batching")
 
 return {
     params = {
-        max_seqs = 256,    -- sequences per step (vLLM max_num_seqs)
-        max_tokens = 8192, -- tokens per step (vLLM max_num_batched_tokens)
+        -- { default, int = true, min = 1 }: the core refuses a --set outside it at load
+        max_seqs = { 256, int = true, min = 1 },    -- sequences per step (max_num_seqs)
+        max_tokens = { 8192, int = true, min = 1 }, -- tokens per step (max_num_batched_tokens)
     },
 
     schedule = function(s)

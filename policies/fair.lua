@@ -78,10 +78,11 @@ end
 
 return {
     params = {
-        max_seqs = 256,    -- sequences per step (vLLM max_num_seqs)
-        max_tokens = 8192, -- tokens per step (vLLM max_num_batched_tokens)
-        w_in = 1,          -- service per prompt token
-        w_out = 2,         -- service per output token (VTC's default weights)
+        max_seqs = { 256, int = true, min = 1 },    -- sequences per step (max_num_seqs)
+        max_tokens = { 8192, int = true, min = 1 }, -- tokens per step (max_num_batched_tokens)
+        -- service per prompt token and per output token (VTC's default weights)
+        w_in = { 1, min = 0 },
+        w_out = { 2, min = 0 },
     },
 
     on_arrival = function(s, r)

@@ -27,6 +27,7 @@ struct lhost {
     char *path;
     char err[8192];
     int has_err;
+    lhost_status_t status; /* why has_err is set: the user's input or the policy's code */
     int ref_host;          /* registry: the table prelude.lua returned */
     lhost_limits_t lim;
     double deadline;       /* monotonic seconds; only meaningful while in_call */
@@ -52,15 +53,18 @@ static long long mono_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Every error is the policy's (LHOST_EPOLICY) unless the caller says otherwise afterwards. */
 __attribute__((format(printf, 2, 3))) static void set_err(lhost_t *h, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(h->err, sizeof h->err, fmt, ap);
     va_end(ap);
     h->has_err = 1;
+    h->status = LHOST_EPOLICY;
 }
 
 const char *lhost_errmsg(const lhost_t *h) { return h->has_err ? h->err : NULL; }
+lhost_status_t lhost_status(const lhost_t *h) { return h->has_err ? h->status : LHOST_OK; }
 const char *lhost_path(const lhost_t *h) { return h->path; }
 
 /* ------------------------------------------------------------------ limits */
@@ -111,7 +115,7 @@ static void *watchdog(void *arg) {
         else if (rss_bytes() - base_rss > (long)(h->lim.mem_limit_mb * 1048576.0) + (64L << 20))
             why = "grew the process past its memory cap inside JIT-compiled code";
         if (!why) continue;
-        snprintf(msg, sizeof msg, "policy %s: a hook call %s; the run is stopped", h->path, why);
+        snprintf(msg, sizeof msg, "policy %s: a policy call %s; the run is stopped", h->path, why);
         if (h->abort_fn) h->abort_fn(h->abort_ud, msg);
         fprintf(stderr, "twinserve: %s\n", msg);
         fflush(stderr);
@@ -216,6 +220,7 @@ lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
     src = read_file(h->path, &len, h->err, sizeof h->err);
     if (!src) {
         h->has_err = 1;
+        h->status = LHOST_EFILE;
         goto done;
     }
     /* "@path" makes Lua name the file in messages: "policies/x.lua:12: ..." */
@@ -260,7 +265,8 @@ void lhost_close(lhost_t *h) {
 int lhost_set(lhost_t *h, const char *assignment) {
     const char *eq = strchr(assignment, '=');
     if (!eq || eq == assignment) {
-        set_err(h, "--set '%s': expected key=value", assignment);
+        set_err(h, "%s: --set '%s': expected key=value", h->path, assignment);
+        h->status = LHOST_EPARAM;
         return -1;
     }
     lua_State *L = h->L;
@@ -269,7 +275,8 @@ int lhost_set(lhost_t *h, const char *assignment) {
     if (host_call(h, "set", 2, 1, h->lim.time_limit_s, "--set") != 0) return -1;
     int rc = 0;
     if (lua_isstring(L, -1)) {
-        set_err(h, "--set %s: %s", assignment, lua_tostring(L, -1));
+        set_err(h, "%s: --set %s: %s", h->path, assignment, lua_tostring(L, -1));
+        h->status = LHOST_EPARAM;
         rc = -1;
     }
     lua_pop(L, 1);
@@ -298,14 +305,18 @@ int lhost_param_str(lhost_t *h, const char *key, char *buf, size_t len) {
     return rc;
 }
 
-const char *lhost_params_json(lhost_t *h) {
+const char *lhost_params_json(lhost_t *h) { return lhost_params_json_for(h, NULL); }
+
+const char *lhost_params_json_for(lhost_t *h, const char *executor) {
     lua_State *L = h->L;
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     if (!f) return "{}";
     fputc('{', f);
-    if (host_call(h, "param_names", 0, 1, h->lim.time_limit_s, "params") == 0) {
+    if (executor) lua_pushstring(L, executor);
+    else lua_pushnil(L);
+    if (host_call(h, "param_names", 1, 1, h->lim.time_limit_s, "params") == 0) {
         int cnt = (int)lua_objlen(L, -1);
         for (int i = 1; i <= cnt; i++) {
             lua_rawgeti(L, -1, i);

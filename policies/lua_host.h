@@ -6,7 +6,7 @@
  * See policies/prelude.lua for the `s` API and docs/policies.md for the guide.
  *
  * Sandbox: policy code sees only safe libraries (no io, os, ffi, require, load, dofile,
- * debug, jit, package, coroutine); requests are read-only FFI references. Limits per hook
+ * debug, jit, package, coroutine); requests are read-only FFI references. Limits per policy
  * call: a time limit and a memory cap, checked every few thousand interpreted instructions
  * with a clean Lua error and traceback. JIT-compiled loops never run hooks, so a watchdog
  * thread also watches each call: past twice the time limit (or the memory cap in resident
@@ -15,7 +15,14 @@
  * interrupted safely.
  *
  * Errors: every failure leaves a message on the host (lhost_errmsg) that names the policy
- * file and, for Lua errors, the line and a traceback.
+ * file and, for Lua errors, the line and a traceback, and a status (lhost_status) that says
+ * whose mistake it is: the command line's (a policy file that cannot be read, a --set that
+ * is unknown, mistyped or outside the param's declared range: a usage error, to be refused
+ * before anything is recorded) or the policy code's.
+ *
+ * Params: `params = { chunk = 512 }` declares a param by its default, or by a spec,
+ * `chunk = { 512, int = true, min = 1 }` (fields int, min, max, oneof, only; see
+ * prelude.lua): the host checks the default at load and every --set value against it.
  *
  * Ownership: lhost_open returns an object even on failure (NULL only when out of memory);
  * always lhost_close it. The sched_t given to lhost_attach is borrowed and must outlive
@@ -29,8 +36,15 @@
 
 typedef struct lhost lhost_t;
 
+typedef enum {
+    LHOST_OK = 0,
+    LHOST_EFILE,   /* the policy file cannot be opened or read (usage) */
+    LHOST_EPARAM,  /* a --set: malformed, unknown key, wrong type, out of its range (usage) */
+    LHOST_EPOLICY, /* the policy's code: syntax, load error, bad param spec, error in a call */
+} lhost_status_t;
+
 typedef struct {
-    double time_limit_s;   /* per hook call (default 2 s; the policy load gets 5x) */
+    double time_limit_s;   /* per policy call (default 2 s; the policy load gets 5x) */
     double mem_limit_mb;   /* Lua heap cap (default 256 MB) */
     /* Called by the watchdog before it ends the process (see above); may be NULL. Given
      * here so that it also covers the policy file's own top-level code. It runs on the
@@ -45,9 +59,12 @@ typedef struct {
 /* Loads and runs the policy file in a fresh sandbox. lim may be NULL (defaults). */
 lhost_t *lhost_open(const char *path, const lhost_limits_t *lim);
 const char *lhost_errmsg(const lhost_t *h); /* NULL when no error happened */
+/* Why lhost_errmsg is set (LHOST_OK when it is not). EFILE and EPARAM are usage errors. */
+lhost_status_t lhost_status(const lhost_t *h);
 const char *lhost_path(const lhost_t *h);
 
-/* "key=value" (from --set). 0, or -1 with a message (unknown key, wrong type). */
+/* "key=value" (from --set). 0, or -1 with a message naming the policy file and the param
+ * (malformed, unknown key, wrong type, outside the param's spec) and status LHOST_EPARAM. */
 int lhost_set(lhost_t *h, const char *assignment);
 
 /* Fills the core's policy hooks (ud = h). */
@@ -57,6 +74,9 @@ int lhost_attach(lhost_t *h, sched_t *s);
 
 /* The effective params as a JSON object, keys sorted; owned by h, valid until the next call. */
 const char *lhost_params_json(lhost_t *h);
+/* As lhost_params_json, for a run on executor ("sim" or "engine"): params declared for
+ * another executor only (spec field only = "sim") are left out, as they had no effect. */
+const char *lhost_params_json_for(lhost_t *h, const char *executor);
 /* 1 and *out set if the param exists and is a number; 0 if absent; -1 if another type. */
 int lhost_param_num(lhost_t *h, const char *key, double *out);
 /* 1 and buf filled if it exists and is a string; 0 if absent; -1 if another type. */

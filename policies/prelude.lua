@@ -300,6 +300,111 @@ make_env = function(path)
     })
 end
 
+-- ------------------------------------------------------------------ params and their specs
+--
+-- A param is declared either by its default (`chunk = 512`: its type is the default's) or
+-- by a spec, a table whose first item is the default and whose fields constrain what
+-- --set may give it (and the default itself, checked at load):
+--   int = true        a whole number
+--   min = a, max = b  bounds, inclusive
+--   oneof = {...}     the allowed values (strings, usually)
+--   only = "sim"      the param steers one executor only ("sim": the simulator's model of
+--                     the run, such as speculative.lua's alpha and draft): it is left out of
+--                     the params another executor records, where it had no effect
+-- At load the spec is taken out of `params`, which then holds plain values: a policy reads
+-- s.params.chunk as 512 whichever way it was declared. Specs live here, out of the
+-- policy's reach, so a policy cannot loosen them after load.
+
+local specs = {}      -- param name -> spec, for the params that have one
+local SPEC_FIELDS = {
+    [1] = true, int = true, min = true, max = true, oneof = true, only = true,
+}
+local EXECUTORS = { sim = true, engine = true }
+
+local function fits_spec(spec, v)
+    if spec.oneof then
+        for _, x in ipairs(spec.oneof) do if x == v then return true end end
+        return false
+    end
+    if type(v) ~= "number" then return true end
+    if spec.int and (v ~= floor(v) or v == math.huge or v == -math.huge) then return false end
+    if spec.min and v < spec.min then return false end
+    if spec.max and v > spec.max then return false end
+    return true
+end
+
+-- "a positive integer", "a number in [0, 1]", "one of fcfs, sjf": what fits_spec accepts.
+local function describe_spec(spec)
+    if spec.oneof then
+        local names = {}
+        for i, x in ipairs(spec.oneof) do names[i] = tostring(x) end
+        return "one of " .. table.concat(names, ", ")
+    end
+    local lo, hi = spec.min, spec.max
+    local kind = spec.int and "integer" or "number"
+    if hi == nil and lo == 1 and spec.int then return "a positive integer" end
+    if hi == nil and lo == 0 then return "a non-negative " .. kind end
+    local a = spec.int and "an " or "a "
+    if lo and hi then return a .. kind .. " in [" .. lo .. ", " .. hi .. "]" end
+    if lo then return a .. kind .. " >= " .. lo end
+    if hi then return a .. kind .. " <= " .. hi end
+    return a .. kind
+end
+
+-- Replaces each spec in params by its default, after checking the spec is well formed and
+-- the default fits it. Returns an error string or nil.
+local function take_specs(params)
+    local names = {}
+    for k in pairs(params) do names[#names + 1] = k end
+    table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(names) do
+        local spec = params[k]
+        if type(spec) == "table" then
+            local what = "param " .. tostring(k) .. ": "
+            for f in pairs(spec) do
+                if not SPEC_FIELDS[f] then
+                    return what .. "unknown spec field '" .. tostring(f) .. "' (a spec is " ..
+                        "{ default, int = true, min = a, max = b, oneof = {...}, only = \"sim\" })"
+                end
+            end
+            local d = spec[1]
+            local t = type(d)
+            if t ~= "number" and t ~= "boolean" and t ~= "string" then
+                return what .. "a spec's first item is the default, a number, boolean or " ..
+                    "string (got " .. t .. ")"
+            end
+            if (spec.int or spec.min ~= nil or spec.max ~= nil) and t ~= "number" then
+                return what .. "int, min and max apply to numbers; the default is a " .. t
+            end
+            for _, f in ipairs { "min", "max" } do
+                if spec[f] ~= nil and type(spec[f]) ~= "number" then
+                    return what .. f .. " must be a number"
+                end
+            end
+            if spec.oneof ~= nil then
+                if type(spec.oneof) ~= "table" or #spec.oneof == 0 then
+                    return what .. "oneof must be a non-empty list of values"
+                end
+                for _, x in ipairs(spec.oneof) do
+                    if type(x) ~= t then
+                        return what .. "oneof's values must be of the default's type (" .. t .. ")"
+                    end
+                end
+            end
+            if spec.only ~= nil and not EXECUTORS[spec.only] then
+                return what .. "only must be \"sim\" or \"engine\", got " .. tostring(spec.only)
+            end
+            if not fits_spec(spec, d) then
+                return what .. "the default " .. tostring(d) .. " is not " ..
+                    describe_spec(spec)
+            end
+            specs[k] = spec
+            params[k] = d
+        end
+    end
+    return nil
+end
+
 -- Runs the policy chunk in a fresh sandbox; returns an error string or nil.
 function host.load(chunk, path)
     local smt = getmetatable("")
@@ -323,6 +428,8 @@ function host.load(chunk, path)
         return path .. ": 'params' must be a table of defaults"
     end
     p.params = p.params or {}
+    local err = take_specs(p.params)
+    if err then return path .. ": " .. err end
     policy = p
     s.params = p.params
     return nil
@@ -339,26 +446,36 @@ function host.set(key, text)
         return "unknown param '" .. key .. "'; this policy's params: " ..
             (#names > 0 and table.concat(names, ", ") or "(none)")
     end
-    local t = type(old)
+    local t, v = type(old), text
     if t == "number" then
-        local v = tonumber(text)
-        if v == nil then return "param '" .. key .. "' is a number, got '" .. text .. "'" end
-        params[key] = v
+        v = tonumber(text)
+        -- LuaJIT reads "nan" as NaN, which no comparison in a policy would handle
+        if v == nil or v ~= v then
+            return "param '" .. key .. "' is a number, got '" .. text .. "'"
+        end
     elseif t == "boolean" then
-        if text == "true" or text == "1" then params[key] = true
-        elseif text == "false" or text == "0" then params[key] = false
+        if text == "true" or text == "1" then v = true
+        elseif text == "false" or text == "0" then v = false
         else return "param '" .. key .. "' is a boolean (true/false), got '" .. text .. "'" end
-    else
-        params[key] = text
     end
+    local spec = specs[key]
+    if spec and not fits_spec(spec, v) then
+        return "param " .. key .. " must be " .. describe_spec(spec) .. ", got " .. text
+    end
+    params[key] = v
     return nil
 end
 
 function host.param(key) return policy.params[key] end
 
-function host.param_names()
+-- The params an executor records: all of them (executor nil), or those not declared for
+-- another executor only.
+function host.param_names(executor)
     local names = {}
-    for k in pairs(policy.params) do names[#names + 1] = k end
+    for k in pairs(policy.params) do
+        local only = specs[k] and specs[k].only
+        if executor == nil or only == nil or only == executor then names[#names + 1] = k end
+    end
     table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
     return names
 end

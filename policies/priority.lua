@@ -99,8 +99,8 @@ end
 
 return {
     params = {
-        max_seqs = 256,    -- sequences per step (vLLM max_num_seqs)
-        max_tokens = 8192, -- tokens per step (vLLM max_num_batched_tokens)
+        max_seqs = { 256, int = true, min = 1 },    -- sequences per step (max_num_seqs)
+        max_tokens = { 8192, int = true, min = 1 }, -- tokens per step (max_num_batched_tokens)
         preempt = false,   -- preempt less urgent running requests for an urgent arrival
     },
 

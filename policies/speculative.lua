@@ -11,19 +11,28 @@
 -- at low load TPOT falls. At high load the drafts eat the step's token budget and the
 -- draft passes add latency: speculation helps less, or hurts.
 --
--- In the simulator a step costs k passes of the `draft` model plus the target's
--- verification pass, and acceptances are drawn with probability `alpha` from the run's
--- seed. The engine runs a real draft model.
+-- Who proposes the drafts depends on the executor; this file only decides how many:
+--   * the simulator models a draft MODEL: a step costs k passes of the `draft` preset plus
+--     the target's verification pass, and each draft is accepted with probability `alpha`
+--     (drawn from the run's seed);
+--   * the engine has no draft model: it proposes drafts with an n-gram (prompt-lookup)
+--     proposer over the request's own tokens (engine/spec.c), and the target's own samples
+--     decide acceptance. `alpha` and `draft` have no effect there, so an engine run leaves
+--     them out of its recorded params (they are declared only = "sim"); its config records
+--     "proposer": "ngram".
+-- Either way `report` shows the acceptance rate (spec_accepted / spec_proposed) and the
+-- mean tokens per decoding request-step.
 
 local batching = import("batching")
 
 return {
     params = {
-        k = 4,                   -- draft tokens per decoding request per step
-        alpha = 0.7,             -- per-token acceptance probability (simulator)
-        draft = "llama-3.2-1b",  -- the draft model (a model preset)
-        max_seqs = 256,
-        max_tokens = 8192,
+        k = { 4, int = true, min = 0 },   -- draft tokens per decoding request per step
+        -- the simulator's per-token acceptance probability, and its draft model (a preset)
+        alpha = { 0.7, min = 0, max = 1, only = "sim" },
+        draft = { "llama-3.2-1b", only = "sim" },
+        max_seqs = { 256, int = true, min = 1 },
+        max_tokens = { 8192, int = true, min = 1 },
     },
 
     schedule = function(s)

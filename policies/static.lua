@@ -50,8 +50,9 @@ end
 
 return {
     params = {
-        batch = 8,        -- requests per batch
-        timeout_s = 1.0,  -- start a partial batch once the oldest has waited this long
+        batch = { 8, int = true, min = 1 }, -- requests per batch
+        -- start a partial batch once the oldest has waited this long
+        timeout_s = { 1.0, min = 0 },
     },
 
     on_finish = function(s, r)

@@ -5,6 +5,9 @@
 #     copy it) runs the README's own replay (Azure conv, llama-3-8b on h100) to a `done` run:
 #     the whole trace, and a window under KV pressure (a small --gpu-util, a high
 #     --rate-scale) with prompts longer than its budget, where it must chunk and preempt.
+#  2. Params are checked at load: a shipped policy's declared params refuse a --set outside
+#     their range, and so does a user policy's spec; the message names the policy file and
+#     the param, the exit status is 2 (a usage error) and no run is recorded.
 #
 # Run from the repo root (tests/run_all.sh does) with TWIN_BIN set to the binary; the Azure
 # trace is read from ${TWIN_DATA:-../shared/data}; checks that need it print SKIP when it is
@@ -73,5 +76,50 @@ else
     want_sql "$T/small_exec.db" "select max(prefill_tokens + decode_tokens) <= 2048 from steps" 1
     end
 fi
+
+# ------------------------------------------------------------------ 2. params are checked
+
+awk 'BEGIN { print "arrival_s,prompt_tokens,output_tokens";
+             for (i = 0; i < 20; i++) printf "%.3f,%d,%d\n", i * 0.1, 50 + i, 20 }' >"$T/small.csv"
+cat >"$T/spec.lua" <<'EOF'
+return {
+    params = { order = { "fcfs", oneof = { "fcfs", "lifo" } }, share = { 0.5, min = 0, max = 1 } },
+    schedule = function(s) end,
+}
+EOF
+
+# want_usage_error NAME: exit 2, and nothing recorded (no database, or one without runs).
+want_usage_error() {
+    want_rc 2
+    if [ -f "$T/$1.db" ]; then want_sql "$T/$1.db" "select count(*) from runs" 0; fi
+}
+
+while IFS='|' read -r file set msg; do
+    name=param_$(basename "$file" .lua)_${set%%=*}
+    begin "--set $set on $(basename "$file"): refused at load, exit 2, no run"
+    sim "$name" --trace "$T/small.csv" --policy "$file" --set "$set" --db "$T/$name.db"
+    want_usage_error "$name"
+    want_err "$file: --set $set: $msg"
+    end
+done <<EOF
+$POL/chunked_prefill.lua|chunk=0|param chunk must be a positive integer, got 0
+$POL/chunked_prefill.lua|chunk=64.5|param chunk must be a positive integer, got 64.5
+$POL/continuous.lua|max_seqs=0|param max_seqs must be a positive integer, got 0
+$POL/speculative.lua|k=-1|param k must be a non-negative integer, got -1
+$POL/speculative.lua|alpha=1.5|param alpha must be a number in [0, 1], got 1.5
+$POL/static.lua|batch=2.5|param batch must be a positive integer, got 2.5
+$POL/fair.lua|w_in=-1|param w_in must be a non-negative number, got -1
+$POL/priority.lua|preempt=maybe|param 'preempt' is a boolean (true/false), got 'maybe'
+$POL/continuous.lua|chunk=512|unknown param 'chunk'; this policy's params: max_seqs, max_tokens
+$T/spec.lua|order=random|param order must be one of fcfs, lifo, got random
+$T/spec.lua|share=2|param share must be a number in [0, 1], got 2
+EOF
+
+begin "in-range --set values run: chunk=1 on chunked_prefill.lua, done"
+sim chunk1 --trace "$T/small.csv" --policy "$POL/chunked_prefill.lua" --set chunk=1 --db "$T/chunk1.db"
+want_rc 0
+want_done "$T/chunk1.db"
+want_sql "$T/chunk1.db" "select json_extract(params, '$.chunk') from runs" 1
+end
 
 e2e_finish e2e_policies

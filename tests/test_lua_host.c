@@ -96,15 +96,142 @@ START_TEST(param_types) {
 }
 END_TEST
 
+/* Params declared with a spec: plain values for the policy and in the records, every --set
+ * checked against the spec, and a refused --set leaves the value as it was. */
+START_TEST(param_specs_are_checked) {
+    lhost_t *h = open_src("return { params = {\n"
+                          "  chunk = { 512, int = true, min = 1 },\n"
+                          "  alpha = { 0.7, min = 0, max = 1, only = 'sim' },\n"
+                          "  mode = { 'fcfs', oneof = { 'fcfs', 'sjf' } },\n"
+                          "  on = { false }, plain = 3 },\n"
+                          "  schedule = function(s) assert(s.params.chunk == 512) end }\n");
+    ck_assert_ptr_null(lhost_errmsg(h));
+    ck_assert_int_eq(lhost_status(h), LHOST_OK);
+    ck_assert_str_eq(lhost_params_json(h),
+                     "{\"alpha\":0.69999999999999996,\"chunk\":512,\"mode\":\"fcfs\",\"on\":false,"
+                     "\"plain\":3}");
+    static const struct {
+        const char *set, *msg;
+    } bad[] = {
+        {"chunk=0", "--set chunk=0: param chunk must be a positive integer, got 0"},
+        {"chunk=64.5", "param chunk must be a positive integer, got 64.5"},
+        {"chunk=1e999", "param chunk must be a positive integer, got 1e999"},
+        {"alpha=1.5", "param alpha must be a number in [0, 1], got 1.5"},
+        {"alpha=-0.1", "param alpha must be a number in [0, 1], got -0.1"},
+        {"alpha=nan", "param 'alpha' is a number, got 'nan'"},
+        {"alpha=0/0", "param 'alpha' is a number, got '0/0'"},
+        {"mode=lifo", "param mode must be one of fcfs, sjf, got lifo"},
+        {"on=2", "param 'on' is a boolean"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(lhost_set(h, bad[i].set), -1);
+        assert_has(lhost_errmsg(h), bad[i].msg);
+        assert_has(lhost_errmsg(h), path); /* the message names the policy file */
+        ck_assert_int_eq(lhost_status(h), LHOST_EPARAM);
+    }
+    double v = 0;
+    ck_assert_int_eq(lhost_param_num(h, "chunk", &v), 1);
+    ck_assert_double_eq(v, 512); /* untouched by the refused values */
+    ck_assert_int_eq(lhost_set(h, "chunk=1"), 0);
+    ck_assert_int_eq(lhost_set(h, "alpha=1"), 0);
+    ck_assert_int_eq(lhost_set(h, "alpha=0"), 0);
+    ck_assert_int_eq(lhost_set(h, "mode=sjf"), 0);
+    ck_assert_int_eq(lhost_set(h, "plain=-7.5"), 0); /* no spec: any number */
+    ck_assert_int_eq(lhost_set(h, "nope=1"), -1);
+    ck_assert_int_eq(lhost_status(h), LHOST_EPARAM);
+    /* only = "sim": not recorded by another executor, where it had no effect */
+    ck_assert_str_eq(lhost_params_json_for(h, "engine"),
+                     "{\"chunk\":1,\"mode\":\"sjf\",\"on\":false,\"plain\":-7.5}");
+    ck_assert_str_eq(lhost_params_json_for(h, "sim"),
+                     "{\"alpha\":0,\"chunk\":1,\"mode\":\"sjf\",\"on\":false,\"plain\":-7.5}");
+    sink_t sk = {0};
+    ck_assert_int_eq(lhost_set(h, "chunk=512"), 0);
+    sched_t *sc = attach(h, &sk); /* schedule() reads s.params.chunk as a plain number */
+    add(sc, 0, 10, 2);
+    const sched_plan_t *plan;
+    ck_assert_int_eq(sched_step(sc, 0, &plan), 0);
+    sched_free(sc);
+    lhost_close(h);
+    unlink(path);
+}
+END_TEST
+
+/* A malformed spec, or a default outside its own spec, is the policy's bug: refused at load
+ * with the file and the param named. */
+START_TEST(bad_param_specs) {
+    static const struct {
+        const char *params, *msg;
+    } bad[] = {
+        {"n = { 5, intt = true }", "param n: unknown spec field 'intt'"},
+        {"n = { min = 1 }", "param n: a spec's first item is the default"},
+        {"n = { 'x', min = 1 }", "param n: int, min and max apply to numbers"},
+        {"n = { 0, int = true, min = 1 }", "param n: the default 0 is not a positive integer"},
+        {"n = { 0.5, int = true }", "param n: the default 0.5 is not an integer"},
+        {"n = { 2, min = 0, max = 1 }", "param n: the default 2 is not a number in [0, 1]"},
+        {"m = { 'a', oneof = { 'b' } }", "param m: the default a is not one of b"},
+        {"m = { 'a', oneof = { 1 } }", "param m: oneof's values must be of the default's type"},
+        {"m = { 'a', only = 'gpu' }", "param m: only must be \"sim\" or \"engine\", got gpu"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char src[512];
+        snprintf(src, sizeof src, "return { params = { %s }, schedule = function(s) end }\n",
+                 bad[i].params);
+        lhost_t *h = open_src(src);
+        assert_has(lhost_errmsg(h), bad[i].msg);
+        assert_has(lhost_errmsg(h), path);
+        ck_assert_int_eq(lhost_status(h), LHOST_EPOLICY);
+        lhost_close(h);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* The shipped policies declare their params: the examples are refused at load. */
+START_TEST(shipped_policies_check_their_params) {
+    static const struct {
+        const char *file, *set, *msg;
+    } cases[] = {
+        {"policies/chunked_prefill.lua", "chunk=0", "param chunk must be a positive integer, got 0"},
+        {"policies/chunked_prefill.lua", "chunk=64.5", "param chunk must be a positive integer"},
+        {"policies/chunked_prefill.lua", "max_seqs=0", "param max_seqs must be a positive integer"},
+        {"policies/continuous.lua", "max_tokens=-5", "param max_tokens must be a positive integer"},
+        {"policies/speculative.lua", "k=-1", "param k must be a non-negative integer, got -1"},
+        {"policies/speculative.lua", "alpha=1.5", "param alpha must be a number in [0, 1], got 1.5"},
+        {"policies/static.lua", "batch=0", "param batch must be a positive integer, got 0"},
+        {"policies/static.lua", "timeout_s=-1", "param timeout_s must be a non-negative number"},
+        {"policies/priority.lua", "max_seqs=2.5", "param max_seqs must be a positive integer"},
+        {"policies/fair.lua", "w_out=-2", "param w_out must be a non-negative number, got -2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lhost_t *h = lhost_open(cases[i].file, NULL);
+        ck_assert_msg(!lhost_errmsg(h), "%s: %s", cases[i].file, lhost_errmsg(h));
+        ck_assert_int_eq(lhost_set(h, cases[i].set), -1);
+        assert_has(lhost_errmsg(h), cases[i].file);
+        assert_has(lhost_errmsg(h), cases[i].msg);
+        ck_assert_int_eq(lhost_status(h), LHOST_EPARAM);
+        lhost_close(h);
+    }
+    /* speculative's alpha and draft steer the simulator only */
+    lhost_t *h = lhost_open("policies/speculative.lua", NULL);
+    ck_assert_str_eq(lhost_params_json_for(h, "engine"),
+                     "{\"k\":4,\"max_seqs\":256,\"max_tokens\":8192}");
+    assert_has(lhost_params_json(h), "\"draft\":\"llama-3.2-1b\"");
+    assert_has(lhost_params_json_for(h, "sim"), "\"alpha\":0.69999999999999996");
+    lhost_close(h);
+}
+END_TEST
+
 START_TEST(bad_policy_files) {
     lhost_t *h = lhost_open("/nonexistent/policy.lua", NULL);
     assert_has(lhost_errmsg(h), "cannot open policy '/nonexistent/policy.lua'");
+    ck_assert_int_eq(lhost_status(h), LHOST_EFILE); /* the user's mistake: a usage error */
     lhost_close(h);
 
     h = open_src("return {\n  schedule = function(s)\n    local x = = 1\n  end }\n");
     assert_has(lhost_errmsg(h), "policy syntax error");
     assert_has(lhost_errmsg(h), ":3:");
     assert_has(lhost_errmsg(h), path);
+    ck_assert_int_eq(lhost_status(h), LHOST_EPOLICY);
     lhost_close(h);
 
     h = open_src("return { params = {} }\n");
@@ -572,6 +699,9 @@ int main(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, shipped_policy_loads_with_params);
     tcase_add_test(tc, param_types);
+    tcase_add_test(tc, param_specs_are_checked);
+    tcase_add_test(tc, bad_param_specs);
+    tcase_add_test(tc, shipped_policies_check_their_params);
     tcase_add_test(tc, bad_policy_files);
     tcase_add_test(tc, sandbox_blocks_dangerous_globals);
     tcase_add_test(tc, views_are_read_only);
