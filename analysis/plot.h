@@ -3,22 +3,38 @@
  * each script for each format (PNG via pngcairo, SVG):
  *   cdf_ttft, cdf_tpot, cdf_e2e
  *                        CDFs of TTFT, TPOT and E2E latency (ms, log x), one curve per run
- *   timeline_K           tokens per step over time for run K (1-based position in the list):
- *                        decode, prefill and padding stacked from the bottom, log y
+ *   timeline_SLUG        run SLUG (its name as a file name) over time: step duration above,
+ *                        coloured by the step's kind (decode only, mixed, prefill only);
+ *                        tokens per step below, decode, prefill and padding stacked, log y
  *   kv_queue             KV blocks in use (% of the total) and waiting requests over time,
  *                        one curve per run
- *   latency_rate         p50/p99 TTFT and TPOT vs request rate, one curve per sweep; only
- *                        when at least two runs carry a sweep rate ($.sweep.rate_rps)
+ *   cdf_itl, tbt_SLUG    for runs recorded with per-token times (the tokens table, sim
+ *                        --save-tokens or engine --save-tokens): the CDF of inter-token
+ *                        latency, one curve per run; and per run, every gap between two
+ *                        tokens of a request at the time it ended, and each request's mean
+ *                        and largest gap. No tokens anywhere: a note, no figure.
+ *   latency_rate         p50/p99 TTFT and TPOT (and E2E with an e2e SLO) vs request rate,
+ *                        one curve pair per sweep, both axes from 0; only when at least two
+ *                        runs carry a sweep rate ($.sweep.rate_rps). With SLOs: each drawn
+ *                        as a horizontal line, and each sweep's capacity marked: the highest
+ *                        rate whose attainment >= target below the lowest rate that misses
+ *                        it, the rule of `sweep --capacity` (which records the points, not
+ *                        the capacity or the SLO: plot recomputes it from the points).
  *
  * Invariants:
  *  - The data files are what the scripts read, with a '#' header naming the run and the
  *    columns: a user can edit and re-run `cd DIR && gnuplot -e "fmt='svg'" cdf_ttft.gp`.
+ *  - Titles name runs by their names; per-run files carry the name too (SLUG: characters
+ *    outside [A-Za-z0-9._-] become '_', "-K" appended when two runs would share one).
  *  - Long runs are reduced, never truncated: a CDF keeps at most PLOT_MAX_CDF points (evenly
  *    spaced order statistics, first and last included); a step series with more than
  *    PLOT_MAX_BINS steps is binned into PLOT_MAX_BINS equal time bins (per bin: mean tokens
- *    per step, mean KV blocks in use, mean queue length).
- *  - Runs without rows (no finished request, no step) are left out of a figure with a note
- *    in the result; a figure with nothing to show is not written.
+ *    per step, mean and largest step duration, mean KV blocks in use, mean queue length);
+ *    more than PLOT_MAX_POINTS token gaps are binned the same way (mean and largest gap).
+ *  - A key of more than four entries goes below the plot in columns, and the image grows to
+ *    hold it: 15 runs never cover the curves.
+ *  - Runs without rows (no finished request, no step, no token) are left out of a figure
+ *    with a note in the result; a figure with nothing to show is not written.
  *  - gnuplot is looked up in PATH before anything runs; when it is missing, the data and
  *    scripts are still written and the call fails with a message saying so.
  *
@@ -31,16 +47,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analysis/report.h"
+
 struct sqlite3;
 
 #define PLOT_MAX_CDF 2000
 #define PLOT_MAX_BINS 300
+#define PLOT_MAX_POINTS 20000
 
 typedef struct {
     const char *out_dir;    /* created when missing (one level) */
     int png, svg;           /* formats to render */
     const char *gnuplot;    /* program name or path; NULL: "gnuplot" */
     FILE *notes;            /* NULL: stderr */
+    int has_slo;            /* slo holds bounds for latency_rate (report.h's rules) */
+    report_slo_t slo;
+    double target;          /* attainment a capacity keeps; <= 0: 0.9, as sweep's */
 } plot_opts_t;
 
 typedef struct {

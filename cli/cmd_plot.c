@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/plot.h"
+#include "analysis/report.h"
 #include "analysis/summary.h"
 #include "cli/cli.h"
 
@@ -15,15 +16,21 @@ enum { MAX_RUNS = 256 };
 static void usage(FILE *f) {
     fprintf(f,
         "usage: twinserve plot DB --runs A[,B...] --out DIR [--format png,svg]\n"
+        "                      [--slo ttft=S,tpot=S,e2e=S [--target F]]\n"
         "\n"
         "Draws, with gnuplot, from the records in DB:\n"
         "  cdf_ttft, cdf_tpot  CDFs of TTFT and TPOT (ms, log scale), one curve per run\n"
-        "  timeline_K          tokens per step over time for the K-th run: decode, prefill\n"
-        "                      and padding stacked, log scale (binned into %d time bins\n"
-        "                      when longer)\n"
+        "  timeline_RUN        run RUN over time: step duration coloured by the step's\n"
+        "                      kind, and tokens per step (decode, prefill and padding\n"
+        "                      stacked, log scale); binned into %d time bins when longer\n"
         "  kv_queue            KV blocks in use (%%) and queue length over time, per run\n"
-        "  latency_rate        p50/p99 TTFT and TPOT vs request rate, for runs made by\n"
-        "                      `twinserve sweep` (a sweep's name selects all its runs)\n"
+        "  cdf_itl, tbt_RUN    for runs recorded with --save-tokens: the CDF of the gaps\n"
+        "                      between tokens, and per run every gap over time and each\n"
+        "                      request's mean and largest gap (without tokens: a note)\n"
+        "  latency_rate        p50/p99 TTFT and TPOT vs request rate from 0, for runs made\n"
+        "                      by `twinserve sweep` (a sweep's name selects all its runs);\n"
+        "                      with --slo, the SLOs as lines and each sweep's capacity\n"
+        "                      (as `sweep --capacity` defines it) marked\n"
         "Next to each image DIR holds the data (*.dat) and the gnuplot script (*.gp): edit\n"
         "and re-render with `cd DIR && gnuplot -e \"fmt='svg'\" cdf_ttft.gp`.\n"
         "\n"
@@ -31,17 +38,23 @@ static void usage(FILE *f) {
         "  --out DIR             output folder (created if missing)\n"
         "  --format F            png, svg or png,svg (default png,svg)\n"
         "  --gnuplot PROG        the gnuplot program (default gnuplot, from PATH)\n"
+        "  --slo ttft=S,tpot=S,e2e=S   SLOs in seconds (suffix ms accepted) for latency_rate:\n"
+        "                        drawn as lines (an e2e SLO adds an E2E panel), and the\n"
+        "                        capacity of each sweep marked\n"
+        "  --target F            attainment the capacity keeps, a fraction (default 0.9,\n"
+        "                        as sweep's)\n"
         "\n"
         "Exit status: 0 done, 1 a run, the database or gnuplot failed, 2 usage error.\n",
         PLOT_MAX_BINS);
 }
 
-enum { O_RUNS = 256, O_OUT, O_FORMAT, O_GNUPLOT, O_HELP };
+enum { O_RUNS = 256, O_OUT, O_FORMAT, O_GNUPLOT, O_SLO, O_TARGET, O_HELP };
 
 int cmd_plot(int argc, char **argv) {
     static const struct option opts[] = {
         { "runs", 1, 0, O_RUNS }, { "out", 1, 0, O_OUT }, { "format", 1, 0, O_FORMAT },
-        { "gnuplot", 1, 0, O_GNUPLOT }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+        { "gnuplot", 1, 0, O_GNUPLOT }, { "slo", 1, 0, O_SLO }, { "target", 1, 0, O_TARGET },
+        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
     };
     plot_opts_t o = { .png = 1, .svg = 1 };
     const char *runs = NULL, *dbpath = NULL;
@@ -62,6 +75,23 @@ int cmd_plot(int argc, char **argv) {
             }
             break;
         case O_GNUPLOT: o.gnuplot = optarg; break;
+        case O_SLO:
+            if (report_parse_slo(optarg, &o.slo, err, sizeof err) != 0) {
+                fprintf(stderr, "twinserve plot: --slo: %s\n", err);
+                goto done;
+            }
+            o.has_slo = 1;
+            break;
+        case O_TARGET: {
+            char *end;
+            o.target = strtod(optarg, &end);
+            if (end == optarg || *end || !(o.target > 0 && o.target <= 1)) {
+                fprintf(stderr, "twinserve plot: --target '%s': want a fraction in (0, 1], "
+                        "e.g. 0.9\n", optarg);
+                goto done;
+            }
+            break;
+        }
         case O_HELP: usage(stdout); rc = 0; goto done;
         default: usage(stderr); goto done;
         }
@@ -69,6 +99,10 @@ int cmd_plot(int argc, char **argv) {
     if (optind < argc) dbpath = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "twinserve plot: unexpected argument '%s'\n", argv[optind]);
+        goto done;
+    }
+    if (o.target > 0 && !o.has_slo) {
+        fprintf(stderr, "twinserve plot: --target needs --slo (the attainment is of the SLOs)\n");
         goto done;
     }
     if (!dbpath || !runs || !o.out_dir) {

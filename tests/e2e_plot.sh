@@ -2,11 +2,14 @@
 # e2e_plot.sh: end-to-end tests of `twinserve plot`.
 #
 # Real PNG and SVG files (magic bytes, sizes), data files with the expected row counts
-# (one CDF row per request with a TTFT, one steps row per step or per non-empty bin), a
-# sweep's name selecting its runs for the latency-vs-rate figure; bad input (unknown run, a
-# database without our tables, a missing database, a bad --format, a run with nothing to
-# plot, gnuplot missing from PATH or failing) gets a clear message and a non-zero exit.
-# Checks that render need gnuplot and print SKIP without it.
+# (one CDF row per request with a TTFT, one steps row per step or per non-empty bin),
+# per-run figures named after their runs, the ITL figures only for runs recorded with
+# --save-tokens (a note otherwise), a sweep's name selecting its runs for the
+# latency-vs-rate figure (from 0, with the SLO and the capacity of `sweep --capacity`), a
+# 15-run key below the plot, and gnuplot rendering every script without a warning; bad input
+# (unknown run, a database without our tables, a missing database, a bad --format, --slo or
+# --target, a run with nothing to plot, gnuplot missing from PATH or failing) gets a clear
+# message and a non-zero exit. Checks that render need gnuplot and print SKIP without it.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_plot
 
@@ -16,6 +19,8 @@ DB=$T/runs.db
 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$DB" --name cont
 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/static.lua" --db "$DB" --name static \
     --max-seqs 4
+"$BIN" sim -q --trace "$T/t.csv" --policy "$POL/chunked_prefill.lua" --db "$DB" --name tok \
+    --save-tokens
 "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/chunked_prefill.lua" --rates 2,6,12 \
     --db "$DB" --name sw >/dev/null
 have_gnuplot=0
@@ -25,6 +30,10 @@ command -v gnuplot >/dev/null 2>&1 && have_gnuplot=1
 magic() { [ "$(head -c $((${#2} / 2)) "$1" | od -An -tx1 | tr -d ' \n')" = "$2" ]; }
 # rows FILE: data rows (not comments, not blank).
 rows() { grep -cvE '^(#|$)' "$1"; }
+# rows0 FILE: data rows of the first block (up to the first blank line).
+rows0() { awk '/^$/ { exit } !/^#/ { n++ } END { print n + 0 }' "$1"; }
+# clean_log DIR: gnuplot said nothing (a warning means a figure lost something).
+clean_log() { [ ! -s "$1/gnuplot.log" ] || bad " gnuplot.log: $(head -c 300 "$1/gnuplot.log")"; }
 
 begin "two runs: PNG and SVG of every figure, data files with the expected rows"
 if [ $have_gnuplot -eq 0 ]; then
@@ -33,7 +42,8 @@ else
     run plot2 "$BIN" plot "$DB" --runs cont,static --out "$T/p2"
     want_rc 0
     want_out "plot: 6 figures, 12 images in $T/p2"
-    for fig in cdf_ttft cdf_tpot cdf_e2e timeline_1 timeline_2 kv_queue; do
+    want_err "no run saved per-token times" "--save-tokens"
+    for fig in cdf_ttft cdf_tpot cdf_e2e timeline_cont timeline_static kv_queue; do
         [ -f "$T/p2/$fig.gp" ] || bad " no $fig.gp"
         magic "$T/p2/$fig.png" 89504e470d0a1a0a || bad " $fig.png is not a PNG"
         [ "$(stat -c %s "$T/p2/$fig.png" 2>/dev/null || echo 0)" -gt 5000 ] || bad " $fig.png too small"
@@ -47,21 +57,47 @@ else
     n=$(sql "$DB" "select count(*) from requests r join runs u on u.id=r.run_id
         where u.name in ('cont','static') and tpot_s is not null")
     [ "$(rows "$T/p2/cdf_tpot.dat")" -eq "$n" ] || bad " cdf_tpot.dat has $(rows "$T/p2/cdf_tpot.dat") rows, expected $n"
-    for k in 1 2; do
-        name=$([ $k -eq 1 ] && echo cont || echo static)
+    for name in cont static; do
         n=$(sql "$DB" "select count(*) from steps s join runs u on u.id=s.run_id where u.name='$name'")
-        got=$(rows "$T/p2/steps_$k.dat")
+        got=$(rows0 "$T/p2/steps_$name.dat")
         if [ "$n" -le 300 ]; then
-            [ "$got" -eq "$n" ] || bad " steps_$k.dat has $got rows, expected $n (one per step)"
+            [ "$got" -eq "$n" ] || bad " steps_$name.dat has $got rows, expected $n (one per step)"
         else
-            [ "$got" -gt 0 ] && [ "$got" -le 300 ] || bad " steps_$k.dat has $got rows, expected 1..300 bins"
+            [ "$got" -gt 0 ] && [ "$got" -le 300 ] || bad " steps_$name.dat has $got rows, expected 1..300 bins"
         fi
+        # block 1: every step's duration, for the upper panel's points
+        [ "$(($(rows "$T/p2/steps_$name.dat") - got))" -eq "$n" ] || bad " steps_$name.dat lacks one duration per step"
     done
     # The padding of static batching is drawn; continuous batching has none.
-    grep -q '"padding"' "$T/p2/timeline_2.gp" || bad " static's timeline lacks padding"
-    grep -q '"padding"' "$T/p2/timeline_1.gp" && bad " continuous's timeline shows padding"
+    grep -q '"padding"' "$T/p2/timeline_static.gp" || bad " static's timeline lacks padding"
+    grep -q '"padding"' "$T/p2/timeline_cont.gp" && bad " continuous's timeline shows padding"
+    grep -q 'title "static" . ": steps over time"' "$T/p2/timeline_static.gp" || bad " the timeline's title does not name its run"
+    grep -q 'step duration (ms' "$T/p2/timeline_static.gp" || bad " the timeline lacks the step duration"
     grep -q 'title "cont"' "$T/p2/cdf_ttft.gp" || bad " the CDF's legend does not name the run"
     grep -q 'xlabel "TTFT (ms' "$T/p2/cdf_ttft.gp" || bad " the CDF's x axis lacks its unit"
+    [ -f "$T/p2/cdf_itl.gp" ] && bad " cdf_itl drawn without tokens"
+    clean_log "$T/p2"
+fi
+end
+
+begin "per-token times: cdf_itl and tbt for the run that saved them, a note for the other"
+if [ $have_gnuplot -eq 0 ]; then
+    echo "SKIP: gnuplot not installed"
+else
+    run plotitl "$BIN" plot "$DB" --runs tok,cont --out "$T/pi" --format png
+    want_rc 0
+    want_err "run cont saved no per-token times (--save-tokens)"
+    magic "$T/pi/cdf_itl.png" 89504e470d0a1a0a || bad " cdf_itl.png is not a PNG"
+    magic "$T/pi/tbt_tok.png" 89504e470d0a1a0a || bad " tbt_tok.png is not a PNG"
+    [ -f "$T/pi/tbt_cont.gp" ] && bad " tbt drawn for a run without tokens"
+    grep -q 'title "tok"' "$T/pi/cdf_itl.gp" || bad " cdf_itl does not name its run"
+    grep -q 'title "cont"' "$T/pi/cdf_itl.gp" && bad " cdf_itl has a curve for a run without tokens"
+    # one CDF value per gap between distinct token times, as report's ITL counts them
+    n=$(sql "$DB" "select count(*) from (select t_s - lag(t_s) over (partition by req_id order by idx) g
+        from tokens where run_id = (select id from runs where name='tok')) where g > 0")
+    [ "$(rows "$T/pi/cdf_itl.dat")" -eq "$n" ] || [ "$n" -gt 2000 ] ||
+        bad " cdf_itl.dat has $(rows "$T/pi/cdf_itl.dat") rows, expected $n"
+    clean_log "$T/pi"
 fi
 end
 
@@ -76,10 +112,53 @@ else
     [ "$(rows "$T/psw/latency_rate.dat")" -eq 3 ] || bad " latency_rate.dat should have 3 rows"
     [ "$(grep -vE '^(#|$)' "$T/psw/latency_rate.dat" | awk '{print $1}' | tr '\n' ' ')" = "2 6 12 " ] ||
         bad " latency_rate.dat rates are not 2 6 12 in order"
-    [ -f "$T/psw/timeline_3.png" ] || bad " no timeline for the third run of the sweep"
+    [ -f "$T/psw/timeline_sw_12rps.png" ] || bad " no timeline for the third run of the sweep"
+    grep -q 'set xrange \[0:\*\]' "$T/psw/latency_rate.gp" && grep -q 'set yrange \[0:\*\]' "$T/psw/latency_rate.gp" ||
+        bad " latency_rate does not start at 0"
+    want_err "no --slo given"
     # the user can re-render from the folder
     (cd "$T/psw" && rm -f cdf_ttft.svg && gnuplot -e "fmt='svg'" cdf_ttft.gp) 2>/dev/null
     grep -q '<svg' "$T/psw/cdf_ttft.svg" 2>/dev/null || bad " re-running the script did not render"
+fi
+end
+
+begin "latency vs rate with --slo: the SLO lines and the capacity sweep --capacity finds"
+if [ $have_gnuplot -eq 0 ]; then
+    echo "SKIP: gnuplot not installed"
+else
+    "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --capacity \
+        --slo ttft=0.3,tpot=0.03 --lo 1 --hi 40 --tol 0.2 --db "$T/cap.db" --name cap >"$T/cap.out" 2>&1 ||
+        bad " sweep --capacity failed: $(tail -3 "$T/cap.out")"
+    cap=$(sed -n 's/^capacity: \([0-9.]*\) req\/s .*/\1/p' "$T/cap.out")
+    [ -n "$cap" ] || bad " sweep printed no capacity: $(tail -2 "$T/cap.out")"
+    run plotcap "$BIN" plot "$T/cap.db" --runs cap --out "$T/pc" --slo ttft=300ms,tpot=30ms --format png
+    want_rc 0
+    magic "$T/pc/latency_rate.png" 89504e470d0a1a0a || bad " latency_rate.png is not a PNG"
+    grep -q "\"capacity $cap req/s\"" "$T/pc/latency_rate.gp" ||
+        bad " the plot's capacity is not sweep's $cap: $(grep -o '"capacity[^"]*"' "$T/pc/latency_rate.gp")"
+    grep -q '"SLO 300 ms"' "$T/pc/latency_rate.gp" && grep -q '"SLO 30 ms"' "$T/pc/latency_rate.gp" ||
+        bad " the SLO lines are not labelled"
+    clean_log "$T/pc"
+    run plote2e "$BIN" plot "$T/cap.db" --runs cap --out "$T/pe2e" --slo e2e=5 --format png
+    want_rc 0
+    grep -q 'ylabel "E2E (ms)"' "$T/pe2e/latency_rate.gp" || bad " an e2e SLO adds no E2E panel"
+fi
+end
+
+begin "15 runs: every curve in a key below the plot, rendered without a warning"
+if [ $have_gnuplot -eq 0 ]; then
+    echo "SKIP: gnuplot not installed"
+else
+    "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" \
+        --rates 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --db "$T/s15.db" --name fifteen-runs >/dev/null
+    run plot15 "$BIN" plot "$T/s15.db" --runs fifteen-runs --out "$T/p15"
+    want_rc 0
+    want_out "plot: 20 figures, 40 images"
+    for fig in cdf_ttft kv_queue; do
+        [ "$(grep -c '^    "' "$T/p15/$fig.gp")" -ge 15 ] || bad " $fig.gp has fewer than 15 curves"
+        grep -q 'center top horizontal maxcols [2-9]' "$T/p15/$fig.gp" || bad " $fig's key is not below in columns"
+    done
+    clean_log "$T/p15"
 fi
 end
 
@@ -116,10 +195,20 @@ want_err "unknown format 'gif'"
 run noout "$BIN" plot "$DB" --runs cont
 want_rc 2
 want_err "--out are required"
+run badslo "$BIN" plot "$DB" --runs cont --out "$T/px" --slo ttft
+want_rc 2
+want_err "--slo"
+run badtarget "$BIN" plot "$DB" --runs cont --out "$T/px" --slo ttft=1 --target 90
+want_rc 2
+want_err "--target '90': want a fraction in (0, 1]"
+run targetonly "$BIN" plot "$DB" --runs cont --out "$T/px" --target 0.9
+want_rc 2
+want_err "--target needs --slo"
 end
 
 begin "a run with nothing to plot: clear message"
-"$BIN" sim -q --trace "$T/missing.csv" --policy "$POL/continuous.lua" --db "$DB" --name empty 2>/dev/null
+# a run that recorded nothing (its simulation failed before the first request)
+sql "$DB" "insert into runs (name, kind, status, error) values ('empty', 'sim', 'failed', 'test')" >/dev/null
 run empty "$BIN" plot "$DB" --runs empty --out "$T/pe"
 want_rc 1
 want_err "nothing to plot" "run empty has no ttft values"

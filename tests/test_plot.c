@@ -1,6 +1,14 @@
-/* test_plot: plot_runs renders every figure it writes, however many runs it is given (the
- * figure list once stopped at 64 entries, so runs past the 58th got a timeline script but no
- * image). gnuplot is replaced by a small stand-in script, so the test runs without it. */
+/* test_plot: the scripts plot_runs writes, checked for what the figures must show; gnuplot
+ * is replaced by a small stand-in script, so the suite runs without it (e2e_plot.sh renders
+ * with the real one).
+ *  - every figure written is rendered, however many runs (the figure list once stopped at
+ *    64 entries, so runs past the 58th got a timeline script but no image);
+ *  - per-run figures are named after their runs (file name and title);
+ *  - latency vs rate starts at 0 on both axes, draws the SLO and marks the capacity by the
+ *    rule of `sweep --capacity` (the highest passing rate below the lowest failing one);
+ *  - a key of 15 runs goes below the plot in columns; a key of 3 stays inside;
+ *  - the ITL figures appear only for runs with tokens, with a note otherwise, and take
+ *    tokens sharing a time as one emission (no zero gap). */
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -13,75 +21,303 @@
 #include "tests/testutil.h"
 #include "traces/recorder.h"
 
-#define NRUNS 70
+/* One run: nreq finished requests, the first `slow` of them with a 1 s TTFT, the rest
+ * 0.1 s; a prefill-only step and a decode-only step; with tokens, four per request (see
+ * add_run). */
+typedef struct {
+    const char *name;
+    const char *config;     /* NULL or a JSON object */
+    int nreq, slow, tokens;
+} run_spec_t;
 
-/* NRUNS runs, each with two finished requests (TTFT and TPOT values) and one step. */
-static void build(const char *path) {
-    rec_t *r = rec_open(path);
-    ck_assert_msg(rec_errmsg(r) == NULL, "%s", rec_errmsg(r));
-    for (int k = 0; k < NRUNS; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "run%d", k + 1);
-        rec_run_info_t in = {.name = name, .kind = "sim", .policy = "p.lua", .version = "test"};
-        int64_t id;
-        ck_assert_msg(rec_run_begin(r, &in, &id) == 0, "%s", rec_errmsg(r));
-        for (int i = 0; i < 2; i++) {
-            rec_request_t q = {.req_id = i, .arrival_s = 0.1 * i, .prompt_tokens = 10,
-                               .output_tokens = 3, .generated_tokens = 3,
-                               .first_scheduled_s = 0.1 * i, .first_token_s = 0.1 * i + 0.05,
-                               .finish_s = 0.1 * i + 0.25, .status = "finished"};
-            ck_assert_msg(rec_request(r, id, &q) == 0, "%s", rec_errmsg(r));
+static int64_t add_run(rec_t *r, const run_spec_t *sp) {
+    rec_run_info_t in = {.name = sp->name, .kind = "sim", .policy = "p.lua", .version = "test",
+                         .config = sp->config};
+    int64_t id;
+    ck_assert_msg(rec_run_begin(r, &in, &id) == 0, "%s", rec_errmsg(r));
+    for (int i = 0; i < sp->nreq; i++) {
+        double a = 0.1 * i, ttft = i < sp->slow ? 1.0 : 0.1;
+        rec_request_t q = {.req_id = i, .arrival_s = a, .prompt_tokens = 10,
+                           .output_tokens = 4, .generated_tokens = 4, .first_scheduled_s = a,
+                           .first_token_s = a + ttft, .finish_s = a + ttft + 0.4,
+                           .status = "finished"};
+        ck_assert_msg(rec_request(r, id, &q) == 0, "%s", rec_errmsg(r));
+        /* emissions at +0, +0.1, +0.1 (a speculative pair: one emission), +0.4 s */
+        static const double dt[4] = { 0, 0.1, 0.1, 0.4 };
+        for (int k = 0; sp->tokens && k < 4; k++) {
+            rec_token_t t = {.req_id = i, .idx = k, .token_id = -1, .t_s = a + ttft + dt[k]};
+            ck_assert_msg(rec_token(r, id, &t) == 0, "%s", rec_errmsg(r));
         }
-        rec_step_t st = {.step = 0, .start_s = 0, .dur_s = 0.05, .prefill_tokens = 20,
-                         .num_seqs = 2, .kv_used = 4, .kv_total = 100};
-        ck_assert(rec_step(r, id, &st) == 0);
-        ck_assert(rec_run_end(r, id, 1, NULL, 0.1) == 0);
     }
-    rec_close(r);
+    rec_step_t st = {.step = 0, .start_s = 0, .dur_s = 0.05, .prefill_tokens = 20,
+                     .num_seqs = 2, .kv_used = 4, .kv_total = 100};
+    ck_assert(rec_step(r, id, &st) == 0);
+    rec_step_t st2 = {.step = 1, .start_s = 0.05, .dur_s = 0.01, .decode_tokens = 2,
+                      .num_seqs = 2, .kv_used = 4, .kv_total = 100};
+    ck_assert(rec_step(r, id, &st2) == 0);
+    ck_assert(rec_run_end(r, id, 1, NULL, 0.1) == 0);
+    return id;
 }
 
-START_TEST(test_every_figure_rendered) {
-    char path[256], dir[] = "/tmp/twintest-plotXXXXXX", out[300], fake[300], err[4096];
-    ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
-    build(path);
-    ck_assert(mkdtemp(dir) != NULL);
+typedef struct {
+    char db[256], dir[64], out[300], notes[300];
+    int64_t ids[80];
+    size_t n;
+} fixture_t;
+
+static void setup_fixture(fixture_t *fx, const run_spec_t *runs, size_t n) {
+    char fake[320];
+    ck_assert(testutil_tmpfile(fx->db, sizeof fx->db, ".db") != NULL);
+    rec_t *r = rec_open(fx->db);
+    ck_assert_msg(rec_errmsg(r) == NULL, "%s", rec_errmsg(r));
+    for (size_t i = 0; i < n; i++) fx->ids[i] = add_run(r, &runs[i]);
+    fx->n = n;
+    rec_close(r);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/twintest-plotXXXXXX");
+    ck_assert(mkdtemp(fx->dir) != NULL);
     /* The stand-in: called as `PROG -e "fmt='png'" FIG.gp` in the output folder, it writes
      * FIG.png. */
-    snprintf(fake, sizeof fake, "%s/fake-gnuplot", dir);
+    snprintf(fake, sizeof fake, "%s/fake-gnuplot", fx->dir);
     FILE *f = fopen(fake, "w");
     ck_assert(f != NULL);
     fputs("#!/bin/sh\nfmt=${2#fmt=\\'}; fmt=${fmt%\\'}\necho image > \"${3%.gp}.$fmt\"\n", f);
     fclose(f);
     ck_assert_int_eq(chmod(fake, 0755), 0);
-    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(fx->out, sizeof fx->out, "%s/out", fx->dir);
+    snprintf(fx->notes, sizeof fx->notes, "%s/notes.txt", fx->dir);
+}
 
+/* plot_runs on the fixture's runs; its notes go to fx->notes. */
+static void plot(fixture_t *fx, const plot_opts_t *extra, plot_result_t *res) {
+    char fake[320], err[4096];
+    snprintf(fake, sizeof fake, "%s/fake-gnuplot", fx->dir);
     sqlite3 *db;
-    ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    int64_t ids[NRUNS];
-    for (int k = 0; k < NRUNS; k++) ids[k] = k + 1;
-    FILE *notes = fopen("/dev/null", "w");
-    plot_opts_t o = {.out_dir = out, .png = 1, .gnuplot = fake, .notes = notes};
-    plot_result_t res;
-    ck_assert_msg(plot_runs(db, ids, NRUNS, &o, &res, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sqlite3_open_v2(fx->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    FILE *notes = fopen(fx->notes, "w");
+    ck_assert(notes != NULL);
+    plot_opts_t o = extra ? *extra : (plot_opts_t){0};
+    o.out_dir = fx->out, o.png = 1, o.gnuplot = fake, o.notes = notes;
+    ck_assert_msg(plot_runs(db, fx->ids, fx->n, &o, res, err, sizeof err) == 0, "%s", err);
     fclose(notes);
     sqlite3_close(db);
+}
 
-    /* cdf_ttft, cdf_tpot, cdf_e2e, a timeline per run, kv_queue (no sweep: no latency_rate) */
+static void teardown_fixture(fixture_t *fx) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
+    ck_assert_int_eq(system(cmd), 0);
+    testutil_unlink_db(fx->db);
+}
+
+/* The contents of DIR/file (malloc'd), or NULL when it does not exist. */
+static char *slurp(const char *dir, const char *file) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *s = calloc(1, 1 << 20);
+    ck_assert(s != NULL);
+    size_t n = fread(s, 1, (1 << 20) - 1, f);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static int exists(const char *dir, const char *file) {
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(path, &sb) == 0 && sb.st_size > 0;
+}
+
+#define ASSERT_HAS(text, needle) \
+    ck_assert_msg(strstr((text), (needle)) != NULL, "no \"%s\" in:\n%s", (needle), (text))
+#define ASSERT_LACKS(text, needle) \
+    ck_assert_msg(strstr((text), (needle)) == NULL, "\"%s\" should not be in:\n%s", (needle), (text))
+
+START_TEST(test_every_figure_rendered) {
+    enum { NRUNS = 70 };
+    run_spec_t runs[NRUNS];
+    char names[NRUNS][16], img[64];
+    for (int k = 0; k < NRUNS; k++) {
+        snprintf(names[k], sizeof names[k], "run%d", k + 1);
+        runs[k] = (run_spec_t){.name = names[k], .nreq = 2};
+    }
+    fixture_t fx;
+    setup_fixture(&fx, runs, NRUNS);
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+    /* cdf_ttft, cdf_tpot, cdf_e2e, a timeline per run, kv_queue (no sweep: no latency_rate,
+     * no tokens: no ITL figures) */
     ck_assert_int_eq(res.figures, NRUNS + 4);
     ck_assert_int_eq(res.images, res.figures);
-    char img[400];
-    struct stat sb;
-    for (int k = 1; k <= NRUNS; k++) {
-        snprintf(img, sizeof img, "%s/timeline_%d.png", out, k);
-        ck_assert_msg(stat(img, &sb) == 0 && sb.st_size > 0, "%s not rendered", img);
+    for (int k = 0; k < NRUNS; k++) {
+        snprintf(img, sizeof img, "timeline_run%d.png", k + 1);
+        ck_assert_msg(exists(fx.out, img), "%s not rendered", img);
     }
-    snprintf(img, sizeof img, "%s/kv_queue.png", out);
-    ck_assert_msg(stat(img, &sb) == 0, "%s not rendered", img);
+    ck_assert(exists(fx.out, "kv_queue.png"));
+    teardown_fixture(&fx);
+}
+END_TEST
 
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    testutil_unlink_db(path);
+START_TEST(test_named_after_runs) {
+    /* "a b/c" and "a_b_c" make the same file name: the second gets its position */
+    run_spec_t runs[] = { {.name = "a b/c", .nreq = 2}, {.name = "a_b_c", .nreq = 2},
+                          {.name = "chunked\"x", .nreq = 2} };
+    fixture_t fx;
+    setup_fixture(&fx, runs, 3);
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+    char *t1 = slurp(fx.out, "timeline_a_b_c.gp"), *t2 = slurp(fx.out, "timeline_a_b_c-2.gp");
+    char *t3 = slurp(fx.out, "timeline_chunked_x.gp");
+    ck_assert_msg(t1 && t2 && t3, "timeline scripts not named after their runs");
+    ASSERT_HAS(t1, "title \"a b/c\" . \": steps over time\"");
+    ASSERT_HAS(t2, "title \"a_b_c\" . \": steps over time\"");
+    ASSERT_HAS(t3, "title \"chunked\\\"x\" . \": steps over time\"");
+    ASSERT_HAS(t1, "\"steps_a_b_c.dat\"");
+    /* above: the step duration by kind (one prefill-only, one decode-only step) */
+    ASSERT_HAS(t1, "step duration (ms");
+    ASSERT_HAS(t1, "title \"prefill only\"");
+    ASSERT_HAS(t1, "title \"decode only\"");
+    ASSERT_LACKS(t1, "title \"prefill + decode\""); /* no such step: no empty series */
+    free(t1);
+    free(t2);
+    free(t3);
+    char *kv = slurp(fx.out, "kv_queue.gp");
+    ASSERT_HAS(kv, "title \"a b/c\"");
+    free(kv);
+    teardown_fixture(&fx);
+}
+END_TEST
+
+START_TEST(test_latency_rate) {
+    /* sweep sw: rates 1 and 2 meet the TTFT SLO (every request 0.1 s), rate 3 misses it
+     * (6 of 10 at 1 s: 40% attainment), rate 4 meets it again: the capacity is 2, not 4 */
+    static const char *cfg[4] = {
+        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":1,\"scale\":1}}",
+        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":2,\"scale\":2}}",
+        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":3,\"scale\":3}}",
+        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":4,\"scale\":4}}",
+    };
+    run_spec_t runs[] = { {"sw@1rps", cfg[0], 10, 0, 0}, {"sw@2rps", cfg[1], 10, 0, 0},
+                          {"sw@3rps", cfg[2], 10, 6, 0}, {"sw@4rps", cfg[3], 10, 0, 0} };
+    fixture_t fx;
+    setup_fixture(&fx, runs, 4);
+    plot_result_t res;
+    plot_opts_t o = {.has_slo = 1, .slo = {.ttft_s = 0.5}};
+    plot(&fx, &o, &res);
+    char *gp = slurp(fx.out, "latency_rate.gp");
+    ck_assert_msg(gp != NULL, "no latency_rate.gp");
+    ASSERT_HAS(gp, "set xrange [0:*]");
+    ASSERT_HAS(gp, "set yrange [0:*]");
+    ASSERT_LACKS(gp, "logscale");
+    ASSERT_HAS(gp, "\"SLO 500 ms\"");
+    ASSERT_HAS(gp, "500 with lines");           /* the TTFT SLO line */
+    ASSERT_HAS(gp, "\"capacity 2 req/s\"");
+    ASSERT_HAS(gp, "from first 2, graph 0 to first 2, graph 1");
+    ASSERT_LACKS(gp, "capacity 4");
+    ASSERT_LACKS(gp, "SLO 0 ms");                /* no TPOT SLO: no TPOT line */
+    ASSERT_LACKS(gp, "E2E");                     /* E2E only with an e2e SLO */
+    free(gp);
+    char *dat = slurp(fx.out, "latency_rate.dat");
+    ASSERT_HAS(dat, "0.4 sw@3rps");              /* attainment column */
+    free(dat);
+
+    /* a target of 0.3 passes rate 3 too: no failing rate, so "at least" 4 */
+    o.target = 0.3;
+    plot(&fx, &o, &res);
+    gp = slurp(fx.out, "latency_rate.gp");
+    ASSERT_HAS(gp, "\"capacity >= 4 req/s\"");
+    free(gp);
+
+    /* without an SLO: no line, no capacity, and a note saying why */
+    plot(&fx, NULL, &res);
+    gp = slurp(fx.out, "latency_rate.gp");
+    ASSERT_LACKS(gp, "capacity");
+    ASSERT_LACKS(gp, "SLO");
+    free(gp);
+    char *notes = slurp(fx.dir, "notes.txt");
+    ASSERT_HAS(notes, "no --slo given");
+    free(notes);
+    teardown_fixture(&fx);
+}
+END_TEST
+
+START_TEST(test_key_of_15_runs) {
+    run_spec_t runs[15];
+    char names[15][48];
+    for (int k = 0; k < 15; k++) {
+        snprintf(names[k], sizeof names[k], "chunked_prefill-seed%d", k + 1);
+        runs[k] = (run_spec_t){.name = names[k], .nreq = 3, .tokens = 1};
+    }
+    fixture_t fx;
+    setup_fixture(&fx, runs, 15);
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+    static const char *const figs[] = { "cdf_ttft.gp", "cdf_itl.gp", "kv_queue.gp" };
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+        char *gp = slurp(fx.out, figs[i]);
+        ck_assert_msg(gp != NULL, "no %s", figs[i]);
+        /* below the plot, several to a row, in a smaller font, with room made for it */
+        ASSERT_HAS(gp, "set key at screen 0.5, screen");
+        ASSERT_HAS(gp, "center top horizontal maxcols");
+        ASSERT_HAS(gp, "font \",9\"");
+        ASSERT_HAS(gp, "set bmargin at screen");
+        ASSERT_LACKS(gp, "maxcols 1 ");
+        ASSERT_LACKS(gp, "set key inside");
+        free(gp);
+    }
+    teardown_fixture(&fx);
+
+    setup_fixture(&fx, runs, 3);
+    plot(&fx, NULL, &res);
+    char *gp = slurp(fx.out, "cdf_ttft.gp");
+    ASSERT_HAS(gp, "set key inside right bottom");
+    free(gp);
+    teardown_fixture(&fx);
+}
+END_TEST
+
+START_TEST(test_itl_only_with_tokens) {
+    run_spec_t none[] = { {.name = "a", .nreq = 2}, {.name = "b", .nreq = 2} };
+    fixture_t fx;
+    setup_fixture(&fx, none, 2);
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+    ck_assert(!exists(fx.out, "cdf_itl.gp"));
+    ck_assert(!exists(fx.out, "tbt_a.gp"));
+    char *notes = slurp(fx.dir, "notes.txt");
+    ASSERT_HAS(notes, "no run saved per-token times");
+    ASSERT_HAS(notes, "--save-tokens");
+    free(notes);
+    teardown_fixture(&fx);
+
+    run_spec_t some[] = { {.name = "tok", .nreq = 2, .tokens = 1}, {.name = "plain", .nreq = 2} };
+    setup_fixture(&fx, some, 2);
+    plot(&fx, NULL, &res);
+    ck_assert(exists(fx.out, "cdf_itl.png"));
+    ck_assert(exists(fx.out, "tbt_tok.png"));
+    ck_assert(!exists(fx.out, "tbt_plain.gp"));
+    char *gp = slurp(fx.out, "cdf_itl.gp");
+    ASSERT_HAS(gp, "title \"tok\"");
+    ASSERT_LACKS(gp, "title \"plain\"");
+    free(gp);
+    notes = slurp(fx.dir, "notes.txt");
+    ASSERT_HAS(notes, "run plain saved no per-token times");
+    free(notes);
+    /* two requests, gaps 100 and 300 ms each (the shared time is one emission): the CDF
+     * holds 4 values, the last 300 ms; per request, mean 200 and largest 300 ms */
+    char *dat = slurp(fx.out, "cdf_itl.dat");
+    ASSERT_HAS(dat, "# run tok: 4 values");
+    ASSERT_HAS(dat, "\n300 1\n");
+    ASSERT_LACKS(dat, "\n0 ");
+    free(dat);
+    dat = slurp(fx.out, "tokens_tok.dat");
+    ASSERT_HAS(dat, "# per request");
+    ASSERT_HAS(dat, " 200 300 0 2\n");
+    ASSERT_HAS(dat, " 200 300 1 2\n");
+    free(dat);
+    teardown_fixture(&fx);
 }
 END_TEST
 
@@ -90,6 +326,10 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_every_figure_rendered);
+    tcase_add_test(tc, test_named_after_runs);
+    tcase_add_test(tc, test_latency_rate);
+    tcase_add_test(tc, test_key_of_15_runs);
+    tcase_add_test(tc, test_itl_only_with_tokens);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }

@@ -1,0 +1,90 @@
+/* plot_internal: what plot.c (runs, styles, keys, gnuplot), plot_steps.c (steps over time)
+ * and plot_latency.c (latency CDFs, per-token gaps, latency vs rate) share. Nothing else
+ * includes this header.
+ *
+ * Invariants:
+ *  - Every figure a writer finishes is registered with plot_add_fig, and plot_runs renders
+ *    exactly the registered ones; a writer that has nothing to show registers nothing and
+ *    says why on p->notes.
+ *  - A key with more than PLOT_KEY_INSIDE entries goes below the plot, in as many columns
+ *    as the figure's width holds, and the figure grows by its height (plot_key_fit), so 15
+ *    runs never cover the curves.
+ *
+ * Ownership: plot_t and its runs belong to plot_runs for one call; writers borrow them. */
+#ifndef TWIN_PLOT_INTERNAL_H
+#define TWIN_PLOT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/plot.h"
+
+struct sqlite3;
+
+#define PLOT_KEY_INSIDE 4
+#define PLOT_FIG_LEN 128
+
+typedef struct {
+    int64_t id;
+    char name[256];
+    char slug[80];          /* the name as a file-name part ([A-Za-z0-9._-]), unique */
+    char status[16];        /* runs.status */
+    double rate;            /* $.sweep.rate_rps, NAN when not part of a sweep */
+    char sweep[160];
+    int has_steps, has_tokens;
+} plot_run_t;
+
+typedef struct {
+    struct sqlite3 *db;
+    const plot_opts_t *o;
+    plot_run_t *runs;
+    size_t n;
+    char *err;
+    size_t errlen;
+    FILE *notes;
+    char (*figs)[PLOT_FIG_LEN];  /* registered figures, to render */
+    size_t nfig, figcap;
+} plot_t;
+
+/* A key's place: inside the plot (below == 0), or below it in cols columns and rows rows
+ * taking px pixels at the bottom of the image. */
+typedef struct {
+    int below, cols, rows, px;
+} plot_key_t;
+
+__attribute__((format(printf, 2, 3))) int plot_fail(plot_t *p, const char *fmt, ...);
+/* DIR/file for writing; NULL with a message. */
+FILE *plot_open(plot_t *p, const char *file);
+/* Closes f; -1 with a message when anything written to it was lost. */
+int plot_close(plot_t *p, FILE *f, const char *file);
+/* Records figure fig (its script is fig.gp) for rendering. 0, or -1 (out of memory). */
+int plot_add_fig(plot_t *p, const char *fig);
+
+/* s inside a gnuplot double-quoted string, quotes included. */
+void plot_gp_str(FILE *f, const char *s);
+/* Curve i of many: gnuplot's 8 default colours, then the same with dashes. */
+void plot_gp_style(FILE *f, size_t i);
+/* The terminal (fmt='png' or 'svg', w x h pixels) and the output file fig.FMT. */
+void plot_gp_header(FILE *f, const char *fig, int w, int h);
+
+/* Where a key of n entries, the longest maxlen characters, goes in a figure w pixels wide:
+ * inside when n <= inside_max, else below. */
+plot_key_t plot_key_fit(size_t n, size_t maxlen, int w, size_t inside_max);
+/* The key of a figure h pixels high (h includes k->px): inside at `where` (e.g. "right
+ * bottom"), or below the plot area, whose bottom edge it sets (a single plot; a multiplot
+ * sets its own margins and calls this for its last panel only). */
+void plot_gp_key(FILE *f, const plot_key_t *k, const char *where, int h);
+/* The height of a key below, as a fraction of h, plus room for the x tics and label. */
+double plot_key_bottom(const plot_key_t *k, int h);
+
+/* plot_steps.c: for each run with steps, steps_SLUG.dat and timeline_SLUG (step duration
+ * above, tokens per step by kind below); then kv_queue over all of them. */
+int plot_steps(plot_t *p);
+
+/* plot_latency.c */
+int plot_cdfs(plot_t *p);          /* cdf_ttft, cdf_tpot, cdf_e2e */
+int plot_tokens(plot_t *p);        /* cdf_itl and tbt_SLUG, for runs with a tokens table */
+int plot_latency_rate(plot_t *p);  /* latency_rate, for runs of sweeps */
+
+#endif

@@ -1,0 +1,491 @@
+/* plot_latency: the latency figures (plot.h): the CDFs of the requests' TTFT, TPOT and E2E,
+ * the per-token figures from the tokens table (cdf_itl, tbt_SLUG) and latency vs rate. */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/plot_internal.h"
+#include "analysis/report.h"
+#include "analysis/stats.h"
+#include "analysis/summary.h"
+
+/* ------------------------------------------------------------------ CDFs */
+
+/* Run i's values for a CDF, ascending, in seconds, into *v (malloc'd or NULL) and *n. */
+typedef int (*cdf_load_fn)(plot_t *p, size_t i, void *ctx, double **v, size_t *n);
+
+static int load_request_column(plot_t *p, size_t i, void *col, double **v, size_t *n) {
+    return summary_load_column(p->db, p->runs[i].id, (const char *)col, v, n, p->err,
+                               p->errlen);
+}
+
+/* cdf_<metric>.dat (one block per run with data, gnuplot `index`) and cdf_<metric>.gp. A
+ * run without values is left out with the note "run NAME <none>". */
+static int plot_cdf(plot_t *p, const char *metric, const char *label, const char *none,
+                    cdf_load_fn load, void *ctx) {
+    char dat[80], gp[80], fig[64];
+    snprintf(fig, sizeof fig, "cdf_%s", metric);
+    snprintf(dat, sizeof dat, "%s.dat", fig);
+    snprintf(gp, sizeof gp, "%s.gp", fig);
+    FILE *f = plot_open(p, dat);
+    if (!f) return -1;
+    int *block = calloc(p->n, sizeof *block), nblocks = 0, logx = 1, rc = -1;
+    size_t maxlen = 0;
+    if (!block) {
+        fclose(f);
+        return plot_fail(p, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        double *v = NULL;
+        size_t n = 0;
+        block[i] = -1;
+        if (load(p, i, ctx, &v, &n)) {
+            fclose(f);
+            goto done;
+        }
+        if (n == 0) {
+            fprintf(p->notes, "plot: %s: run %s %s; left out of %s\n", fig, p->runs[i].name,
+                    none, fig);
+            free(v);
+            continue;
+        }
+        if (v[0] <= 0) logx = 0;
+        fprintf(f, "%s# run %s: %zu values%s\n# %s_ms cdf\n", nblocks ? "\n\n" : "",
+                p->runs[i].name, n, n > PLOT_MAX_CDF ? " (evenly spaced order statistics)" : "",
+                metric);
+        size_t m = n > PLOT_MAX_CDF ? PLOT_MAX_CDF : n;
+        for (size_t j = 0; j < m; j++) {
+            size_t k = m == n ? j : (size_t)llround((double)j * (double)(n - 1) / (double)(m - 1));
+            fprintf(f, "%.9g %.9g\n", v[k] * 1e3, (double)(k + 1) / (double)n);
+        }
+        block[i] = nblocks++;
+        if (strlen(p->runs[i].name) > maxlen) maxlen = strlen(p->runs[i].name);
+        free(v);
+    }
+    if (plot_close(p, f, dat)) goto done;
+    if (nblocks == 0) {
+        fprintf(p->notes, "plot: no run has %s values: %s not drawn\n", metric, fig);
+        rc = 0;
+        goto done;
+    }
+    if (!(f = plot_open(p, gp))) goto done;
+    plot_key_t key = plot_key_fit((size_t)nblocks, maxlen, 900, PLOT_KEY_INSIDE);
+    int h = 560 + key.px;
+    plot_gp_header(f, fig, 900, h);
+    fprintf(f, "set title \"CDF of %s\"\nset xlabel \"%s (ms%s)\"\n"
+               "set ylabel \"fraction of %s\"\nset yrange [0:1.02]\n%s",
+            label, label, logx ? ", log scale" : "",
+            strcmp(metric, "itl") ? "requests" : "gaps between tokens",
+            logx ? "set logscale x\n" : "");
+    plot_gp_key(f, &key, "right bottom", h);
+    fprintf(f, "plot \\\n");
+    int first = 1;
+    for (size_t i = 0; i < p->n; i++) {
+        if (block[i] < 0) continue;
+        fprintf(f, "%s    \"%s\" index %d using 1:2 with steps lw 2", first ? "" : ", \\\n",
+                dat, block[i]);
+        plot_gp_style(f, (size_t)block[i]);
+        fprintf(f, " title ");
+        plot_gp_str(f, p->runs[i].name);
+        first = 0;
+    }
+    fprintf(f, "\n");
+    if (plot_close(p, f, gp) == 0) rc = plot_add_fig(p, fig);
+done:
+    free(block);
+    return rc;
+}
+
+int plot_cdfs(plot_t *p) {
+    if (plot_cdf(p, "ttft", "TTFT", "has no ttft values", load_request_column, "ttft_s") ||
+        plot_cdf(p, "tpot", "TPOT", "has no tpot values", load_request_column, "tpot_s") ||
+        plot_cdf(p, "e2e", "E2E", "has no e2e values", load_request_column, "e2e_s"))
+        return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ tokens */
+
+/* One gap between successive emissions of a request: it ended at t (s). */
+typedef struct {
+    double t, gap;
+    int64_t req;
+} gap_t;
+
+/* The gaps of run i, by request then index. As report's ITL (report.h): tokens sharing a t_s
+ * (a speculative step's) are one emission, and a token without a time breaks the chain. */
+static int read_gaps(plot_t *p, size_t i, gap_t **out, size_t *n) {
+    sqlite3_stmt *st = NULL;
+    gap_t *g = NULL;
+    size_t cap = 0;
+    double prev_t = 0;
+    int64_t prev_req = 0;
+    int have_prev = 0, rc;
+    *n = 0;
+    if (sqlite3_prepare_v2(p->db, "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 "
+                           "ORDER BY req_id, idx", -1, &st, NULL) != SQLITE_OK)
+        goto sql_error;
+    sqlite3_bind_int64(st, 1, p->runs[i].id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t req = sqlite3_column_int64(st, 0);
+        int null_t = sqlite3_column_type(st, 1) == SQLITE_NULL;
+        double t = sqlite3_column_double(st, 1);
+        if (have_prev && req == prev_req && !null_t && t != prev_t) {
+            if (*n == cap) {
+                cap = cap ? 2 * cap : 4096;
+                gap_t *grown = realloc(g, cap * sizeof *grown);
+                if (!grown) {
+                    free(g);
+                    sqlite3_finalize(st);
+                    return plot_fail(p, "out of memory reading the tokens of run %s",
+                                     p->runs[i].name);
+                }
+                g = grown;
+            }
+            g[(*n)++] = (gap_t){ t, t - prev_t, req };
+        }
+        have_prev = !null_t;
+        prev_req = req;
+        prev_t = t;
+    }
+    if (rc != SQLITE_DONE) goto sql_error;
+    sqlite3_finalize(st);
+    *out = g;
+    return 0;
+sql_error:
+    free(g);
+    sqlite3_finalize(st);
+    return plot_fail(p, "cannot read the tokens of run %s: %s", p->runs[i].name,
+                     sqlite3_errmsg(p->db));
+}
+
+static int gap_time_cmp(const void *a, const void *b) {
+    double x = ((const gap_t *)a)->t, y = ((const gap_t *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+/* One request's gaps: its first emission, mean and largest gap. */
+typedef struct {
+    double first_t, mean, max;
+    int64_t req;
+    size_t gaps;
+} req_gaps_t;
+
+/* tokens_SLUG.dat, block 0: each gap (t_s gap_ms req_id), or with more than PLOT_MAX_POINTS
+ * gaps, per equal time bin (bin_start_s mean_gap_ms max_gap_ms); block 1: per request
+ * (first_token_s mean_gap_ms max_gap_ms req_id gaps). g comes ordered by request and is
+ * left ordered by time. *bin_s gets the bin width, 0 when not binned; *t1 the last time. */
+static int write_gaps(plot_t *p, size_t k, gap_t *g, size_t n, double *t1, double *bin_s) {
+    const plot_run_t *r = &p->runs[k];
+    char dat[PLOT_FIG_LEN];
+    size_t nreq = 0;
+    req_gaps_t *rq = malloc((n ? n : 1) * sizeof *rq);
+    if (!rq) return plot_fail(p, "out of memory");
+    for (size_t a = 0, b; a < n; a = b) {
+        req_gaps_t *q = &rq[nreq++];
+        *q = (req_gaps_t){ g[a].t - g[a].gap, 0, 0, g[a].req, 0 };
+        for (b = a; b < n && g[b].req == g[a].req; b++) {
+            q->mean += g[b].gap;
+            if (g[b].gap > q->max) q->max = g[b].gap;
+        }
+        q->gaps = b - a;
+        q->mean /= (double)q->gaps;
+    }
+    qsort(g, n, sizeof *g, gap_time_cmp);
+    *t1 = n ? g[n - 1].t : 1;
+    *bin_s = 0;
+    snprintf(dat, sizeof dat, "tokens_%s.dat", r->slug);
+    FILE *f = plot_open(p, dat);
+    if (!f) {
+        free(rq);
+        return -1;
+    }
+    fprintf(f, "# run %s: %zu gaps between token emissions of %zu requests\n", r->name, n, nreq);
+    int nb = n > PLOT_MAX_POINTS && g[n - 1].t > g[0].t ? PLOT_MAX_BINS : 0;
+    if (!nb) {
+        fprintf(f, "# t_s gap_ms req_id\n");
+        for (size_t j = 0; j < n; j++)
+            fprintf(f, "%.9g %.6g %lld\n", g[j].t, g[j].gap * 1e3, (long long)g[j].req);
+    } else {
+        double t0 = g[0].t, w = (g[n - 1].t - t0) / nb;
+        *bin_s = w;
+        fprintf(f, "# binned: %d equal time bins of %.3g s\n# bin_start_s mean_gap_ms "
+                   "max_gap_ms\n", nb, w);
+        for (size_t a = 0, b; a < n; a = b) {
+            int bin = (int)((g[a].t - t0) / w);
+            if (bin >= nb) bin = nb - 1;
+            double sum = 0, max = 0;
+            for (b = a; b < n && (g[b].t < t0 + (bin + 1) * w || bin == nb - 1); b++) {
+                sum += g[b].gap;
+                if (g[b].gap > max) max = g[b].gap;
+            }
+            if (b == a) b++; /* rounding put g[a] past its bin's end: it is the bin alone */
+            fprintf(f, "%.9g %.6g %.6g\n", t0 + bin * w, sum / (double)(b - a) * 1e3, max * 1e3);
+        }
+    }
+    fprintf(f, "\n\n# per request\n# first_token_s mean_gap_ms max_gap_ms req_id gaps\n");
+    for (size_t j = 0; j < nreq; j++)
+        fprintf(f, "%.9g %.6g %.6g %lld %zu\n", rq[j].first_t, rq[j].mean * 1e3,
+                rq[j].max * 1e3, (long long)rq[j].req, rq[j].gaps);
+    free(rq);
+    return plot_close(p, f, dat);
+}
+
+/* tbt_SLUG.gp: above, every gap at the time it ended, coloured by request (gnuplot's 8
+ * colours in turn), so a stall shared by every running request shows as a column; below,
+ * each request's mean and largest gap at its first token. Laid out as the timeline, so the
+ * two figures line up. */
+static int plot_tbt(plot_t *p, size_t k, double t1, double bin_s) {
+    const plot_run_t *r = &p->runs[k];
+    char fig[PLOT_FIG_LEN], gp[PLOT_FIG_LEN + 8], dat[PLOT_FIG_LEN];
+    snprintf(fig, sizeof fig, "tbt_%s", r->slug);
+    snprintf(gp, sizeof gp, "%s.gp", fig);
+    snprintf(dat, sizeof dat, "tokens_%s.dat", r->slug);
+    FILE *f = plot_open(p, gp);
+    if (!f) return -1;
+    plot_gp_header(f, fig, 1000, 720);
+    fprintf(f, "set multiplot layout 2,1 margins 0.1,0.84,0.08,0.92 spacing 0,0.04 title ");
+    plot_gp_str(f, r->name);
+    fprintf(f, " . \": time between tokens%s\"\n"
+               "set xrange [0:%.9g]\nset format x \"\"\nset logscale y\n"
+               "set key at screen 0.85, graph 1 left top box opaque\n",
+            bin_s > 0 ? " (binned)" : "", t1);
+    if (bin_s > 0)
+        fprintf(f, "set ylabel \"gap between tokens (ms, log scale)\\nper %.3g s bin\"\n"
+                   "plot \\\n"
+                   "    \"%s\" index 0 using 1:3 with points pt 7 ps 0.5 lc rgb \"#ff7f0e\" "
+                   "title \"largest gap\", \\\n"
+                   "    \"%s\" index 0 using 1:2 with lines lw 2 lc rgb \"#1f77b4\" "
+                   "title \"mean gap\"\n", bin_s, dat, dat);
+    else
+        fprintf(f, "set ylabel \"gap before each token (ms, log scale)\"\n"
+                   "plot \"%s\" index 0 using 1:2:(int($3) %% 8 + 1) with points pt 7 "
+                   "ps 0.4 lc variable title \"a gap, coloured\\nby request\"\n", dat);
+    fprintf(f, "set format x \"%% h\"\nset xlabel \"time since the run's start (s)\"\n"
+               "set ylabel \"per request (ms, log scale)\\nat its first token\"\n"
+               "plot \\\n"
+               "    \"%s\" index 1 using 1:3 with points pt 6 ps 0.6 lc rgb \"#ff7f0e\" "
+               "title \"largest gap\", \\\n"
+               "    \"%s\" index 1 using 1:2 with points pt 7 ps 0.5 lc rgb \"#1f77b4\" "
+               "title \"mean gap\"\nunset multiplot\n", dat, dat);
+    if (plot_close(p, f, gp)) return -1;
+    return plot_add_fig(p, fig);
+}
+
+/* The sorted gaps of each run (seconds), kept for cdf_itl; NULL for runs without. */
+typedef struct {
+    double **v;
+    size_t *n;
+} itl_sets_t;
+
+static int load_itl(plot_t *p, size_t i, void *ctx, double **v, size_t *n) {
+    itl_sets_t *s = ctx;
+    (void)p;
+    *v = s->v[i]; /* handed over: plot_cdf frees it */
+    *n = s->n[i];
+    s->v[i] = NULL;
+    return 0;
+}
+
+int plot_tokens(plot_t *p) {
+    itl_sets_t s = { calloc(p->n, sizeof *s.v), calloc(p->n, sizeof *s.n) };
+    int rc = -1, any = 0;
+    if (!s.v || !s.n) {
+        plot_fail(p, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        if (!p->runs[i].has_tokens) continue;
+        gap_t *g = NULL;
+        size_t n;
+        double t1 = 1, bin_s = 0;
+        if (read_gaps(p, i, &g, &n)) goto done;
+        if (n == 0) {
+            fprintf(p->notes, "plot: run %s has per-token times but no request with two "
+                              "emissions: no tbt figure\n", p->runs[i].name);
+            free(g);
+            continue;
+        }
+        int failed = write_gaps(p, i, g, n, &t1, &bin_s) || plot_tbt(p, i, t1, bin_s);
+        if (!failed && !(s.v[i] = malloc(n * sizeof *s.v[i]))) failed = plot_fail(p, "out of memory");
+        if (!failed) {
+            for (size_t j = 0; j < n; j++) s.v[i][j] = g[j].gap;
+            stats_sort(s.v[i], n);
+            s.n[i] = n;
+            any = 1;
+        }
+        free(g);
+        if (failed) goto done;
+    }
+    if (!any) {
+        fprintf(p->notes, "plot: no run saved per-token times (record with sim or engine "
+                          "--save-tokens): no cdf_itl, no tbt figures\n");
+        rc = 0;
+        goto done;
+    }
+    rc = plot_cdf(p, "itl", "ITL", "saved no per-token times (--save-tokens)", load_itl, &s);
+done:
+    for (size_t i = 0; s.v && i < p->n; i++) free(s.v[i]);
+    free(s.v);
+    free(s.n);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ latency vs rate */
+
+/* A point of a sweep, from its run. */
+typedef struct {
+    const plot_run_t *run;
+    report_t rep;           /* report_load_summary's: the summary and the SLO figures */
+    int passes;             /* done, and attainment >= target */
+} rate_point_t;
+
+static int rate_cmp(const void *a, const void *b) {
+    const plot_run_t *x = ((const rate_point_t *)a)->run, *y = ((const rate_point_t *)b)->run;
+    int c = strcmp(x->sweep, y->sweep);
+    if (c) return c;
+    return x->rate < y->rate ? -1 : x->rate > y->rate;
+}
+
+/* The capacity of the sweep v[0..m) (ascending rate), as `sweep --capacity` brackets it:
+ * the highest passing rate below the lowest failing one. NAN when no rate passes; *open
+ * set when none fails (the capacity is at least the highest rate). */
+static double capacity(const rate_point_t *v, size_t m, int *open) {
+    size_t hi = m;
+    for (size_t i = 0; i < m && hi == m; i++)
+        if (!v[i].passes) hi = i;
+    *open = hi == m;
+    for (size_t i = hi; i-- > 0;)
+        if (v[i].passes) return v[i].run->rate;
+    return NAN;
+}
+
+/* The panels: metric, its columns in latency_rate.dat (p50; p99 next) and its SLO. */
+typedef struct {
+    const char *label;
+    int col;
+    double slo_s;
+} rate_panel_t;
+
+static void write_panel(FILE *f, const rate_panel_t *pn, int tag, const rate_point_t *v,
+                        size_t m) {
+    fprintf(f, "set ylabel \"%s (ms)\"\n", pn->label);
+    if (pn->slo_s > 0)
+        fprintf(f, "set label %d \"SLO %g ms\" at graph 0.01, first %.9g offset 0,0.7 "
+                   "tc rgb \"#d62728\" front\n", tag, pn->slo_s * 1e3, pn->slo_s * 1e3);
+    fprintf(f, "plot \\\n");
+    int b = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0 && !strcmp(v[i].run->sweep, v[i - 1].run->sweep)) continue;
+        fprintf(f, "%s    \"latency_rate.dat\" index %d using 1:%d with linespoints lw 2 "
+                   "pt 7 lc %d title ", b ? ", \\\n" : "", b, pn->col, b % 8 + 1);
+        plot_gp_str(f, v[i].run->sweep);
+        fprintf(f, " . \" p50\", \\\n    \"latency_rate.dat\" index %d using 1:%d with "
+                   "linespoints lw 2 dt 2 pt 6 lc %d title ", b, pn->col + 1, b % 8 + 1);
+        plot_gp_str(f, v[i].run->sweep);
+        fprintf(f, " . \" p99\"");
+        b++;
+    }
+    /* A constant, so that autoscaling keeps the SLO in view. */
+    if (pn->slo_s > 0)
+        fprintf(f, ", \\\n    %.9g with lines dt 3 lw 2 lc rgb \"#d62728\" notitle",
+                pn->slo_s * 1e3);
+    fprintf(f, "\n");
+    if (pn->slo_s > 0) fprintf(f, "unset label %d\n", tag);
+}
+
+int plot_latency_rate(plot_t *p) {
+    rate_point_t *v = calloc(p->n, sizeof *v);
+    size_t m = 0, maxlen = 0;
+    int nsweeps = 0, rc = -1;
+    const report_slo_t *slo = p->o->has_slo ? &p->o->slo : NULL;
+    double target = p->o->target > 0 ? p->o->target : 0.9;
+    if (!v) return plot_fail(p, "out of memory");
+    for (size_t i = 0; i < p->n; i++)
+        if (!isnan(p->runs[i].rate)) v[m++].run = &p->runs[i];
+    if (m < 2) {
+        if (m == 1)
+            fprintf(p->notes, "plot: latency_rate needs at least two runs of a sweep "
+                              "(twinserve sweep); not drawn\n");
+        free(v);
+        return 0;
+    }
+    qsort(v, m, sizeof *v, rate_cmp);
+    for (size_t i = 0; i < m; i++) {
+        char e[512];
+        if (report_load_summary(p->db, v[i].run->id, slo, &v[i].rep, e, sizeof e) != 0) {
+            plot_fail(p, "%s", e);
+            goto done;
+        }
+        v[i].passes = slo && !strcmp(v[i].run->status, "done") && v[i].rep.attainment >= target;
+        if (i == 0 || strcmp(v[i].run->sweep, v[i - 1].run->sweep)) {
+            nsweeps++;
+            if (strlen(v[i].run->sweep) > maxlen) maxlen = strlen(v[i].run->sweep);
+        }
+    }
+    FILE *f = plot_open(p, "latency_rate.dat");
+    if (!f) goto done;
+    for (size_t i = 0; i < m; i++) {
+        const summary_t *s = &v[i].rep.base;
+        if (i == 0 || strcmp(v[i].run->sweep, v[i - 1].run->sweep))
+            fprintf(f, "%s# sweep %s\n# rate_rps ttft_p50_ms ttft_p99_ms tpot_p50_ms "
+                       "tpot_p99_ms e2e_p50_ms e2e_p99_ms attainment run\n",
+                    i ? "\n\n" : "", v[i].run->sweep);
+        /* NAN (no finished request, no SLO) is written as "NaN", which gnuplot skips. */
+        fprintf(f, "%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.6g %s\n", v[i].run->rate,
+                s->ttft.p50 * 1e3, s->ttft.p99 * 1e3, s->tpot.p50 * 1e3, s->tpot.p99 * 1e3,
+                s->e2e.p50 * 1e3, s->e2e.p99 * 1e3, v[i].rep.attainment, v[i].run->name);
+    }
+    if (plot_close(p, f, "latency_rate.dat")) goto done;
+
+    rate_panel_t panels[3] = { { "TTFT", 2, slo ? slo->ttft_s : 0 },
+                               { "TPOT", 4, slo ? slo->tpot_s : 0 },
+                               { "E2E", 6, slo ? slo->e2e_s : 0 } };
+    int npanels = panels[2].slo_s > 0 ? 3 : 2; /* E2E only to show its SLO */
+    int w = 550 * npanels;
+    plot_key_t key = plot_key_fit(2 * (size_t)nsweeps, maxlen + 4, w, 0);
+    int h = 520 + key.px;
+    if (!(f = plot_open(p, "latency_rate.gp"))) goto done;
+    plot_gp_header(f, "latency_rate", w, h);
+    fprintf(f, "set multiplot layout 1,%d margins %.4f,0.98,%.4f,%.4f spacing %.4f,0 "
+               "title \"Latency vs request rate (solid p50, dashed p99)\"\n"
+               "set xlabel \"request rate (req/s)\"\n"
+               "# from 0 on both axes, so that the knee looks as steep as it is\n"
+               "set xrange [0:*]\nset yrange [0:*]\nset offsets 0, graph 0.04, graph 0.05, 0\n"
+               "set datafile missing \"NaN\"\nunset key\n",
+            npanels, 70.0 / w, plot_key_bottom(&key, h), 1 - 45.0 / h, 80.0 / w);
+    if (!slo)
+        fprintf(p->notes, "plot: latency_rate: no --slo given: no SLO line, no capacity\n");
+    /* Each sweep's capacity: a vertical line in its colour, labelled, in every panel. */
+    int b = 0, tag = 10;
+    for (size_t a = 0, e; slo && a < m; a = e) {
+        for (e = a; e < m && !strcmp(v[e].run->sweep, v[a].run->sweep); e++) {}
+        int open;
+        double cap = capacity(v + a, e - a, &open);
+        if (isnan(cap)) {
+            fprintf(p->notes, "plot: latency_rate: sweep %s: no rate met %.0f%% attainment: "
+                              "no capacity\n", v[a].run->sweep, 100 * target);
+        } else {
+            fprintf(f, "# sweep %s: capacity %s%.6g req/s (attainment >= %.0f%%)\n"
+                       "set arrow %d from first %.9g, graph 0 to first %.9g, graph 1 nohead "
+                       "dt 4 lw 1.5 lc %d\n"
+                       "set label %d \"capacity %s%.4g req/s\" at first %.9g, graph %.3f "
+                       "right offset -0.5,0 tc lt %d front\n",
+                    v[a].run->sweep, open ? ">= " : "", cap, 100 * target, tag, cap, cap,
+                    b % 8 + 1, tag, open ? ">= " : "", cap, cap, 0.95 - 0.06 * b, b % 8 + 1);
+            tag++;
+        }
+        b++;
+    }
+    for (int i = 0; i < npanels; i++) {
+        if (i == npanels - 1) plot_gp_key(f, &key, "left top", h);
+        write_panel(f, &panels[i], 2, v, m);
+    }
+    fprintf(f, "unset multiplot\n");
+    if (plot_close(p, f, "latency_rate.gp")) goto done;
+    rc = plot_add_fig(p, "latency_rate");
+done:
+    free(v);
+    return rc;
+}
