@@ -90,4 +90,112 @@ want_rc 1
 want_err "nope.lua"
 end
 
+# A trace that starts sparse (one request every 5 s) and has a burst at 60 s.
+{
+    echo "arrival_s,prompt_tokens,output_tokens"
+    for i in 0 1 2 3 4 5 6 7 8 9; do echo "$((i * 5)),200,20"; done
+    echo "60.0,400,30"; echo "60.01,300,30"; echo "60.02,500,30"; echo "60.05,200,30"
+    echo "90,200,20"
+} >"$T/burst.csv"
+
+begin "by default the busiest window: the burst, said on the header line"
+exr win --trace "$T/burst.csv" --policy "$POL/continuous.lua" --limit 4 --steps 100000
+want_rc 0
+want_out "window: the busiest 4 requests of the trace's first 600 s (its requests 10..13,"
+want_out "arriving within 0.050 s from t=60.000 s"
+want_out "r0 arrives: prompt 400 tokens" "r3 arrives: prompt 200 tokens"
+want_out_re "^step [0-9]+ .*\(4 seqs\)"
+want_out_re "^done after [0-9]+ steps: 4 finished, 0 rejected"
+end
+
+begin "--start 0 replays the trace's first requests instead"
+exr win0 --trace "$T/burst.csv" --policy "$POL/continuous.lua" --limit 4 --start 0 --steps 100000
+want_rc 0
+grep -q "window:" "$T/win0.out" && bad " a window line although --start was given"
+want_out "r0 arrives: prompt 200 tokens, wants 20 output tokens"
+grep -qE '\((2|3|4) seqs\)' "$T/win0.out" && bad " requests 5 s apart should never share a step"
+end
+
+begin "--skip-quiet: only eventful steps, and the left-out ones are counted"
+exr quiet --trace "$T/long.csv" --policy "$POL/continuous.lua" --skip-quiet --steps 100000
+want_rc 0
+want_out "decode-only steps (the same batch; nothing else happened) ..."
+total=$(sed -nE 's/^done after ([0-9]+) steps \(([0-9]+) shown\).*/\1/p' "$T/quiet.out")
+shown=$(sed -nE 's/^done after ([0-9]+) steps \(([0-9]+) shown\).*/\2/p' "$T/quiet.out")
+gaps=$(sed -nE 's/^  \.\.\. ([0-9]+) decode-only steps? .*/\1/p' "$T/quiet.out" | paste -sd+ | bc)
+[ -n "$total" ] && [ "$(grep -c '^step ' "$T/quiet.out")" = "$shown" ] ||
+    bad " the closing line should count the steps shown"
+[ -n "$total" ] && [ $((shown + ${gaps:-0})) -eq "$total" ] ||
+    bad " shown ($shown) + left out (${gaps:-0}) != steps ($total)"
+# A shown decode-only step with no event of its own is there because its batch changed,
+# which only a shown step can do (a finish, an admission): so no gap comes right before it.
+awk 'function check() { if (q && gap && !ev) bad = 1 }
+     /^step / { check(); q = / = 0 prefill/; gap = prev ~ /decode-only/; ev = 0 }
+     /arrives|FINISHED|REJECTED|PREEMPTED/ { ev = 1 }
+     { prev = $0 }
+     END { check(); exit bad }' "$T/quiet.out" ||
+    bad " a decode-only step without events was shown after left-out steps"
+"$BIN" explain --trace "$T/long.csv" --policy "$POL/continuous.lua" --steps 100000 \
+    >"$T/loud.out" 2>&1
+[ "$(grep -c FINISHED "$T/loud.out")" = "$(grep -c FINISHED "$T/quiet.out")" ] ||
+    bad " --skip-quiet dropped a finish"
+[ "$(grep -c arrives "$T/loud.out")" = "$(grep -c arrives "$T/quiet.out")" ] ||
+    bad " --skip-quiet dropped an arrival"
+end
+
+begin "--events-only is --skip-quiet, and --steps counts shown steps"
+exr ev --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --events-only --steps 3
+want_rc 0
+want_out_re "^stopped \(--steps\) after [0-9]+ steps \(3 shown\)"
+[ "$(grep -c '^step ' "$T/ev.out")" -eq 3 ] || bad " expected 3 steps printed"
+end
+
+begin "--compare: static vs continuous side by side on the same requests, in 80 columns"
+exr cmp --trace "$T/tiny.csv" --policy "$POL/static.lua" --compare "$POL/continuous.lua" \
+    --steps 10
+want_rc 0
+want_out "A: static.lua" "| B: continuous.lua" "(--steps: 10 steps shown per run"
+want_out_re "^all 10 requests, each run to its end: finished A 10, B 10"
+awk '/^-+\+-+$/ {t = 1} t && length($0) > 80 {exit 1}' "$T/cmp.out" ||
+    bad " a line of the side-by-side view or the closing lines is wider than 80 columns"
+# both columns see the same arrivals
+left=$(grep -oE '^ \+ r[0-9]+ arrives [0-9.]+s \(P[0-9]+, out [0-9]+\)' "$T/cmp.out" | sort -u)
+right=$(grep -oE '\| +\+ r[0-9]+ arrives [0-9.]+s \(P[0-9]+, out [0-9]+\)' "$T/cmp.out" |
+        sed -E 's/^\| +/ /' | sort -u)
+[ -n "$left" ] && [ "$left" = "$right" ] || bad " the two columns show different arrivals"
+# static batching waits for its batch; continuous batching starts at once: B's TTFT is lower
+ratio=$(sed -nE 's/^  TTFT mean: .*\(B\/A ([0-9.]+)\).*/\1/p' "$T/cmp.out")
+[ -n "$ratio" ] && awk -v r="$ratio" 'BEGIN {exit !(r < 1)}' || bad " TTFT B/A '$ratio' not < 1"
+want_out_re "^  TPOT mean: A [0-9.]+ ms, B [0-9.]+ ms"
+end
+
+begin "--compare --set: KEY=V for both, a.KEY / b.KEY for one, a clear hint otherwise"
+exr cmpset --trace "$T/tiny.csv" --policy "$POL/continuous.lua" \
+    --compare "$POL/chunked_prefill.lua" --set b.chunk=256 --set max_seqs=64 --steps 6
+want_rc 0
+want_out "params: A max_seqs=64;  B chunk=256 max_seqs=64" "A: continuous.lua"
+want_out_re "\| #[0-9]+ [0-9.]+s [0-9.]+ms 256p\+0d"
+exr cmpbad --trace "$T/tiny.csv" --policy "$POL/continuous.lua" \
+    --compare "$POL/chunked_prefill.lua" --set chunk=256
+want_rc 1
+want_err "A: " "unknown param 'chunk'" "--set a.KEY=V or b.KEY=V sets one"
+exr cmpdb --trace "$T/tiny.csv" --policy "$POL/static.lua" --compare "$POL/continuous.lua" \
+    --db "$T/cmp.db" --name duo
+want_rc 0
+want_out "records: runs 1 (A) and 2 (B) in $T/cmp.db"
+want_sql "$T/cmp.db" "select group_concat(name || ':' || status, ' ') from runs" "duo-a:done duo-b:done"
+end
+
+if [ -f "$DATA/traces/AzureLLMInferenceTrace_conv.csv" ]; then
+    begin "Azure conversation trace: the default window batches requests"
+    exr azure --trace "$(cd "$DATA" && pwd)/traces/AzureLLMInferenceTrace_conv.csv" \
+        --policy "$POL/chunked_prefill.lua" --set chunk=256
+    want_rc 0
+    want_out "(its requests 1093..1104,"
+    want_out_re "^step [0-9]+ .*\((4|5|6|7|8|9|1[0-9]) seqs\)   <- mixed"
+    end
+else
+    echo "SKIP: Azure conversation trace not found under $DATA/traces"
+fi
+
 e2e_finish e2e_explain
