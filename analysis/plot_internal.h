@@ -65,11 +65,20 @@ int plot_add_fig(plot_t *p, const char *fig);
 void plot_gp_str(FILE *f, const char *s);
 /* Curve i of many: gnuplot's 8 default colours, then the same with dashes. */
 void plot_gp_style(FILE *f, size_t i);
+/* `SERIES with points`, small (a run has thousands), with a key sample large enough to
+ * see: series is `"FILE" index I using ...`, colour `rgb "#hex"` or `variable` (the key then
+ * shows colour 1). */
+void plot_gp_points(FILE *f, const char *series, int pt, double ps, const char *colour,
+                    const char *title);
+/* A log y axis of milliseconds, ranged to the data, labelled 1-2-5 (a range within one
+ * decade would otherwise carry a single label); `set ytics autofreq` undoes the labels. */
+void plot_gp_log_ms(FILE *f);
 /* The terminal (fmt='png' or 'svg', w x h pixels) and the output file fig.FMT. */
 void plot_gp_header(FILE *f, const char *fig, int w, int h);
 
-/* Where a key of n entries, the longest maxlen characters, goes in a figure w pixels wide:
- * inside when n <= inside_max, else below. */
+/* Where a key of n entries, the longest maxlen characters, goes in a plot w pixels wide
+ * (a multiplot's panel: gnuplot fits the columns to the panel): inside when n <=
+ * inside_max, else below. */
 plot_key_t plot_key_fit(size_t n, size_t maxlen, int w, size_t inside_max);
 /* The key of a figure h pixels high (h includes k->px): inside at `where` (e.g. "right
  * bottom"), or below the plot area, whose bottom edge it sets (a single plot; a multiplot

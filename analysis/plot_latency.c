@@ -245,30 +245,36 @@ static int plot_tbt(plot_t *p, size_t k, double t1, double bin_s) {
     FILE *f = plot_open(p, gp);
     if (!f) return -1;
     plot_gp_header(f, fig, 1000, 720);
-    fprintf(f, "set multiplot layout 2,1 margins 0.1,0.84,0.08,0.92 spacing 0,0.04 title ");
+    fprintf(f, "set multiplot layout 2,1 margins 0.1,0.8,0.08,0.92 spacing 0,0.04 title ");
     plot_gp_str(f, r->name);
     fprintf(f, " . \": time between tokens%s\"\n"
-               "set xrange [0:%.9g]\nset format x \"\"\nset logscale y\n"
-               "set key at screen 0.85, graph 1 left top box opaque\n",
+               "set xrange [0:%.9g]\nset format x \"\"\n"
+               "set key at screen 0.81, graph 1 left top Left reverse box opaque\n",
             bin_s > 0 ? " (binned)" : "", t1);
-    if (bin_s > 0)
-        fprintf(f, "set ylabel \"gap between tokens (ms, log scale)\\nper %.3g s bin\"\n"
-                   "plot \\\n"
-                   "    \"%s\" index 0 using 1:3 with points pt 7 ps 0.5 lc rgb \"#ff7f0e\" "
-                   "title \"largest gap\", \\\n"
-                   "    \"%s\" index 0 using 1:2 with lines lw 2 lc rgb \"#1f77b4\" "
-                   "title \"mean gap\"\n", bin_s, dat, dat);
-    else
-        fprintf(f, "set ylabel \"gap before each token (ms, log scale)\"\n"
-                   "plot \"%s\" index 0 using 1:2:(int($3) %% 8 + 1) with points pt 7 "
-                   "ps 0.4 lc variable title \"a gap, coloured\\nby request\"\n", dat);
+    plot_gp_log_ms(f);
+    char series[PLOT_FIG_LEN + 64];
+    if (bin_s > 0) {
+        fprintf(f, "set ylabel \"gap between tokens (ms, log scale)\\nper %.3g s bin\"\nplot ",
+                bin_s);
+        snprintf(series, sizeof series, "\"%s\" index 0 using 1:3", dat);
+        plot_gp_points(f, series, 7, 0.5, "rgb \"#ff7f0e\"", "largest gap");
+        fprintf(f, ", \\\n    \"%s\" index 0 using 1:2 with lines lw 2 lc rgb \"#1f77b4\" "
+                   "title \"mean gap\"\n", dat);
+    } else {
+        fprintf(f, "set ylabel \"gap before each token (ms, log scale)\\n"
+                   "colour: its request\"\nplot ");
+        snprintf(series, sizeof series, "\"%s\" index 0 using 1:2:(int($3) %% 8 + 1)", dat);
+        plot_gp_points(f, series, 7, 0.4, "variable", "each gap");
+        fprintf(f, "\n");
+    }
     fprintf(f, "set format x \"%% h\"\nset xlabel \"time since the run's start (s)\"\n"
-               "set ylabel \"per request (ms, log scale)\\nat its first token\"\n"
-               "plot \\\n"
-               "    \"%s\" index 1 using 1:3 with points pt 6 ps 0.6 lc rgb \"#ff7f0e\" "
-               "title \"largest gap\", \\\n"
-               "    \"%s\" index 1 using 1:2 with points pt 7 ps 0.5 lc rgb \"#1f77b4\" "
-               "title \"mean gap\"\nunset multiplot\n", dat, dat);
+               "set ylabel \"per request (ms, log scale)\\nat its first token\"\nplot ");
+    snprintf(series, sizeof series, "\"%s\" index 1 using 1:3", dat);
+    plot_gp_points(f, series, 6, 0.6, "rgb \"#ff7f0e\"", "largest gap");
+    fprintf(f, ", \\\n    ");
+    snprintf(series, sizeof series, "\"%s\" index 1 using 1:2", dat);
+    plot_gp_points(f, series, 7, 0.5, "rgb \"#1f77b4\"", "mean gap");
+    fprintf(f, "\nunset multiplot\n");
     if (plot_close(p, f, gp)) return -1;
     return plot_add_fig(p, fig);
 }
@@ -444,7 +450,8 @@ int plot_latency_rate(plot_t *p) {
                                { "E2E", 6, slo ? slo->e2e_s : 0 } };
     int npanels = panels[2].slo_s > 0 ? 3 : 2; /* E2E only to show its SLO */
     int w = 550 * npanels;
-    plot_key_t key = plot_key_fit(2 * (size_t)nsweeps, maxlen + 4, w, 0);
+    /* gnuplot fits the key's columns to the panel it is drawn with, not to the page */
+    plot_key_t key = plot_key_fit(2 * (size_t)nsweeps, maxlen + 4, w / npanels - 40, 0);
     int h = 520 + key.px;
     if (!(f = plot_open(p, "latency_rate.gp"))) goto done;
     plot_gp_header(f, "latency_rate", w, h);

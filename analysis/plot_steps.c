@@ -138,21 +138,22 @@ static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
     if (!f) return -1;
     plot_gp_header(f, fig, 1000, 720);
     double x0 = in->t0 < 0 ? in->t0 : 0, x1 = in->t1 > x0 ? in->t1 : x0 + 1;
-    fprintf(f, "set multiplot layout 2,1 margins 0.1,0.84,0.08,0.92 spacing 0,0.04 title ");
+    fprintf(f, "set multiplot layout 2,1 margins 0.1,0.8,0.08,0.92 spacing 0,0.04 title ");
     plot_gp_str(f, r->name);
     fprintf(f, " . \": steps over time\"\n");
     /* One time axis for both panels: the same range, labels only under the lower one. */
     fprintf(f, "set xrange [%.9g:%.9g]\nset format x \"\"\n"
-               "set key at screen 0.85, graph 1 left top box opaque\n"
-               "set logscale y\n", x0, x1);
+               "set key at screen 0.81, graph 1 left top Left reverse box opaque\n", x0, x1);
+    plot_gp_log_ms(f);
     if (in->kinds[0] + in->kinds[1] + in->kinds[2] == 0) {
         /* too many steps for points: each bin's mean and longest */
-        fprintf(f, "set ylabel \"step duration (ms, log scale)\\nper %.3g s bin\"\n"
-                   "plot \\\n"
-                   "    \"%s\" index 0 using 1:11 with points pt 7 ps 0.5 lc rgb \"#ff7f0e\" "
-                   "title \"longest step\", \\\n"
-                   "    \"%s\" index 0 using 1:10 with lines lw 2 lc rgb \"#1f77b4\" "
-                   "title \"mean step\"\n", in->bin_s, dat, dat);
+        char series[PLOT_FIG_LEN + 64];
+        fprintf(f, "set ylabel \"step duration (ms, log scale)\\nper %.3g s bin\"\nplot ",
+                in->bin_s);
+        snprintf(series, sizeof series, "\"%s\" index 0 using 1:11", dat);
+        plot_gp_points(f, series, 7, 0.5, "rgb \"#ff7f0e\"", "longest step");
+        fprintf(f, ", \\\n    \"%s\" index 0 using 1:10 with lines lw 2 lc rgb \"#1f77b4\" "
+                   "title \"mean step\"\n", dat);
     } else {
         static const char *const kind_title[3] = { "decode only", "prefill + decode",
                                                    "prefill only" };
@@ -161,9 +162,12 @@ static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
         int first = 1;
         for (int kind = 0; kind < 3; kind++) {
             if (in->kinds[kind] == 0) continue; /* gnuplot refuses a series with no point */
-            fprintf(f, "%s    \"%s\" index 1 using 1:($3 == %d ? $2 : 1/0) with points pt 7 "
-                       "ps 0.4 lc rgb \"%s\" title \"%s\"", first ? "" : ", \\\n", dat, kind,
-                    kind_colour[kind], kind_title[kind]);
+            char series[PLOT_FIG_LEN + 64], colour[32];
+            snprintf(series, sizeof series, "\"%s\" index 1 using 1:($3 == %d ? $2 : 1/0)",
+                     dat, kind);
+            snprintf(colour, sizeof colour, "rgb \"%s\"", kind_colour[kind]);
+            fprintf(f, "%s", first ? "    " : ", \\\n    ");
+            plot_gp_points(f, series, 7, 0.4, colour, kind_title[kind]);
             first = 0;
         }
         fprintf(f, "\n");
@@ -176,7 +180,9 @@ static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
         fprintf(f, "set ylabel \"tokens per step (log scale)\"\n");
     /* Log y: a prompt step holds thousands of tokens, a decode step a handful; on a linear
      * axis the decodes would vanish. */
-    fprintf(f, "set style fill solid 0.9 noborder\nset yrange [0.8:*]\n"
+    fprintf(f, "set style fill solid 0.9 noborder\nset autoscale y\nset offsets 0, 0, 0, 0\n"
+               "set ytics autofreq\n"
+               "set yrange [0.8:*]\n"
                "# stacked from the bottom: decode, prefill, padding; each series is drawn as\n"
                "# its cumulative sum, tallest first\n"
                "plot \\\n");
