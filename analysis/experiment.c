@@ -231,3 +231,46 @@ done:
     free(arr);
     return ret;
 }
+
+int experiment_check_done(sqlite3 *db, const char *name, const int64_t *ids, size_t n,
+                          int is_experiment, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    if (sqlite3_prepare_v2(db, "SELECT name, status, coalesce(error, ''), "
+                           "json_extract(config, '$.experiment.of') FROM runs WHERE id = ?1",
+                           -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot read runs: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    int64_t of = 0;
+    for (size_t k = 0; k < n; k++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ids[k]);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            snprintf(err, errlen, "cannot read run %lld: %s", (long long)ids[k],
+                     sqlite3_errmsg(db));
+            goto done;
+        }
+        const char *run = (const char *)sqlite3_column_text(st, 0);
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        const char *error = (const char *)sqlite3_column_text(st, 2);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL) of = sqlite3_column_int64(st, 3);
+        if (strcmp(status, "done") != 0) {
+            snprintf(err, errlen, "run '%s'%s%s%s is %s, not done%s%.300s: a partial run "
+                     "compares as better than it is (--include-failed compares it anyway)",
+                     run, is_experiment ? " of experiment '" : "", is_experiment ? name : "",
+                     is_experiment ? "'" : "", status, error[0] ? ": " : "", error);
+            goto done;
+        }
+    }
+    if (is_experiment && of > (int64_t)n) {
+        snprintf(err, errlen, "experiment '%s' has %zu of its %lld runs (the rest were not "
+                 "run: an interrupted --repeat or sweep); --include-failed compares the runs "
+                 "it has", name, n, (long long)of);
+        goto done;
+    }
+    ret = 0;
+done:
+    sqlite3_finalize(st);
+    return ret;
+}

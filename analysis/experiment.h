@@ -49,4 +49,11 @@ void experiment_member(char *buf, size_t len, const char *name, int index, int o
 int experiment_resolve(struct sqlite3 *db, const char *name, int64_t **ids, size_t *n,
                        int *is_experiment, char *err, size_t errlen);
 
+/* 0 when every run of ids[n] (an experiment `name` when is_experiment, else one run) is
+ * done and an experiment has all the runs its config's "of" says; else -1 and a message
+ * naming the first run that is not done, its status and its error, or the runs missing
+ * (an interrupted --repeat or sweep): a partial run compares as better than it is. */
+int experiment_check_done(struct sqlite3 *db, const char *name, const int64_t *ids, size_t n,
+                          int is_experiment, char *err, size_t errlen);
+
 #endif

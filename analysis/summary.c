@@ -362,7 +362,7 @@ static const char SQL_RUN[] =
     " json_extract(config, '$.client_request_s'),"
     " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s'),"
     " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens'),"
-    " json_extract(config, '$.clip_to_context') "
+    " json_extract(config, '$.clip_to_context'), json_extract(config, '$.max_model_len') "
     "FROM runs WHERE id = ?1";
 /* Rejections by reason class (SUMMARY_REJ_*), from the messages' fixed wording. */
 static const char SQL_REJECTED[] =
@@ -372,6 +372,11 @@ static const char SQL_REJECTED[] =
     " WHEN reason LIKE 'empty prompt%' OR reason LIKE 'no output tokens%' THEN 3"
     " ELSE 4 END AS cls, count(*) "
     "FROM requests WHERE run_id = ?1 AND status = 'rejected' GROUP BY cls";
+/* Aborts by reason class (SUMMARY_ABT_*), from replay.h's and sim.h's fixed wording. */
+static const char SQL_ABORTED[] =
+    "SELECT CASE WHEN reason LIKE 'interrupted by %' THEN 0"
+    " WHEN reason LIKE 'stopped by the caller%' THEN 1 ELSE 2 END AS cls, count(*) "
+    "FROM requests WHERE run_id = ?1 AND status = 'aborted' GROUP BY cls";
 static const char SQL_COUNTS[] =
     "SELECT count(*), "
     " coalesce(sum(status = 'finished'), 0), coalesce(sum(status = 'rejected'), 0),"
@@ -438,6 +443,17 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     out->max_output_tokens = sqlite3_column_int(st, 15);
     out->clip_to_context = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1
                          : sqlite3_column_int(st, 16) != 0;
+    out->max_model_len = sqlite3_column_int(st, 17);
+    sqlite3_finalize(st);
+    st = NULL;
+
+    if (sqlite3_prepare_v2(db, SQL_ABORTED, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, run_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int cls = sqlite3_column_int(st, 0);
+        if (cls >= 0 && cls <= SUMMARY_ABT_FAILED) out->aborted_by[cls] = sqlite3_column_int64(st, 1);
+    }
+    if (rc != SQLITE_DONE) goto sql_error;
     sqlite3_finalize(st);
     st = NULL;
 
@@ -547,24 +563,63 @@ static const char *fmt_small(char *buf, size_t len, double s) {
     return buf;
 }
 
-/* One line per reason a run rejected requests, each with the option that would keep them:
- * a run that silently ran less load than its trace would mislead a comparison. */
-static void summary_print_rejected(FILE *f, const summary_t *s) {
-    static const char *const what[] = {
-        [SUMMARY_REJ_CONTEXT] = "prompt + output longer than the context "
-                                "(--max-model-len N, or --clip-to-context to run them clipped)",
-        [SUMMARY_REJ_KV] = "more KV blocks than one request may hold "
-                           "(more KV: --gpu-util, --kv-blocks, --tp)",
-        [SUMMARY_REJ_STEP] = "prompt past the step budget of a non-chunked policy "
-                             "(--set max_tokens=N, or chunked_prefill.lua)",
-        [SUMMARY_REJ_EMPTY] = "empty prompt or no output in the trace",
-        [SUMMARY_REJ_OTHER] = "other reasons (the requests table's reason column)",
+/* The share of the run's requests n is, in percent. */
+static double share_pct(const summary_t *s, int64_t n) {
+    return s->requests > 0 ? 100.0 * (double)n / (double)s->requests : 0.0;
+}
+
+/* One line per reason a run rejected or aborted requests, with its share of the trace and
+ * the option that would keep them; a share above SUMMARY_LARGE_SHARE gets a WARNING line
+ * of its own: a run that silently ran less load than its trace would mislead a comparison. */
+static void summary_print_dropped(FILE *f, const summary_t *s) {
+    static const struct { const char *what, *hint, *large; } rej[] = {
+        [SUMMARY_REJ_CONTEXT] = { "prompt + output longer than the context",
+                                  "--max-model-len N, or --clip-to-context to run them clipped",
+                                  "--max-model-len, --clip-to-context or another model" },
+        [SUMMARY_REJ_KV] = { "more KV blocks than one request may hold",
+                             "more KV: --gpu-util, --kv-blocks, --tp",
+                             "more KV with --gpu-util, --kv-blocks or --tp" },
+        [SUMMARY_REJ_STEP] = { "prompt past the step budget of a non-chunked policy",
+                               "--set max_tokens=N, or chunked_prefill.lua",
+                               "--set max_tokens=N or chunked_prefill.lua" },
+        [SUMMARY_REJ_EMPTY] = { "empty prompt or no output in the trace", NULL,
+                                "the trace's rows with an empty prompt or no output" },
+        [SUMMARY_REJ_OTHER] = { "other reasons", "the requests table's reason column",
+                                "the requests table's reason column says why" },
+    };
+    static const char *const abt[] = {
+        [SUMMARY_ABT_INTERRUPTED] = "unfinished when the run was interrupted",
+        [SUMMARY_ABT_STOPPED] = "unfinished when the run was stopped (explain --steps)",
+        [SUMMARY_ABT_FAILED] = "unfinished when the run failed (the error above)",
     };
     const char *head = "rejected ";
     for (int i = 0; i <= SUMMARY_REJ_OTHER; i++) {
-        if (s->rejected_by[i] == 0) continue;
-        fprintf(f, "%s %lld %s\n", head, (long long)s->rejected_by[i], what[i]);
+        int64_t n = s->rejected_by[i];
+        if (n == 0) continue;
+        double pct = share_pct(s, n);
+        int large = pct > 100 * SUMMARY_LARGE_SHARE;
+        fprintf(f, "%s %lld (%.1f%%) %s", head, (long long)n, pct, rej[i].what);
+        if (rej[i].hint && !large) fprintf(f, " (%s)", rej[i].hint);
+        fputc('\n', f);
         head = "         ";
+        if (!large) continue;
+        if (i == SUMMARY_REJ_CONTEXT && s->model[0] && s->max_model_len > 0)
+            fprintf(f, "WARNING   %.1f%% of the trace is over %s's %d-token context: %s\n", pct,
+                    s->model, (int)s->max_model_len, rej[i].large);
+        else
+            fprintf(f, "WARNING   %.1f%% of the trace was rejected (%s): %s\n", pct,
+                    rej[i].what, rej[i].large);
+    }
+    head = "aborted  ";
+    for (int i = 0; i <= SUMMARY_ABT_FAILED; i++) {
+        int64_t n = s->aborted_by[i];
+        if (n == 0) continue;
+        double pct = share_pct(s, n);
+        fprintf(f, "%s %lld (%.1f%%) %s\n", head, (long long)n, pct, abt[i]);
+        head = "         ";
+        if (pct > 100 * SUMMARY_LARGE_SHARE)
+            fprintf(f, "WARNING   %.1f%% of the requests read never finished: this run's numbers "
+                       "describe part of its trace only\n", pct);
     }
     if (s->clip_to_context == 1)
         fprintf(f, "clipped   requests longer than the context ran clipped to it "
@@ -573,6 +628,12 @@ static void summary_print_rejected(FILE *f, const summary_t *s) {
 
 void summary_print(FILE *f, const summary_t *s) {
     char a[32], b[32], c[32], d[32];
+    /* First, so that nobody reads a partial run's numbers as a whole run's. */
+    if (strcmp(s->status, "done") != 0)
+        fprintf(f, "WARNING   run '%s' is %s, not done%s%s: its numbers cover only the requests "
+                   "it got to%s\n", s->name, s->status, s->error[0] ? ": " : "", s->error,
+                strcmp(s->status, "running") == 0
+                    ? " (still running, or its process was killed)" : "");
     fprintf(f, "run       %s (id %lld): %s, %s", s->name, (long long)s->run_id, s->kind,
             s->status);
     if (!isnan(s->wall_s)) fprintf(f, ", wall %s", summary_fmt_time(a, sizeof a, s->wall_s));
@@ -609,7 +670,7 @@ void summary_print(FILE *f, const summary_t *s) {
             (long long)s->requests, (long long)s->finished, (long long)s->rejected,
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
-    summary_print_rejected(f, s);
+    summary_print_dropped(f, s);
     /* Whether caching was on changes what a step costs, so every run says it. */
     if (s->prefix_caching == 0)
         fprintf(f, "prefix    caching off\n");
@@ -637,13 +698,21 @@ void summary_table_header(FILE *f) {
             "TPOT p50/p99");
 }
 
+/* The run's error after a row, cut to fit: its start says what happened. */
+#define SUMMARY_TABLE_ERROR 60
+
 void summary_table_row(FILE *f, const summary_t *s) {
     char pol[64], done[48], span[32], rps[32], tps[32], ttft[64], tpot[64];
     /* a measured run has no policy: its kind says what it is */
     rec_policy_stem(s->policy[0] ? s->policy : s->kind, pol, sizeof pol);
     snprintf(done, sizeof done, "%lld/%lld", (long long)s->finished, (long long)s->rejected);
-    fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s\n", s->name, pol, s->status, done,
+    fprintf(f, "%-24s %-16s %-7s %13s %10s %8s %10s %16s %16s", s->name, pol, s->status, done,
             fmt_num(span, sizeof span, s->makespan_s, 2), fmt_num(rps, sizeof rps, s->req_per_s, 2),
             fmt_num(tps, sizeof tps, s->out_tok_per_s, 1), fmt_ms_pair(ttft, sizeof ttft, &s->ttft),
             fmt_ms_pair(tpot, sizeof tpot, &s->tpot));
+    if (s->error[0] && strlen(s->error) > SUMMARY_TABLE_ERROR)
+        fprintf(f, "  %.*s...", SUMMARY_TABLE_ERROR - 3, s->error);
+    else if (s->error[0])
+        fprintf(f, "  %s", s->error);
+    fputc('\n', f);
 }

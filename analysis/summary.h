@@ -72,7 +72,22 @@ typedef struct {
      * "clip_to_context" (1 over-long requests were clipped, 0 rejected, -1 unsaid). */
     int64_t rejected_by[5];
     int clip_to_context;
+    /* Aborts by reason (SUMMARY_ABT_*): requests a run left unfinished when it ended early;
+     * max_model_len: the config's context length (0 when unsaid), for the hints. */
+    int64_t aborted_by[3];
+    int32_t max_model_len;
 } summary_t;
+
+/* Why requests were aborted: the run's end, as its error says (policies/replay.h). */
+enum {
+    SUMMARY_ABT_INTERRUPTED, /* a signal (Ctrl-C, kill): "interrupted by SIGINT at t=..." */
+    SUMMARY_ABT_STOPPED,     /* a caller stopped the run (explain --steps) */
+    SUMMARY_ABT_FAILED       /* the run failed (its error) */
+};
+
+/* A share of the trace rejected or aborted above this gets a warning line with its hint:
+ * a comparison of runs that each dropped this much compares different workloads. */
+#define SUMMARY_LARGE_SHARE 0.05
 
 /* The reasons rejections are counted by: sched_add's and the shipped policies' messages. */
 enum {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "analysis/experiment.h"
+#include "cli/cli_signal.h"
 #include "traces/recorder.h"
 
 int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
@@ -30,12 +31,21 @@ int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
         experiment_run_name(member_run, sizeof member_run, name, k);
         experiment_member(member, sizeof member, name, k, n, seeds[k]);
         line[0] = '\0';
-        if (run(ud, member_run, seeds[k], member, line, sizeof line, err, sizeof err) != 0) {
+        int got = run(ud, member_run, seeds[k], member, line, sizeof line, err, sizeof err);
+        if (got == -2) rc = 2;
+        if (got != 0)
             fprintf(stderr, "twinserve %s: %s (seed %llu): %s\n", cmd, member_run,
                     (unsigned long long)seeds[k], err);
-            goto done;
-        }
-        if (!quiet && line[0]) printf("%s\n", line);
+        else if (!quiet && line[0])
+            printf("%s\n", line);
+        if (got == 0 && !cli_signal_caught) continue;
+        /* The experiment's members each say "of": N, so the missing ones stay visible. */
+        if (k + 1 < n)
+            fprintf(stderr, "twinserve %s: experiment %s stopped%s: runs %s-r%d..%s-r%d not "
+                    "run\n", cmd, name, cli_signal_caught ? " by the signal" : "", name, k + 1,
+                    name, n - 1);
+        if (cli_signal_caught) rc = cli_signal_exit_code(cli_signal_caught);
+        goto done;
     }
     if (!quiet)
         printf("experiment %s: %d runs in %s (compare it by this name)\n", name, n, db_path);
@@ -43,4 +53,17 @@ int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
 done:
     free(seeds);
     return rc;
+}
+
+int cli_run_failed(const char *cmd, const char *db_path, int64_t run_id, int setup_failed,
+                   const char *err) {
+    fprintf(stderr, "twinserve %s: %s\n", cmd, err);
+    if (setup_failed) {
+        fprintf(stderr, "twinserve %s: nothing was run or recorded\n", cmd);
+        return 2;
+    }
+    if (run_id >= 0)
+        fprintf(stderr, "twinserve %s: run %lld marked failed in %s\n", cmd, (long long)run_id,
+                db_path);
+    return cli_signal_caught ? cli_signal_exit_code(cli_signal_caught) : 1;
 }

@@ -10,17 +10,27 @@
 #include <stdint.h>
 
 /* Runs one member: run name, seed and its config member ("experiment":{...}). On success
- * 0 and a one-line summary in line (may be ""); else -1 with the message in err. */
+ * 0 and a one-line summary in line (may be ""); else the message in err and -1 when the
+ * run failed (recorded failed), -2 when it could not start (nothing recorded). */
 typedef int (*cli_experiment_run_fn)(void *ud, const char *run, uint64_t seed,
                                      const char *member, char *line, size_t linelen, char *err,
                                      size_t errlen);
 
 /* cmd names the command in messages and the default name (CMD-<policy stem>). Stops at the
- * first failed run (recorded failed, as a single run is). 0, 1 a run failed or the
- * experiment cannot be set up, 2 a bad --repeat or --name. */
+ * first failed run (recorded failed, as a single run is), and after the run a signal
+ * interrupted (cli_signal.h; the caller watches), saying which runs were not run. Returns
+ * the exit status: 0, 1 a run failed or the experiment cannot be set up, 2 a bad --repeat
+ * or --name or a configuration that cannot run, 128 + the signal when interrupted. */
 int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
                           const char *db_path, const char *requested_name,
                           const char *policy_path, int quiet, cli_experiment_run_fn run,
                           void *ud);
+
+/* What a command says when one run did not complete, and its exit status: 2 and the message
+ * when the run could not start (setup_failed: nothing recorded, a usage error); else the
+ * message, "run ID marked failed in DB" (run_id >= 0), and 128 + the signal when a watched
+ * signal arrived (cli_signal_caught), 1 otherwise. */
+int cli_run_failed(const char *cmd, const char *db_path, int64_t run_id, int setup_failed,
+                   const char *err);
 
 #endif

@@ -44,9 +44,12 @@ static void usage(FILE *f) {
             "  --min-effect F   smallest difference that matters, a fraction of A's value\n"
             "                   (default %g; 0 = any significant difference counts)\n"
             "  --json           one JSON object instead of the table (null where undefined)\n"
+            "  --include-failed compare runs that are not done (failed, interrupted, still\n"
+            "                   running) and incomplete experiments too; refused otherwise\n"
             "  -h, --help       this help\n"
             "\n"
-            "Exit status: 0 ok, 1 a database or run cannot be read, 2 usage error.\n",
+            "Exit status: 0 ok, 1 a database or run cannot be read or is not done, 2 usage\n"
+            "error.\n",
             COMPARE_DEFAULT_SEED, COMPARE_DEFAULT_RESAMPLES, COMPARE_DEFAULT_MIN_EFFECT);
 }
 
@@ -58,7 +61,7 @@ static int usage_error(const char *msg, const char *arg) {
 
 int cmd_compare(int argc, char **argv) {
     const char *path = NULL, *path2 = NULL, *runs = NULL;
-    int json = 0;
+    int json = 0, include_failed = 0;
     compare_opts_t o;
     compare_opts_default(&o);
     sqlite3 *db = NULL, *db2 = NULL;
@@ -71,7 +74,8 @@ int cmd_compare(int argc, char **argv) {
     static const struct option opts[] = {
         {"runs", 1, 0, 'r'}, {"db2", 1, 0, 'd'}, {"seed", 1, 0, 's'},
         {"resamples", 1, 0, 'n'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
-        {"slo", 1, 0, 'S'}, {"min-effect", 1, 0, 'm'}, {0, 0, 0, 0},
+        {"slo", 1, 0, 'S'}, {"min-effect", 1, 0, 'm'}, {"include-failed", 0, 0, 'F'},
+        {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -100,6 +104,7 @@ int cmd_compare(int argc, char **argv) {
                 return usage_error("--min-effect needs a fraction in 0..10, got", optarg);
             break;
         case 'j': json = 1; break;
+        case 'F': include_failed = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -143,6 +148,12 @@ int cmd_compare(int argc, char **argv) {
     }
     if (experiment_resolve(dbb, name_b, &ids_b, &n_b, &exp_b, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path_b, err);
+        goto done;
+    }
+    if (!include_failed &&
+        (experiment_check_done(db, name_a, ids_a, n_a, exp_a, err, sizeof err) != 0 ||
+         experiment_check_done(dbb, name_b, ids_b, n_b, exp_b, err, sizeof err) != 0)) {
+        fprintf(stderr, "twinserve compare: %s\n", err);
         goto done;
     }
     res = malloc(sizeof *res);

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_experiment.h"
+#include "cli/cli_signal.h"
 #include "cli/cli_util.h"
 #include "engine/engine.h"
 
@@ -73,8 +74,13 @@ static void usage(FILE *f) {
         "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
         "  -q, --quiet           no progress line or summary\n"
         "\n"
-        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error, 3 the\n"
-        "policy watchdog stopped a runaway policy call.\n");
+        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error: bad\n"
+        "options, a missing or damaged file, an unknown backend, a policy that does not\n"
+        "load or a trace with no request to replay (nothing is recorded), 3 the policy\n"
+        "watchdog stopped a runaway policy call, 130/143 interrupted by SIGINT/SIGTERM:\n"
+        "the run stops after the current step, is recorded as failed \"interrupted by\n"
+        "SIGINT at t=...\" with its unfinished requests aborted (a second signal ends the\n"
+        "process at once; the database stays valid).\n");
 }
 
 enum {
@@ -161,7 +167,7 @@ static int run_member(void *ud, const char *run, uint64_t seed, const char *memb
     o->run_name = run;
     o->seed = seed;
     o->config_extra = member;
-    if (engine_run(o, &res, err, errlen) != 0) return -1;
+    if (engine_run(o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
     if (res.have_summary)
         snprintf(line, linelen, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
                  "p50 %.2f ms, TPOT p50 %.2f ms, %.3f s wall", run, (long long)res.run_id,
@@ -212,6 +218,8 @@ int cmd_engine(int argc, char **argv) {
         goto done;
     }
     o.progress = !quiet && isatty(2);
+    o.interrupt = &cli_signal_caught;
+    cli_signal_watch();
     if (repeat) {
         rc = cli_experiment_repeat("engine", repeat, o.seed, o.db_path, o.run_name,
                                    o.policy_path, quiet, run_member, &o);
@@ -221,11 +229,7 @@ int cmd_engine(int argc, char **argv) {
     engine_result_t res;
     char err[8192];
     if (engine_run(&o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "twinserve engine: %s\n", err);
-        if (res.run_id >= 0)
-            fprintf(stderr, "twinserve engine: run %lld marked failed in %s\n",
-                    (long long)res.run_id, o.db_path);
-        rc = 1;
+        rc = cli_run_failed("engine", o.db_path, res.run_id, res.setup_failed, err);
         goto done;
     }
     if (!quiet) {
@@ -242,6 +246,7 @@ int cmd_engine(int argc, char **argv) {
     }
     rc = 0;
 done:
+    cli_signal_unwatch();
     free(sets);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_signal.h"
 #include "cli/cli_util.h"
 #include "engine/profile.h"
 
@@ -118,19 +119,6 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
-/* A signal the parent had ignored (nohup, a shell's background job) stays ignored. */
-static void guard_signals(void (*h)(int)) {
-    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = h;
-        sigemptyset(&sa.sa_mask);
-        sigaction(sigs[i], &sa, NULL);
-    }
-}
-
 /* Creates OUT.tmp-XXXXXX beside out; the fd, or -1 with a message. */
 static int open_tmp(const char *out) {
     if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp-XXXXXX", out) >= (int)sizeof tmp_path) {
@@ -147,13 +135,13 @@ static int open_tmp(const char *out) {
     umask(mask);
     fchmod(fd, 0666 & ~mask);
     tmp_live = 1;
-    guard_signals(on_signal);
+    cli_signal_guard(on_signal);
     return fd;
 }
 
 static void drop_tmp(void) {
     if (!tmp_live) return;
-    guard_signals(SIG_DFL);
+    cli_signal_guard(SIG_DFL);
     unlink(tmp_path);
     tmp_live = 0;
 }
@@ -317,7 +305,7 @@ int cmd_profile(int argc, char **argv) {
         goto done;
     }
     tmp_live = 0;
-    guard_signals(SIG_DFL);
+    cli_signal_guard(SIG_DFL);
     if (!quiet) summary(&p, &st, out, bytes);
     rc = 0;
 done:

@@ -12,7 +12,10 @@ static void usage(FILE *f) {
             "usage: twinserve runs DB [--run NAME|ID[,NAME|ID...]]\n"
             "\n"
             "Prints one line per run recorded in DB (all runs, or the listed ones): status,\n"
-            "finished/rejected requests, makespan, throughput, TTFT and TPOT p50/p99.\n"
+            "finished/rejected requests, makespan, throughput, TTFT and TPOT p50/p99, and\n"
+            "for a run that failed its error, cut to fit (`twinserve report` shows it whole).\n"
+            "A run that is not done (failed, interrupted, still running) covers only part\n"
+            "of its trace.\n"
             "\n"
             "  --run LIST   comma-separated run names or ids\n"
             "  -h, --help   this help\n");

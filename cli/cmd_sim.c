@@ -10,6 +10,7 @@
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 #include "cli/cli_experiment.h"
+#include "cli/cli_signal.h"
 #include "sim/sim.h"
 
 static void usage(FILE *f) {
@@ -36,9 +37,14 @@ static void usage(FILE *f) {
     cli_sim_usage(f);
     fprintf(f,
         "\n"
-        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error,\n"
-        "3 a policy call ran away inside JIT-compiled code and was stopped by the watchdog\n"
-        "(recorded as failed; requests in flight at that moment are recorded as aborted).\n");
+        "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error: bad\n"
+        "options, a missing or unreadable file, an unknown preset, a policy that does not\n"
+        "load or a trace with no request to replay (nothing is recorded), 3 a policy call\n"
+        "ran away inside JIT-compiled code and was stopped by the watchdog (recorded as\n"
+        "failed; requests in flight at that moment are recorded as aborted), 130/143\n"
+        "interrupted by SIGINT/SIGTERM: the run stops at the next step, is recorded as\n"
+        "failed \"interrupted by SIGINT at t=...\" with its unfinished requests aborted (a\n"
+        "second signal ends the process at once; the database stays valid).\n");
 }
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_HELP };
@@ -51,7 +57,7 @@ static int run_member(void *ud, const char *run, uint64_t seed, const char *memb
     o->run_name = run;
     o->seed = seed;
     o->config_extra = member;
-    if (sim_run(o, &res, err, errlen) != 0) return -1;
+    if (sim_run(o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
     if (res.have_summary)
         snprintf(line, linelen, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
                  "p50 %.2f ms, TPOT p50 %.2f ms", run, (long long)res.run_id,
@@ -110,6 +116,8 @@ int cmd_sim(int argc, char **argv) {
         goto done;
     }
     o.progress = !quiet && isatty(2);
+    o.interrupt = &cli_signal_caught;
+    cli_signal_watch();
     if (repeat) {
         rc = cli_experiment_repeat("sim", repeat, o.seed, o.db_path, o.run_name, o.policy_path,
                                    quiet, run_member, &o);
@@ -119,11 +127,7 @@ int cmd_sim(int argc, char **argv) {
     sim_result_t res;
     char err[8192];
     if (sim_run(&o, &res, err, sizeof err) != 0) {
-        fprintf(stderr, "twinserve sim: %s\n", err);
-        if (res.run_id >= 0)
-            fprintf(stderr, "twinserve sim: run %lld marked failed in %s\n",
-                    (long long)res.run_id, o.db_path);
-        rc = 1;
+        rc = cli_run_failed("sim", o.db_path, res.run_id, res.setup_failed, err);
         goto done;
     }
     if (!quiet) {
@@ -136,6 +140,7 @@ int cmd_sim(int argc, char **argv) {
     }
     rc = 0;
 done:
+    cli_signal_unwatch();
     free(sets);
     return rc;
 }

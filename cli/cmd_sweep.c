@@ -7,7 +7,9 @@
 
 #include "analysis/experiment.h"
 #include "analysis/sweep.h"
+#include "policies/replay.h"
 #include "cli/cli.h"
+#include "cli/cli_signal.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 
@@ -47,7 +49,11 @@ static void usage(FILE *f) {
         "                        --capacity)\n"
         "  -q, --quiet           no per-run progress lines\n");
     cli_sim_usage(f);
-    fprintf(f, "\nExit status: 0 done, 1 a run or the search failed, 2 usage error.\n");
+    fprintf(f, "\nExit status: 0 done, 1 a run or the search failed, 2 usage error, 130/143\n"
+               "interrupted by SIGINT/SIGTERM: the simulations running stop at their next\n"
+               "step (recorded as failed, \"interrupted by SIGINT at t=...\"; a signal sent to\n"
+               "the sweep's process alone lets them finish), the points not yet started are\n"
+               "not run and not recorded.\n");
 }
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATES, O_SLO, O_CAP, O_TARGET, O_LO, O_HI,
@@ -187,6 +193,8 @@ int cmd_sweep(int argc, char **argv) {
     }
 
     rc = 1;
+    sw.sim.interrupt = &cli_signal_caught;
+    cli_signal_watch();
     int64_t nreq;
     if (sweep_trace_rate(sw.sim.trace_path, &sw.sim.trace_opts, &sw.base_rate, &nreq, err,
                          sizeof err) != 0 ||
@@ -223,11 +231,17 @@ int cmd_sweep(int argc, char **argv) {
         if (!show[i].ok && !capacity) rc = 1;
     }
     if (capacity && rc == 0) print_capacity(&cap, target, tol);
-    if (sw.n_seeds > 0)
+    if (cli_signal_caught) {
+        fprintf(stderr, "twinserve sweep: interrupted by %s: the points shown failed were "
+                "stopped or not run\n", replay_signal_name(cli_signal_caught));
+        rc = cli_signal_exit_code(cli_signal_caught);
+    }
+    if (sw.n_seeds > 0 && !cli_signal_caught)
         printf("each rate is an experiment of %d runs (seeds %llu..., named as the runs less "
                "'-rK'): `twinserve compare %s --runs EXP_A,EXP_B`\n", sw.n_seeds,
                (unsigned long long)seeds[0], sw.sim.db_path);
 done:
+    cli_signal_unwatch();
     free(seeds);
     free(sets);
     free(rates);

@@ -64,7 +64,7 @@ typedef struct {
     double ready_s;                  /* since when the loop has had work: the end of the last
                                       * pass, or the wake-up after an idle wait (host_s) */
     int64_t steps;
-    double step_s, sched_s, last_progress;
+    double step_s, sched_s;
     int64_t spec_proposed, spec_accepted;
 } engine_t;
 
@@ -423,15 +423,17 @@ static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
 /* ------------------------------------------------------------------ the loop */
 
 /* Waits until run time t: on the clock (the default), or asleep but for the last
- * ENGINE_WAKE_EARLY_S on the clock (idle_sleep). */
+ * ENGINE_WAKE_EARLY_S on the clock (idle_sleep). An interrupt ends the wait early, so that
+ * a signal during a long gap between arrivals is answered at once. */
 static void sleep_until(const engine_t *e, double t) {
+    const volatile sig_atomic_t *stop = e->o->interrupt;
     double d = t - ENGINE_WAKE_EARLY_S - now_s(e);
     if (d > 0 && e->o->idle_sleep) {
         struct timespec ts = { .tv_sec = (time_t)d, .tv_nsec = (long)((d - floor(d)) * 1e9) };
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !(stop && *stop)) {
         }
     }
-    while (now_s(e) < t) {
+    while (now_s(e) < t && !(stop && *stop)) {
     }
 }
 
@@ -471,17 +473,6 @@ static int warm_up(engine_t *e) {
     return 0;
 }
 
-static void progress(engine_t *e, int final) {
-    if (!e->o->progress) return;
-    double w = replay_wall();
-    if (!final && w - e->last_progress < 0.2) return;
-    e->last_progress = w;
-    const sched_view_t *v = sched_view(e->rp.sched);
-    fprintf(stderr, "\r[engine] t=%.1fs  requests %lld  waiting %d  running %d  steps %lld   %s",
-            now_s(e), (long long)e->rp.requests, v->n_waiting, v->n_running,
-            (long long)e->steps, final ? "\n" : "");
-}
-
 static int add_request(engine_t *e, trace_req_t *q, double now) {
     if (req_new(e, q)) return -1;
     /* Prompts are synthetic ids, not the trace's texts: prefix hashes would not hold. */
@@ -491,17 +482,20 @@ static int add_request(engine_t *e, trace_req_t *q, double now) {
 
 static int run_loop(engine_t *e) {
     trace_req_t next;
-    int have = trace_next(e->rp.trace, &next);
-    if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
+    int have = replay_next(&e->rp, &next);
+    if (have < 0) return -1;
     if (warm_up(e)) return -1;
     e->t0 = replay_wall();
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
             if (add_request(e, &next, now)) return -1;
-            have = trace_next(e->rp.trace, &next);
-            if (have < 0) return FAIL(e, "%s", trace_errmsg(e->rp.trace));
+            have = replay_next(&e->rp, &next);
+            if (have < 0) return -1;
         }
+        /* a step boundary (or the end of an idle wait): nothing in flight; the requests
+         * that have arrived are recorded as aborted */
+        if (replay_interrupted(&e->rp, now)) return -1;
         if (have == 0 && sched_num_unfinished(e->rp.sched) == 0) break;
         const sched_plan_t *p;
         double w0 = replay_wall();
@@ -509,7 +503,7 @@ static int run_loop(engine_t *e) {
         double sched_s = replay_wall() - w0;
         if (p->n > 0 || p->n_pads > 0) {
             if (run_step(e, p, sched_s) || replay_after_step(&e->rp, p)) return -1;
-            progress(e, 0);
+            if (e->o->progress) replay_progress(&e->rp, "engine", now_s(e), e->steps, 0);
             continue;
         }
         if (replay_after_idle(&e->rp)) return -1;
@@ -524,7 +518,7 @@ static int run_loop(engine_t *e) {
         sleep_until(e, until);
         e->ready_s = now_s(e);
     }
-    progress(e, 1);
+    if (e->o->progress) replay_progress(&e->rp, "engine", now_s(e), e->steps, 1);
     return 0;
 }
 
@@ -551,6 +545,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         .version = o->version,
     };
     e.rp.early_info = &early;
+    e.rp.interrupt = o->interrupt;
     int setup_rc = replay_load_policy(&e.rp, o->policy_path, o->sets, o->n_sets, &o->limits);
     char draft[256];
     if (setup_rc == 0 && replay_param_str(&e.rp, "draft", draft, sizeof draft) == 1)
@@ -568,6 +563,12 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         setup_rc = replay_start_sched(&e.rp, &cfg);
     }
     if (setup_rc == 0) setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
+    /* A configuration that cannot run records nothing (engine.h): the caller says why. */
+    if (setup_rc != 0) {
+        res->setup_failed = 1;
+        goto done;
+    }
+    if (o->progress) replay_count_trace(&e.rp, o->trace_path, &o->trace_opts);
 
     /* Everything a replay of this run needs (validate: the simulator on the same workload,
      * or the engine again with --repeat). */
@@ -609,25 +610,24 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         goto done;
     }
     rec_run_info_t info = early;
-    info.params = e.rp.host && !lhost_errmsg(e.rp.host) ? lhost_params_json(e.rp.host) : "{}";
+    info.params = lhost_params_json_for(e.rp.host, "engine"); /* sim-only params had no effect */
     info.model = e.model_source[0] ? e.model_source : o->model;
     info.config = config;
     if (replay_begin(&e.rp, &info) != 0) goto done;
     res->run_id = e.rp.run_id;
-    if (setup_rc == 0) {
-        /* Idle waits end on time: nanosleep's default timer slack (50 us) would add to the
-         * TTFT of every request that arrives at an idle engine. Restored after the run. */
-        int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-        /* Cores kept awake through idle waits: a halted vCPU comes back slow for tens of
-         * ms (engine.h, idle_sleep), which the simulator cannot know of. */
-        int warm = !o->idle_sleep && e.bk->keep_warm;
-        if (warm) e.bk->keep_warm(e.bk, 1);
-        run_loop(&e);
-        if (warm) e.bk->keep_warm(e.bk, 0);
-        if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
-    }
+    /* Idle waits end on time: nanosleep's default timer slack (50 us) would add to the
+     * TTFT of every request that arrives at an idle engine. Restored after the run. */
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    /* Cores kept awake through idle waits: a halted vCPU comes back slow for tens of
+     * ms (engine.h, idle_sleep), which the simulator cannot know of. */
+    int warm = !o->idle_sleep && e.bk->keep_warm;
+    if (warm) e.bk->keep_warm(e.bk, 1);
+    run_loop(&e);
+    if (warm) e.bk->keep_warm(e.bk, 0);
+    if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     replay_finish(&e.rp);
+    res->interrupted = e.rp.interrupted;
     res->requests = e.rp.requests;
     res->skipped = e.rp.trace ? trace_skipped(e.rp.trace) : 0;
     res->steps = e.steps;

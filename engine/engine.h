@@ -19,11 +19,17 @@
  *    request's own tokens; a draft is accepted while it equals the token the model samples
  *    at its position, which keeps the output distribution exact.
  *  - A failed run is marked failed with its message; unfinished requests become aborted.
+ *    A configuration that cannot run (options, the model file, the backend, the policy,
+ *    a trace without a request to replay) fails before the run row: nothing is recorded
+ *    and engine_result_t.setup_failed says so.
+ *  - interrupt: polled between steps and during idle waits; once non-zero (a signal's
+ *    number) the run ends as failed with "interrupted by SIGINT at t=T s" (engine time).
  *
  * Ownership: engine_run borrows the options for the duration of the call. */
 #ifndef TWIN_ENGINE_H
 #define TWIN_ENGINE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +76,7 @@ typedef struct {
     double watermark;         /* 0.01 */
     lhost_limits_t limits;
     int progress;
+    const volatile sig_atomic_t *interrupt; /* NULL, or a flag a signal handler sets */
     const char *version;
     const char *config_extra; /* NULL or JSON members appended to the run's config object
                                * (--repeat records "experiment":{...} here) */
@@ -85,11 +92,14 @@ typedef struct {
     int64_t spec_proposed, spec_accepted;
     summary_t summary;
     int have_summary;
+    int setup_failed;         /* nothing ran and nothing was recorded (run_id -1) */
+    int interrupted;          /* the interrupt flag ended the run */
 } engine_result_t;
 
 void engine_opts_defaults(engine_opts_t *o);
 
-/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed). */
+/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed;
+ * res->setup_failed when it did not begin). */
 int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t errlen);
 
 /* The synthetic prompt of request `id`: n ids in [3, vocab), from (seed, id) only. */

@@ -162,7 +162,61 @@ int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts) {
     r->trace = trace_open(path, opts);
     if (!r->trace) return replay_fail(r, "out of memory opening the trace");
     if (trace_errmsg(r->trace)) return replay_fail(r, "%s", trace_errmsg(r->trace));
-    return 0;
+    int got = trace_next(r->trace, &r->ahead);
+    if (got < 0) return replay_fail(r, "%s", trace_errmsg(r->trace));
+    if (got > 0) {
+        r->have_ahead = 1;
+        return 0;
+    }
+    /* A run of 0 requests would be recorded as done and compare as a perfect run. */
+    if (opts && (opts->start_s > 0 || opts->duration_s > 0)) {
+        char dur[64] = "";
+        if (opts->duration_s > 0) snprintf(dur, sizeof dur, ", --duration %g s", opts->duration_s);
+        return replay_fail(r, "%s: no request to replay in the window --start %g s%s: it "
+                           "begins after the trace's last request, or holds none", path,
+                           opts->start_s, dur);
+    }
+    return replay_fail(r, "%s: the trace holds no request", path);
+}
+
+int replay_next(replay_t *r, trace_req_t *q) {
+    if (r->have_ahead) {
+        *q = r->ahead;
+        r->have_ahead = 0;
+        return 1;
+    }
+    int got = trace_next(r->trace, q);
+    if (got < 0) return replay_fail(r, "%s", trace_errmsg(r->trace));
+    return got;
+}
+
+void replay_count_trace(replay_t *r, const char *path, const trace_opts_t *opts) {
+    if (!path || !strcmp(path, "-")) return;
+    trace_t *t = trace_open(path, opts);
+    trace_req_t q;
+    int64_t n = 0;
+    while (t && !trace_errmsg(t) && trace_next(t, &q) == 1) n++;
+    /* a bad row is the replay's to report, where it is reached */
+    r->total = t && !trace_errmsg(t) ? n : 0;
+    trace_close(t);
+}
+
+void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int final) {
+    double w = replay_wall();
+    if (!final && w - r->last_progress < 0.2) return;
+    r->last_progress = w;
+    const sched_view_t *v = r->sched ? sched_view(r->sched) : NULL;
+    char total[96] = "", eta[48] = "";
+    if (r->total > 0) {
+        double frac = (double)r->requests / (double)r->total;
+        snprintf(total, sizeof total, "/%lld (%.0f%%)", (long long)r->total, 100 * frac);
+        /* arrivals are what the replay walks through: their rate so far predicts the rest */
+        if (!final && frac > 0.01)
+            snprintf(eta, sizeof eta, "  ETA %.0f s", (w - r->wall0) * (1 - frac) / frac);
+    }
+    fprintf(stderr, "\r[%s] t=%.1fs  requests %lld%s  waiting %d  running %d  steps %lld%s   %s",
+            who, t, (long long)r->requests, total, v ? v->n_waiting : 0, v ? v->n_running : 0,
+            (long long)steps, eta, final ? "\n" : "");
 }
 
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len) {
@@ -244,6 +298,23 @@ int replay_stalled(replay_t *r, double now) {
                        "arrival left (a policy bug: schedule() must make progress or call "
                        "s:wake_at)", r->policy_path, now, sched_num_unfinished(r->sched),
                        v->n_waiting, v->n_running);
+}
+
+const char *replay_signal_name(int sig) {
+    static char buf[32];
+    switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: snprintf(buf, sizeof buf, "signal %d", sig); return buf;
+    }
+}
+
+int replay_interrupted(replay_t *r, double now) {
+    int sig = r->interrupt ? *r->interrupt : 0;
+    if (!sig) return 0;
+    r->interrupted = 1;
+    return replay_fail(r, "interrupted by %s at t=%.3f s", replay_signal_name(sig), now);
 }
 
 int replay_record_step(replay_t *r, rec_step_t *st) {

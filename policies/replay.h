@@ -11,6 +11,14 @@
  *    watchdog stops the process from its own thread, through the ledger of requests in flight
  *    (status aborted, arrival data only).
  *  - replay_finish marks the run done, or failed with the message, and flushes every row.
+ *  - The run row is written only once the run can start (replay_begin after a successful
+ *    setup): a configuration that cannot run (a missing file, a policy that does not load,
+ *    an unknown preset, a trace without a request to replay) records nothing, so an
+ *    executor reports it as a usage error (its result's setup_failed).
+ *  - An interrupt (the flag `interrupt` points to, set by a signal handler to the signal's
+ *    number) is polled by the executors at step boundaries (replay_interrupted) and fails
+ *    the run with "interrupted by SIGINT at t=T s", which replay_finish gives every
+ *    unfinished request as its abort reason.
  *
  * Ownership: replay_t is embedded by the executor; replay_close frees what it holds. Option
  * strings are borrowed for the replay's lifetime. */
@@ -18,6 +26,7 @@
 #define TWIN_REPLAY_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +57,9 @@ typedef struct {
 
 typedef struct replay {
     rec_t *rec;
+    /* Set by the executor from its options; NULL: never interrupted. */
+    const volatile sig_atomic_t *interrupt;
+    int interrupted;             /* the run was ended by a signal */
     int64_t run_id;              /* -1 until the run row exists */
     lhost_t *host;
     sched_t *sched;
@@ -62,6 +74,10 @@ typedef struct replay {
     int64_t requests;            /* handed to replay_add */
     int64_t idle_calls;          /* empty plans since the last step or arrival */
     int64_t steps_without_token; /* steps in a row in which no entry sampled */
+    trace_req_t ahead;           /* the first request, read by replay_open_trace */
+    int have_ahead;
+    int64_t total;               /* requests the trace holds (replay_count_trace); 0 unknown */
+    double last_progress;        /* replay_wall() of the last progress line */
     /* Called after a request's row is written (finished, rejected or aborted; reason NULL
      * when finished), e.g. for the engine to free the request's tokens. May be NULL. */
     void (*on_final)(void *ud, const sched_req_t *r, const char *reason);
@@ -89,7 +105,19 @@ int replay_param_str(replay_t *r, const char *key, char *out, size_t len);
 
 /* Builds the scheduler with the loaded policy, its sink writing request rows. */
 int replay_start_sched(replay_t *r, const sched_config_t *cfg);
+/* Opens the trace and reads its first request, so that a trace (or a --start/--duration/
+ * --limit window) holding none fails here, before the run row, naming the window. */
 int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts);
+/* The next request in trace order (the one read ahead first): 1, 0 at the end, -1 with the
+ * trace's message recorded. */
+int replay_next(replay_t *r, trace_req_t *q);
+/* Counts the requests of the trace as replayed (a second reader over the same file, with
+ * the same options) into r->total, for a progress line with a total and an ETA. A trace
+ * that cannot be read again (stdin) leaves the total unknown. */
+void replay_count_trace(replay_t *r, const char *path, const trace_opts_t *opts);
+/* The progress line on stderr, at most every 0.2 s unless final: "[WHO] t=T s  requests
+ * N/TOTAL (P%)  waiting W  running R  steps S  ETA E s". */
+void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int final);
 /* "PATH (rate_scale X, start S s, duration D s, limit N[, max_prompt P, max_output O])"
  * for the runs row's trace column. */
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len);
@@ -118,6 +146,12 @@ int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now
 int replay_after_step(replay_t *r, const sched_plan_t *p);
 int replay_after_idle(replay_t *r);
 int replay_stalled(replay_t *r, double now);
+
+/* 0, or -1 when the interrupt flag is set: the run fails with "interrupted by SIGNAME at
+ * t=T s" (T the executor's time: simulated or engine seconds). */
+int replay_interrupted(replay_t *r, double now);
+/* "SIGINT", "SIGTERM", "SIGHUP", else "signal N" (in a static buffer). */
+const char *replay_signal_name(int sig);
 
 /* A step row; fills kv_used/kv_total/num_waiting from the scheduler. */
 int replay_record_step(replay_t *r, rec_step_t *st);

@@ -33,7 +33,6 @@ typedef struct {
     int32_t accepted_cap;
     int stopped;          /* a hook asked to stop */
     int64_t steps, hashed_requests;
-    double last_progress;
     cost_features_t feat; /* the step in flight: its target pass's work and host time */
     double host_s;
     sim_client_t client;  /* the client-side terms in effect (sim.h) */
@@ -440,26 +439,14 @@ static int setup(sim_t *m, preset_model_t *model, preset_hw_t *hw, int32_t *num_
 /* ------------------------------------------------------------------ the loop */
 
 static int push_next_arrival(sim_t *m, trace_req_t *next) {
-    int rc = trace_next(m->rp.trace, next);
-    if (rc < 0) return fail(m, "%s", trace_errmsg(m->rp.trace));
-    if (rc == 0) return 0;
+    int rc = replay_next(&m->rp, next);
+    if (rc <= 0) return rc;
     double t;
     if (front_end(m, next, &t)) return -1;
     if (m->draft_cost && draft_track(m, next->id)) return -1;
     if (sim_heap_push(&m->heap, (sim_event_t){ .t = t, .type = SIM_EV_ARRIVAL }))
         return fail(m, "out of memory (event heap)");
     return 0;
-}
-
-static void progress(sim_t *m, double now, int final) {
-    if (!m->o->progress) return;
-    double w = wall_now();
-    if (!final && w - m->last_progress < 0.2) return;
-    m->last_progress = w;
-    const sched_view_t *v = sched_view(m->rp.sched);
-    fprintf(stderr, "\r[sim] t=%.1fs  requests %lld  waiting %d  running %d  steps %lld   %s",
-            now, (long long)m->rp.requests, v->n_waiting, v->n_running, (long long)m->steps,
-            final ? "\n" : "");
 }
 
 static int run_loop(sim_t *m) {
@@ -522,6 +509,8 @@ static int run_loop(sim_t *m) {
             sim_heap_pop(&m->heap, &ev);
         }
         if (busy) continue;
+        /* a step boundary: nothing in flight, the last step committed and recorded */
+        if (replay_interrupted(&m->rp, now)) return -1;
 
         /* An empty plan that rejected or preempted something changed the state: ask again
          * at this instant (bounded, like wake-ups, against a policy that never settles). */
@@ -555,9 +544,9 @@ static int run_loop(sim_t *m) {
                     return fail(m, "out of memory (event heap)");
             }
         }
-        progress(m, now, 0);
+        if (m->o->progress) replay_progress(&m->rp, "sim", now, m->steps, 0);
     }
-    progress(m, now, 1);
+    if (m->o->progress) replay_progress(&m->rp, "sim", now, m->steps, 1);
     if (m->o->prefix_caching && m->hashed_requests == 0)
         fprintf(stderr, "twinserve sim: note: this trace names no shared prefixes (Mooncake "
                         "hash_ids, or a plain trace's prefix_group,prefix_tokens columns): "
@@ -591,15 +580,26 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         .version = o->version,
     };
     m.rp.early_info = &early;
-    int setup_rc = setup(&m, &model, &hw, &num_blocks);
+    m.rp.interrupt = o->interrupt;
+    /* A sweep forks its later points after a signal: they are not run, and not recorded. */
+    if (o->interrupt && *o->interrupt) {
+        replay_fail(&m.rp, "not run: interrupted by %s before it started",
+                    replay_signal_name(*o->interrupt));
+        res->interrupted = 1;
+        goto done;
+    }
+    /* A configuration that cannot run records nothing (sim.h): the caller says why. */
+    if (setup(&m, &model, &hw, &num_blocks) != 0) {
+        res->setup_failed = 1;
+        goto done;
+    }
+    if (o->progress) replay_count_trace(&m.rp, o->trace_path, &o->trace_opts);
 
-    /* The run row goes in even when setup failed, so bad input is recorded as a failed run. */
-    if (setup_rc == 0 && m.cf && m.cf->kind == COST_FILE_LINEAR)
+    if (m.cf && m.cf->kind == COST_FILE_LINEAR)
         snprintf(hw_desc, sizeof hw_desc, "cost file: %.100s",
                  m.cf->fitted_for[0] ? m.cf->fitted_for : o->cost_path);
     else
-        snprintf(hw_desc, sizeof hw_desc, "%s x%d", setup_rc == 0 ? hw.name
-                 : o->hw ? o->hw : SIM_DEFAULT_HW, o->tp);
+        snprintf(hw_desc, sizeof hw_desc, "%s x%d", hw.name, o->tp);
     FILE *cf = open_memstream(&config, &config_len);
     if (!cf) {
         fail(&m, "out of memory (run config)");
@@ -609,17 +609,17 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
                 "\"max_model_len\":%d,\"watermark\":%.17g,\"gpu_util\":%.17g,\"tp\":%d,"
                 "\"prefix_caching\":%s,\"kv_blocks_given\":%s,\"cost\":",
             num_blocks, o->block_size, o->max_tokens, o->max_seqs,
-            o->max_model_len > 0 ? o->max_model_len : (setup_rc == 0 ? model.max_seq : 0),
+            o->max_model_len > 0 ? o->max_model_len : model.max_seq,
             o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
             o->kv_blocks > 0 ? "true" : "false");
-    if (m.cf && setup_rc == 0)
+    if (m.cf)
         cost_file_json(cf, m.cf);
     else
         fprintf(cf, "{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
                     "\"attn_eff\":%.17g,\"overhead_s\":%.17g}",
                 o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
     fputs(",\"calibration\":", cf);
-    json_write_str(cf, setup_rc == 0 ? m.calibration : "");
+    json_write_str(cf, m.calibration);
     fputc(',', cf);
     replay_json_path(cf, "policy_file", o->policy_path);
     fputc(',', cf);
@@ -637,14 +637,15 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         goto done;
     }
     rec_run_info_t info = early;
-    info.params = m.rp.host && !lhost_errmsg(m.rp.host) ? lhost_params_json(m.rp.host) : "{}";
-    info.model = setup_rc == 0 ? model.name : early.model;
+    info.params = lhost_params_json_for(m.rp.host, "sim");
+    info.model = model.name;
     info.hardware = hw_desc;
     info.config = config;
     if (replay_begin(&m.rp, &info) != 0) goto done;
     res->run_id = m.rp.run_id;
-    if (setup_rc == 0) run_loop(&m);
+    run_loop(&m);
     replay_finish(&m.rp);
+    res->interrupted = m.rp.interrupted;
     res->requests = m.rp.requests;
     res->skipped = m.rp.trace ? trace_skipped(m.rp.trace) : 0;
     res->steps = m.steps;

@@ -16,8 +16,14 @@
  *    CPU-side time (cost_host_time, 0 for the roofline): the step is decided at t, its
  *    pass starts at t + host and ends host + pass later, when its tokens are emitted. The
  *    step row records both (host_s, dur_s) and the pass's features.
- *  - A run that fails (bad trace row, policy error, stall) is marked failed in the database
- *    with its message, and requests left unfinished are recorded as aborted.
+ *  - A run that fails (bad trace row, policy error, stall, an interrupt) is marked failed
+ *    in the database with its message, and requests left unfinished are recorded as
+ *    aborted. A configuration that cannot run (options, files, presets, a policy that does
+ *    not load, a trace without a request to replay) fails before the run row is written:
+ *    nothing is recorded and sim_result_t.setup_failed says so.
+ *  - interrupt: polled before each step is planned; once non-zero (a signal's number) the
+ *    run ends as failed with "interrupted by SIGINT at t=T s" (T simulated seconds). Set
+ *    when sim_run is called, nothing is run or recorded (a sweep's later points).
  *
  *  - Hooks (optional, for teaching views and tests): on_step is called once per executed
  *    step when it completes, BEFORE the scheduler commits it, so every plan entry's request
@@ -53,6 +59,7 @@
 #ifndef TWIN_SIM_H
 #define TWIN_SIM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -124,6 +131,7 @@ typedef struct {
     sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
+    const volatile sig_atomic_t *interrupt; /* NULL, or a flag a signal handler sets */
     const char *version;
     int save_tokens;          /* write per-token rows (see above) */
     const char *config_extra; /* NULL or JSON members appended to the run's config object,
@@ -143,13 +151,16 @@ typedef struct {
     summary_t summary;        /* loaded back from the database at the end */
     int have_summary;
     int stopped;              /* a hook stopped the run */
+    int setup_failed;         /* nothing ran and nothing was recorded (run_id -1) */
+    int interrupted;          /* the interrupt flag ended the run */
     char calibration[320];    /* the cost model's provenance: the --cost file, a shipped
                                * "builtin:MODEL.HW.tpN", or "none: <why the roofline>" */
 } sim_result_t;
 
 void sim_opts_defaults(sim_opts_t *o);
 
-/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed). */
+/* 0 on a completed run; -1 with a message in err (the run, if it began, is marked failed;
+ * res->setup_failed when it did not begin). */
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen);
 
 /* The KV capacity in blocks for a model on hardware (see above); -1 with err when the

@@ -23,12 +23,12 @@ if [ "$rc" -ne 0 ]; then
     want_err_re "(no GPU|no CUDA backend)"
     end
 
-    begin "cuda unavailable: the engine run is recorded as failed, with the reason"
+    begin "cuda unavailable: the engine refuses with the reason and records no run"
     run eng_nogpu "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
         --model dummy:stories260k --backend cuda --db "$T/n.db" -q
-    want_rc 1
+    want_rc 2
     want_err_re "(no GPU|no CUDA backend)"
-    want_sql "$T/n.db" "select status from runs" failed
+    want_sql "$T/n.db" "select count(*) from runs" 0
     end
 
     begin "cuda unavailable: bench says why"

@@ -5,7 +5,8 @@
 # Good runs: the greedy story, identical from both file formats; an engine replay recorded
 # like a simulator run (report reads it). Bad input: missing, damaged and truncated model
 # files, a prompt longer than the context, an unknown backend, bad options: a clear message
-# naming the file or request, a non-zero exit, the run marked failed, never a crash.
+# naming the file or request, a non-zero exit (2 and no run recorded when nothing could
+# run), never a crash.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_engine
 
@@ -98,18 +99,18 @@ want_rc 0
 want_sql "$T/d.db" "select model || '|' || status from runs" "dummy:stories260k|done"
 end
 
-begin "engine: a damaged model file fails the run with the file's name"
+begin "engine: a damaged model file is refused with the file's name, before any run is recorded"
 printf 'not a model at all' >"$T/bad.bin"
 run eng_bad "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" --model "$T/bad.bin" --db "$T/b.db"
-want_rc 1
-want_err "$T/bad.bin"
-want_sql "$T/b.db" "select status from runs" failed
+want_rc 2
+want_err "$T/bad.bin" "nothing was run or recorded"
+want_sql "$T/b.db" "select count(*) from runs" 0
 end
 
 begin "engine: an unknown backend and an unknown preset are refused"
 run eng_backend "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
     --model dummy:stories260k --backend tpu --db "$T/x.db"
-want_rc 1
+want_rc 2
 want_err "tpu"
 run eng_preset "$BIN" generate --model dummy:no-such-model
 want_rc 1

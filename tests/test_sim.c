@@ -294,17 +294,30 @@ static char *printed_summary(int64_t id, summary_t *s) {
 }
 
 START_TEST(rejections_are_counted_by_reason_with_a_hint) {
-    /* One request past the context (90 + 30 > 100): the summary counts it by its reason
-     * and names the options that would keep it; a clipped run says it clipped. */
-    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,90,30\n0,10,5\n");
-    int64_t a = run(tr, "policies/continuous.lua", NULL, 0, reject_100);
+    /* One request past the context (90 + 30 > 100): the summary counts it by its reason,
+     * with its share of the trace, and names the options that would keep it; past 5% of
+     * the trace in a warning line of its own; a clipped run says it clipped. */
+    char many[2048] = "arrival_s,prompt_tokens,output_tokens\n0,90,30\n";
+    for (int i = 0; i < 24; i++) strcat(many, "0,10,5\n");
+    const char *tr = tmp_trace(many);
+    int64_t small = run(tr, "policies/continuous.lua", NULL, 0, reject_100);
+    unlink(tr);
     summary_t s;
-    char *out = printed_summary(a, &s);
+    char *out = printed_summary(small, &s);
+    ck_assert_msg(strstr(out, "rejected  1 (4.0%) prompt + output longer than the context "
+                              "(--max-model-len N, or --clip-to-context"), "%s", out);
+    ck_assert_msg(!strstr(out, "WARNING"), "%s", out);
+    free(out);
+    tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,90,30\n0,10,5\n");
+    int64_t a = run(tr, "policies/continuous.lua", NULL, 0, reject_100);
+    out = printed_summary(a, &s);
     ck_assert_int_eq(s.rejected_by[SUMMARY_REJ_CONTEXT], 1);
     ck_assert_int_eq(s.rejected_by[SUMMARY_REJ_OTHER], 0);
     ck_assert_int_eq(s.clip_to_context, 0);
-    ck_assert_msg(strstr(out, "rejected  1 prompt + output longer than the context "
-                              "(--max-model-len N, or --clip-to-context"), "%s", out);
+    ck_assert_msg(strstr(out, "rejected  1 (50.0%) prompt + output longer than the context\n"
+                              "WARNING   50.0% of the trace is over llama-2-7b's 100-token "
+                              "context: --max-model-len, --clip-to-context or another model\n"),
+                  "%s", out);
     ck_assert_msg(!strstr(out, "clipped   "), "%s", out);
     free(out);
     int64_t b = run(tr, "policies/continuous.lua", NULL, 0, clip_100);

@@ -309,6 +309,13 @@ START_TEST(test_print) {
         "policy    policies/continuous.lua\n",
         "model     llama-2-7b on a100\n",
         "requests  5: 3 finished, 1 rejected, 1 aborted; 2 preempted (3 preemptions); 7 steps\n",
+        /* dropped requests by reason, with their share; over 5% a warning of its own */
+        "rejected  1 (20.0%) other reasons\n"
+        "WARNING   20.0% of the trace was rejected (other reasons): the requests table's "
+        "reason column says why\n"
+        "aborted   1 (20.0%) unfinished when the run failed (the error above)\n"
+        "WARNING   20.0% of the requests read never finished: this run's numbers describe "
+        "part of its trace only\n",
         "makespan  2800.00 ms: 1.07 req/s, 6.1 output tok/s, 66.8 total tok/s\n",
         "  TTFT          4   725.00 ms   650.00 ms  1350.00 ms  1425.00 ms  1485.00 ms\n",
         "  TPOT          2   300.00 ms   300.00 ms   460.00 ms   480.00 ms   496.00 ms\n",
@@ -348,7 +355,7 @@ START_TEST(test_print) {
     out = print_to_string(&s, 1);
     ck_assert_msg(strstr(out, "b                        static           failed            0/1"
                               "          -        -          -              -/-"
-                              "              -/-\n") != NULL, "%s", out);
+                              "              -/-  policy error: boom\n") != NULL, "%s", out);
     free(out);
     sqlite3_close(db);
     testutil_unlink_db(path);
@@ -388,6 +395,36 @@ START_TEST(test_shared_helpers) {
 }
 END_TEST
 
+/* A run that is not done says so first (report), and `runs` shows its error. */
+START_TEST(test_not_done_is_flagged) {
+    char path[256], err[512];
+    ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
+    build(path);
+    sqlite3 *db;
+    ck_assert_msg(summary_open(path, &db, err, sizeof err) == 0, "%s", err);
+    summary_t s;
+    ck_assert(summary_load(db, 2, &s, err, sizeof err) == 0);
+    char *out = print_to_string(&s, 0);
+    ck_assert_msg(strncmp(out, "WARNING   run 'b' is failed, not done: policy error: boom: its "
+                               "numbers cover only the requests it got to\n", 105) == 0,
+                  "%s", out);
+    free(out);
+    out = print_to_string(&s, 1);
+    ck_assert_msg(strstr(out, "  policy error: boom\n") != NULL, "%s", out);
+    free(out);
+    /* a long error is cut to fit the row */
+    memset(s.error, 'x', sizeof s.error - 1);
+    s.error[sizeof s.error - 1] = '\0';
+    out = print_to_string(&s, 1);
+    ck_assert_msg(strstr(out, "  xxxxxxxxxx") && strstr(out, "x...\n") &&
+                  !strstr(out, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+                  "%s", out);
+    free(out);
+    sqlite3_close(db);
+    testutil_unlink_db(path);
+}
+END_TEST
+
 static Suite *summary_suite(void) {
     Suite *s = suite_create("summary");
     TCase *tc = tcase_create("core");
@@ -396,6 +433,7 @@ static Suite *summary_suite(void) {
     tcase_add_test(tc, test_find_run);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_print);
+    tcase_add_test(tc, test_not_done_is_flagged);
     tcase_add_test(tc, test_shared_helpers);
     suite_add_tcase(s, tc);
     return s;
