@@ -332,6 +332,7 @@ enum {
     COL_SLO,          /* 1 finished and meeting every set SLO, else 0 */
     COL_GOOD,         /* COL_SLO * the run's requests / its makespan: goodput, pooled */
     COL_REQS, COL_OUT, COL_TOK,   /* the run's throughput, on each of its requests */
+    COL_ACCEPT, COL_TPS,          /* the run's speculative figures (report_spec_t), likewise */
     NCOLS
 };
 
@@ -404,6 +405,7 @@ done:
 typedef struct {
     size_t runs;
     summary_t *sum;
+    report_spec_t *spec;
     run_rows_t *rows;
     size_t *off;
     double *x[NCOLS];
@@ -413,6 +415,7 @@ static void side_data_free(side_data_t *d) {
     for (size_t k = 0; d->rows && k < d->runs; k++) rows_free(&d->rows[k]);
     free(d->rows);
     free(d->sum);
+    free(d->spec);
     free(d->off);
     for (int c = 0; c < NCOLS; c++) free(d->x[c]);
     memset(d, 0, sizeof *d);
@@ -428,9 +431,10 @@ static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, 
     }
     d->runs = in->n;
     d->sum = calloc(in->n, sizeof *d->sum);
+    d->spec = calloc(in->n, sizeof *d->spec);
     d->rows = calloc(in->n, sizeof *d->rows);
     d->off = calloc(in->n + 1, sizeof *d->off);
-    if (!d->sum || !d->rows || !d->off) {
+    if (!d->sum || !d->spec || !d->rows || !d->off) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
@@ -442,6 +446,7 @@ static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, 
             goto done;
         }
         if (rows_load(in->db, &d->sum[k], &d->rows[k], err, errlen) != 0) goto done;
+        if (report_load_spec(in->db, in->ids[k], &d->spec[k], err, errlen) != 0) goto done;
         d->off[k + 1] = d->off[k] + d->rows[k].n;
     }
     size_t n = d->off[d->runs];
@@ -528,6 +533,8 @@ static void side_columns(side_data_t *d, const unsigned char *keep, const compar
             d->x[COL_REQS][j] = s->req_per_s;
             d->x[COL_OUT][j] = s->out_tok_per_s;
             d->x[COL_TOK][j] = s->tok_per_s;
+            d->x[COL_ACCEPT][j] = d->spec[k].acceptance;
+            d->x[COL_TPS][j] = d->spec[k].tokens_per_step;
         }
     }
 }
@@ -550,10 +557,11 @@ typedef struct {
     int col;
     compare_stat_t stat;
     int higher_is_better;
-    int kind;   /* ROW_LATENCY, ROW_COUNT (finished), ROW_SLO, ROW_RUN (one value per run) */
+    int kind;   /* ROW_LATENCY, ROW_COUNT (finished), ROW_SLO, ROW_RUN (one value per run),
+                 * ROW_SPEC (one value per run, only when a run verified drafts) */
 } metric_def_t;
 
-enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN };
+enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN, ROW_SPEC };
 
 static const metric_def_t METRICS[] = {
     {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
@@ -576,16 +584,33 @@ static const metric_def_t METRICS[] = {
     {"req_per_s", "requests/s", "req/s", COL_REQS, {COMPARE_MEAN, 0}, 1, ROW_RUN},
     {"out_tok_per_s", "output tok/s", "tok/s", COL_OUT, {COMPARE_MEAN, 0}, 1, ROW_RUN},
     {"tok_per_s", "total tok/s", "tok/s", COL_TOK, {COMPARE_MEAN, 0}, 1, ROW_RUN},
+    /* Speculative decoding, as report computes it: ratios of the run's totals (drafts, decode
+     * steps), not means of per-request values, so one figure per run, as throughput. More
+     * accepted drafts and more tokens per step are better for latency at equal cost; a
+     * larger k may buy them with more compute, which the latency rows show. */
+    {"spec_acceptance", "spec accept", "frac", COL_ACCEPT, {COMPARE_MEAN, 0}, 1, ROW_SPEC},
+    {"spec_tokens_per_step", "tokens/step", "tok", COL_TPS, {COMPARE_MEAN, 0}, 1, ROW_SPEC},
 };
 enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
-/* A run's throughput figure for a ROW_RUN column. */
-static double run_figure(const summary_t *s, int col) {
+/* The first run's figure for a ROW_RUN or ROW_SPEC column. */
+static double run_figure(const side_data_t *d, int col) {
     switch (col) {
-    case COL_REQS: return s->req_per_s;
-    case COL_OUT: return s->out_tok_per_s;
-    default: return s->tok_per_s;
+    case COL_REQS: return d->sum[0].req_per_s;
+    case COL_OUT: return d->sum[0].out_tok_per_s;
+    case COL_ACCEPT: return d->spec[0].acceptance;
+    case COL_TPS: return d->spec[0].tokens_per_step;
+    default: return d->sum[0].tok_per_s;
     }
+}
+
+/* Whether a run of either side verified drafts: the speculative rows are shown then. */
+static int any_spec(const side_data_t *a, const side_data_t *b) {
+    for (size_t k = 0; k < a->runs; k++)
+        if (a->spec[k].proposed > 0) return 1;
+    for (size_t k = 0; k < b->runs; k++)
+        if (b->spec[k].proposed > 0) return 1;
+    return 0;
 }
 
 void compare_opts_default(compare_opts_t *o) {
@@ -660,8 +685,10 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
     int col[N_METRICS];
     compare_est_t est[N_METRICS];
     size_t nstat = 0, which[N_METRICS];
+    int spec = any_spec(&da, &db);
     for (size_t k = 0; k < N_METRICS; k++) {
         if (METRICS[k].kind == ROW_SLO && !o->has_slo) continue;
+        if (METRICS[k].kind == ROW_SPEC && !spec) continue;
         which[nstat] = k;
         stat[nstat] = METRICS[k].stat;
         col[nstat++] = METRICS[k].col;
@@ -681,10 +708,10 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
         snprintf(mt->unit, sizeof mt->unit, "%s", d->unit);
         mt->higher_is_better = d->higher_is_better;
         mt->est = est[q];
-        if (d->kind == ROW_RUN && (da.runs < 2 || db.runs < 2)) {
+        if ((d->kind == ROW_RUN || d->kind == ROW_SPEC) && (da.runs < 2 || db.runs < 2)) {
             /* A single run's figure, exactly as its summary has it; no interval. */
-            double a = da.runs < 2 ? run_figure(&out->a, d->col) : est[q].a;
-            double b = db.runs < 2 ? run_figure(&out->b, d->col) : est[q].b;
+            double a = da.runs < 2 ? run_figure(&da, d->col) : est[q].a;
+            double b = db.runs < 2 ? run_figure(&db, d->col) : est[q].b;
             mt->est = (compare_est_t){a, b, b - a, a != 0 ? 100 * (b - a) / a : NAN, NAN, NAN,
                                       0, 0};
         }

@@ -43,6 +43,10 @@
  *  - Throughput rows get a CI only when both sides have >= 2 runs (redrawing requests
  *    cannot vary one run's makespan); an experiment's throughput is its runs' figures
  *    weighted by their requests.
+ *  - When a run of either side verified speculative drafts: "spec accept" (accepted /
+ *    proposed drafts) and "tokens/step" (per decoding request-step), report.h's figures.
+ *    They are ratios of a run's totals, so they are per-run figures as throughput is: a
+ *    CI when both sides have >= 2 runs (a run without drafts has none and is left out).
  *
  * Ownership: compare_result_t is a plain value (fixed arrays); nothing to free. The
  * bootstrap core keeps no pointer it is given. Errors go to the caller's err[errlen]. */

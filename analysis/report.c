@@ -266,11 +266,45 @@ done:
     return ret;
 }
 
+/* Every decode entry of a step adds 1 + k to its decode_tokens, and k to its request's
+ * spec_proposed: the difference counts the decoding request-steps. total() is 0.0 on no
+ * rows, where sum() would be NULL. */
+static const char SQL_SPEC[] =
+    "SELECT (SELECT total(spec_proposed) FROM requests WHERE run_id = ?1),"
+    " (SELECT total(spec_accepted) FROM requests WHERE run_id = ?1),"
+    " (SELECT total(decode_tokens) FROM steps WHERE run_id = ?1)";
+
+int report_load_spec(sqlite3 *db, int64_t run_id, report_spec_t *out, char *err,
+                     size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    *out = (report_spec_t){0, 0, 0, NAN, NAN};
+    if (sqlite3_prepare_v2(db, SQL_SPEC, -1, &st, NULL) != SQLITE_OK) goto done;
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_step(st) != SQLITE_ROW) goto done;
+    out->proposed = sqlite3_column_int64(st, 0);
+    out->accepted = sqlite3_column_int64(st, 1);
+    out->decode_steps = sqlite3_column_int64(st, 2) - out->proposed;
+    if (out->proposed > 0) {
+        out->acceptance = (double)out->accepted / (double)out->proposed;
+        if (out->decode_steps > 0)
+            out->tokens_per_step = 1.0 + (double)out->accepted / (double)out->decode_steps;
+    }
+    ret = 0;
+done:
+    if (ret != 0)
+        snprintf(err, errlen, "cannot read the speculative counts of run %lld: %s",
+                 (long long)run_id, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return ret;
+}
+
 int report_load_summary(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *out,
                         char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->itl = (stats_dist_t){0, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     out->kv_util = out->batch = (report_tw_t){0, NAN, NAN, NAN, NAN};
+    out->spec = (report_spec_t){0, 0, 0, NAN, NAN};
     out->slo = (report_slo_t){NAN, NAN, NAN};
     out->attainment = out->goodput = NAN;
     if (summary_load(db, run_id, &out->base, err, errlen) != 0) return -1;
@@ -293,6 +327,7 @@ int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *
     if (report_load_summary(db, run_id, slo, out, err, errlen) != 0) return -1;
     if (load_itl(db, run_id, &out->itl, err, errlen) != 0) return -1;
     if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
+    if (report_load_spec(db, run_id, &out->spec, err, errlen) != 0) return -1;
     return 0;
 }
 
@@ -325,6 +360,12 @@ void report_print(FILE *f, const report_t *r) {
         print_tw(f, "KV used", &r->kv_util, 100, "%");
         print_tw(f, "batch", &r->batch, 1, "");
     }
+    const report_spec_t *sp = &r->spec;
+    if (sp->proposed > 0)
+        fprintf(f, "spec      acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per "
+                "request-step (%lld decoding request-steps)\n", 100 * sp->acceptance,
+                (long long)sp->accepted, (long long)sp->proposed, sp->tokens_per_step,
+                (long long)sp->decode_steps);
     if (!r->has_slo) return;
     fprintf(f, "SLO       ");
     const char *sep = "";
@@ -418,6 +459,16 @@ void report_json(FILE *f, const report_t *r) {
     json_dist(f, "itl_s", &r->itl);
     json_tw(f, "kv_utilisation", &r->kv_util);
     json_tw(f, "batch_size", &r->batch);
+    const report_spec_t *sp = &r->spec;
+    if (sp->proposed > 0) {
+        fprintf(f, "  \"speculative\": {\"proposed\": %lld, \"accepted\": %lld, "
+                "\"decode_steps\": %lld, ", (long long)sp->proposed, (long long)sp->accepted,
+                (long long)sp->decode_steps);
+        report_json_key_num(f, "acceptance", sp->acceptance, ", ");
+        report_json_key_num(f, "tokens_per_step", sp->tokens_per_step, "},\n");
+    } else {
+        fputs("  \"speculative\": null,\n", f);
+    }
     if (!r->has_slo) {
         fputs("  \"slo\": null\n}\n", f);
         return;

@@ -16,6 +16,12 @@
  *    step has a positive duration). Their p50/p99 are weighted quantiles without
  *    interpolation: the smallest value v such that the steps with values <= v cover at least
  *    that share of the time. n == 0 (all NAN) when the run has no such step.
+ *  - Speculative decoding (runs that verified drafts; report_spec_t): the acceptance rate is
+ *    the run's accepted drafts over its proposed drafts (requests' spec_accepted and
+ *    spec_proposed, pooled); tokens per step is the mean tokens a decoding request emits
+ *    per step it decodes in: 1 + accepted / decode steps, where the decode steps (a decoding
+ *    request in one step, whatever its drafts) are the steps' decode_tokens (1 + k each)
+ *    less the drafts proposed. Without drafts both are NAN and no line is printed.
  *  - ITL: the gaps between consecutive t_s of one request's tokens ordered by idx, from the
  *    tokens table (pooled over requests); tokens sharing a t_s (one speculative step) are one
  *    emission and add no zero gap, as vLLM's per-chunk ITL. Latency percentiles are
@@ -44,6 +50,14 @@ typedef struct {
     double mean, p50, p99, max;
 } report_tw_t;
 
+/* A run's speculative decoding (see above). */
+typedef struct {
+    int64_t proposed, accepted;     /* drafts, over the run's requests */
+    int64_t decode_steps;           /* decoding request-steps: sum(decode_tokens) - proposed */
+    double acceptance;              /* accepted / proposed; NAN without drafts */
+    double tokens_per_step;         /* 1 + accepted / decode_steps; NAN without drafts */
+} report_spec_t;
+
 typedef struct {
     summary_t base;                 /* counts, throughput, ttft/tpot/e2e/queue distributions */
     stats_dist_t itl;               /* from the tokens table; n == 0 when it has no rows */
@@ -54,6 +68,7 @@ typedef struct {
     double goodput;                 /* req/s, NAN when no SLO */
     report_tw_t kv_util;            /* fraction of KV blocks in use, over time */
     report_tw_t batch;              /* sequences per step, over time */
+    report_spec_t spec;             /* proposed == 0: no speculative decoding */
     /* more fields may follow */
 } report_t;
 
@@ -66,12 +81,18 @@ int report_load(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo, rep
 
 /* As report_load, but reads only the requests and runs tables: base and the SLO figures
  * (has_slo, slo, slo_met, attainment, goodput), the same values report_load gives. The
- * tokens and steps tables are not read: itl, kv_util and batch are left empty (n == 0, the
- * rest NAN). For callers that need no more, such as sweep, over many runs. */
+ * tokens and steps tables are not read: itl, kv_util, batch and spec are left empty (n == 0
+ * or 0, the rest NAN). For callers that need no more, such as sweep, over many runs. */
 int report_load_summary(struct sqlite3 *db, int64_t run_id, const report_slo_t *slo,
                         report_t *out, char *err, size_t errlen);
 
-/* One screen for humans: summary_print, then ITL, SLOs, KV utilisation and batch size. */
+/* The run's speculative figures from its requests and steps tables (all zero and NAN when
+ * it verified no drafts). 0, or -1 with a message. */
+int report_load_spec(struct sqlite3 *db, int64_t run_id, report_spec_t *out, char *err,
+                     size_t errlen);
+
+/* One screen for humans: summary_print, then ITL, SLOs, KV utilisation and batch size, and
+ * the speculative figures of a run that verified drafts. */
 void report_print(FILE *f, const report_t *r);
 
 /* One JSON object (see docs/analysis.md), a newline at the end; NAN is written as null. */

@@ -8,6 +8,9 @@
 #  2. Params are checked at load: a shipped policy's declared params refuse a --set outside
 #     their range, and so does a user policy's spec; the message names the policy file and
 #     the param, the exit status is 2 (a usage error) and no run is recorded.
+#  3. Speculative decoding is said consistently: an engine run records no simulator-only
+#     params (alpha, draft) and its n-gram proposer; report and compare show the acceptance
+#     rate and tokens per step.
 #
 # Run from the repo root (tests/run_all.sh does) with TWIN_BIN set to the binary; the Azure
 # trace is read from ${TWIN_DATA:-../shared/data}; checks that need it print SKIP when it is
@@ -120,6 +123,46 @@ sim chunk1 --trace "$T/small.csv" --policy "$POL/chunked_prefill.lua" --set chun
 want_rc 0
 want_done "$T/chunk1.db"
 want_sql "$T/chunk1.db" "select json_extract(params, '$.chunk') from runs" 1
+end
+
+# ------------------------------------------------------------------ 3. speculative decoding
+
+# The simulator models a draft model (alpha, draft); the engine proposes n-gram drafts and
+# records neither. report shows both kinds' acceptance and tokens per step, compare compares.
+begin "speculative on the engine: params without alpha and draft, proposer ngram, spec line"
+run spec_eng "$BIN" engine -q --trace "$T/small.csv" --policy "$POL/speculative.lua" --set k=3 \
+    --model dummy:stories260k --db "$T/spec.db" --name eng
+want_rc 0
+want_sql "$T/spec.db" "select params from runs where name = 'eng'" \
+    '{"k":3,"max_seqs":256,"max_tokens":8192}'
+want_sql "$T/spec.db" "select json_extract(config, '$.proposer') from runs where name = 'eng'" ngram
+run spec_eng_report "$BIN" report "$T/spec.db" --run eng
+want_rc 0
+want_out_re '^spec      acceptance [0-9.]+% \([0-9]+ of [0-9]+ drafts\), [0-9.]+ tokens per request-step'
+end
+
+begin "speculative in the simulator: alpha and draft recorded; report and compare show spec"
+sim spec_a --trace "$T/small.csv" --policy "$POL/speculative.lua" --db "$T/spec.db" --name sa
+want_rc 0
+sim spec_b --trace "$T/small.csv" --policy "$POL/speculative.lua" --set alpha=0.3 \
+    --db "$T/spec.db" --name sb
+want_rc 0
+want_sql "$T/spec.db" "select json_extract(params, '$.alpha') || '|' ||
+    json_extract(params, '$.draft') from runs where name = 'sb'" "0.3|llama-3.2-1b"
+run spec_report "$BIN" report "$T/spec.db" --run sb --json
+want_rc 0
+want_out '"speculative": {"proposed": '
+run spec_cmp "$BIN" compare "$T/spec.db" --runs sa,sb
+want_rc 0
+want_out_re '^spec accept +[0-9.]+% +[0-9.]+%'
+want_out_re '^tokens/step +[0-9.]+ +[0-9.]+'
+end
+
+begin "no drafts, no spec line (continuous.lua)"
+sim nospec --trace "$T/small.csv" --policy "$POL/continuous.lua" --db "$T/nospec.db"
+run nospec_report "$BIN" report "$T/nospec.db"
+want_rc 0
+grep -q '^spec ' "$T/nospec_report.out" && bad " a spec line for a run without drafts"
 end
 
 e2e_finish e2e_policies

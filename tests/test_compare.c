@@ -545,10 +545,78 @@ START_TEST(experiments_with_other_seeds_no_difference) {
                       m->est.diff, m->est.lo, m->est.hi);
     }
     ck_assert_int_eq(latency_rows, 12);
-    /* Throughput has an interval with several runs a side. */
+    /* Throughput has an interval with several runs a side, and so do the speculative rows:
+     * other seeds, same alpha, so no different acceptance either. */
     ck_assert(!isnan(metric(r, "req_per_s")->est.lo));
+    for (size_t k = 0; k < 2; k++) {
+        const compare_metric_t *m = metric(r, k ? "spec_tokens_per_step" : "spec_acceptance");
+        ck_assert_msg(!isnan(m->est.lo) && (m->verdict == COMPARE_SAME ||
+                                            m->verdict == COMPARE_NEGLIGIBLE),
+                      "%s: %s (diff %g, CI %g..%g)", m->name, compare_verdict_name(m->verdict),
+                      m->est.diff, m->est.lo, m->est.hi);
+    }
     free(r);
     sqlite3_close(h);
+}
+END_TEST
+
+/* The speculative rows: present when a run of either side verified drafts, with report's
+ * figures for each run (no interval for single runs); absent between two runs without. */
+START_TEST(speculative_rows) {
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = "policies/speculative.lua";
+    o.db_path = db;
+    o.roofline = 1;
+    const char *sets[] = {"alpha=0.5", "k=2"};
+    o.sets = sets;
+    o.n_sets = 2;
+    sim_result_t res;
+    char err[4096];
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    int64_t lo = res.run_id;
+    int64_t hi = sim(db, "policies/speculative.lua", "spec", 0);   /* alpha 0.7, k 4 */
+    int64_t cont = sim(db, "policies/continuous.lua", "cont", 0);
+    int64_t chunk = sim(db, "policies/chunked_prefill.lua", "chunk", 0);
+    sqlite3 *h;
+    ck_assert_msg(summary_open(db, &h, err, sizeof err) == 0, "%s", err);
+    report_spec_t slo, shi;
+    ck_assert_int_eq(report_load_spec(h, lo, &slo, err, sizeof err), 0);
+    ck_assert_int_eq(report_load_spec(h, hi, &shi, err, sizeof err), 0);
+    sqlite3_close(h);
+    ck_assert(slo.proposed > 0 && shi.proposed > 0);
+
+    compare_result_t *r = compare(db, lo, db, hi, 200, COMPARE_DEFAULT_SEED);
+    const compare_metric_t *acc = metric(r, "spec_acceptance");
+    const compare_metric_t *tps = metric(r, "spec_tokens_per_step");
+    EQ(acc->est.a, slo.acceptance);
+    EQ(acc->est.b, shi.acceptance);
+    EQ(tps->est.a, slo.tokens_per_step);
+    EQ(tps->est.b, shi.tokens_per_step);
+    ck_assert(tps->est.b > tps->est.a && acc->est.b > acc->est.a);   /* alpha 0.7 vs 0.5 */
+    ck_assert(isnan(acc->est.lo) && acc->verdict == COMPARE_NA);      /* one value per run */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print(f, r);
+    compare_json(f, r);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "\nspec accept ") && strstr(buf, "\ntokens/step "), "%s", buf);
+    ck_assert_ptr_nonnull(strstr(buf, "\"spec_tokens_per_step\": {\"a\": "));
+    free(buf);
+    free(r);
+
+    /* One side without drafts: the rows are there, its values missing. */
+    r = compare(db, cont, db, hi, 200, COMPARE_DEFAULT_SEED);
+    ck_assert(isnan(metric(r, "spec_acceptance")->est.a));
+    EQ(metric(r, "spec_acceptance")->est.b, shi.acceptance);
+    free(r);
+    /* Neither side: no speculative rows. */
+    r = compare(db, cont, db, chunk, 200, COMPARE_DEFAULT_SEED);
+    for (size_t k = 0; k < r->n_metrics; k++)
+        ck_assert_msg(strncmp(r->m[k].name, "spec_", 5) != 0, "%s", r->m[k].name);
+    free(r);
 }
 END_TEST
 
@@ -667,6 +735,7 @@ static Suite *suite(void) {
     tcase_add_test(runs, empty_run_is_an_error);
     tcase_add_test(runs, experiments_with_other_seeds_no_difference);
     tcase_add_test(runs, dropped_requests_never_win_silently);
+    tcase_add_test(runs, speculative_rows);
     suite_add_tcase(s, runs);
     return s;
 }

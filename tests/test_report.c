@@ -328,6 +328,93 @@ START_TEST(itl_counts_emissions_not_tokens) {
 }
 END_TEST
 
+/* Speculative figures by hand. Request 0 verified 4 drafts in each of 2 steps (8, 5
+ * accepted), request 1 2 drafts in each of 2 steps (4, none accepted) and decoded once
+ * without drafts; request 2 was rejected. The steps' decode_tokens are 1 + k per decode:
+ * 5 + 5 + 3 + 3 + 1 = 17, less 12 drafts: 5 decoding request-steps, which emitted 5 + 5
+ * tokens: 2.00 per request-step; acceptance 5 / 12. */
+START_TEST(speculative_figures_by_hand) {
+    rec_t *r = rec_open(db);
+    ck_assert_msg(rec_errmsg(r) == NULL, "%s", rec_errmsg(r));
+    rec_run_info_t in = {.name = "spec", .kind = "sim", .policy = "p.lua", .trace = "t.csv"};
+    int64_t run, plain;
+    ck_assert(rec_run_begin(r, &in, &run) == 0);
+    const int prop[] = {8, 4, 0}, acc[] = {5, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        rec_request_t q = {.req_id = i, .arrival_s = i, .prompt_tokens = 10,
+                           .output_tokens = 12, .generated_tokens = i < 2 ? 12 : 0,
+                           .first_scheduled_s = i < 2 ? i : -1, .first_token_s = i < 2 ? i + 1 : -1,
+                           .finish_s = i < 2 ? i + 2 : -1, .spec_proposed = prop[i],
+                           .spec_accepted = acc[i], .status = i < 2 ? "finished" : "rejected"};
+        ck_assert_msg(rec_request(r, run, &q) == 0, "%s", rec_errmsg(r));
+    }
+    const int decode[] = {5, 5, 3, 3, 1};
+    for (int i = 0; i < 5; i++) {
+        rec_step_t st = {.step = i, .start_s = i, .dur_s = 0.5, .num_seqs = 1,
+                         .decode_tokens = decode[i], .kv_total = 100};
+        ck_assert(rec_step(r, run, &st) == 0);
+    }
+    ck_assert(rec_run_end(r, run, 1, NULL, 0.1) == 0);
+    rec_close(r);
+    report_t rep = load_hand(run, NULL);
+    ck_assert_int_eq(rep.spec.proposed, 12);
+    ck_assert_int_eq(rep.spec.accepted, 5);
+    ck_assert_int_eq(rep.spec.decode_steps, 5);
+    EQ(rep.spec.acceptance, 5.0 / 12.0);
+    EQ(rep.spec.tokens_per_step, 2.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    report_print(f, &rep);
+    report_json(f, &rep);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "\nspec      acceptance 41.7% (5 of 12 drafts), 2.00 tokens per "
+                              "request-step (5 decoding request-steps)\n"), "%s", buf);
+    ck_assert_msg(strstr(buf, "\"speculative\": {\"proposed\": 12, \"accepted\": 5, "
+                              "\"decode_steps\": 5, \"acceptance\": 0.41666666666666669, "
+                              "\"tokens_per_step\": 2},"), "%s", buf);
+    free(buf);
+    /* A run without drafts has no spec line and "speculative": null. */
+    plain = build_hand();
+    rep = load_hand(plain, NULL);
+    ck_assert_int_eq(rep.spec.proposed, 0);
+    ck_assert(isnan(rep.spec.acceptance) && isnan(rep.spec.tokens_per_step));
+    f = open_memstream(&buf, &len);
+    report_print(f, &rep);
+    report_json(f, &rep);
+    fclose(f);
+    ck_assert_msg(!strstr(buf, "\nspec "), "%s", buf);
+    ck_assert_msg(strstr(buf, "\"speculative\": null,"), "%s", buf);
+    free(buf);
+}
+END_TEST
+
+/* speculative.lua in the simulator draws each draft's acceptance with probability alpha:
+ * a decoding request's step emits (1 - alpha^(k+1)) / (1 - alpha) tokens on average (2.773
+ * for alpha 0.7, k 4) and accepts (that - 1) / k of its drafts (44.3%). Over ~5,000
+ * request-steps the sampling error is under 1%; drafts past a request's true end (the
+ * policy sees the limit only) are cut there, which moves both by about 1%. */
+START_TEST(speculative_figures_match_the_expected_tokens_formula) {
+    testutil_gen_trace(trace, sizeof trace, 50, 2, 5, "lognormal:200:0.3", "lognormal:300:0.1");
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = "policies/speculative.lua";
+    o.db_path = db;
+    sim_result_t res;
+    char err[4096];
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    unlink(trace);
+    report_t r = load_hand(res.run_id, NULL);
+    double alpha = 0.7, k = 4, want = (1 - pow(alpha, k + 1)) / (1 - alpha);
+    ck_assert_int_gt(r.spec.decode_steps, 3000);
+    ck_assert_msg(fabs(r.spec.tokens_per_step / want - 1) < 0.04, "tokens per step %.4f, "
+                  "expected about %.4f", r.spec.tokens_per_step, want);
+    ck_assert_msg(fabs(r.spec.acceptance / ((want - 1) / k) - 1) < 0.04, "acceptance %.4f, "
+                  "expected about %.4f", r.spec.acceptance, (want - 1) / k);
+}
+END_TEST
+
 START_TEST(json_and_text_printers) {
     report_t r = load_hand(build_hand(), "ttft=0.5");
     char *buf = NULL;
@@ -437,6 +524,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, itl_and_steps_by_hand);
     tcase_add_test(tc, load_summary_is_report_load_without_tokens_and_steps);
     tcase_add_test(tc, itl_counts_emissions_not_tokens);
+    tcase_add_test(tc, speculative_figures_by_hand);
+    tcase_add_test(tc, speculative_figures_match_the_expected_tokens_formula);
     tcase_add_test(tc, json_and_text_printers);
     tcase_add_test(tc, views_agree_with_the_summary);
     tcase_add_test(tc, slo_parsing);
