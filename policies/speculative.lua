@@ -1,8 +1,9 @@
 -- speculative.lua: continuous batching with speculative decoding (Leviathan et al., ICML
 -- 2023; Chen et al., 2023).
 --
--- A small draft model proposes k tokens for each decoding request; the target model then
--- verifies all k + 1 positions in ONE forward pass. Drafts are accepted left to right until
+-- A cheap proposer (a small draft model, or n-grams of the request's own tokens) guesses
+-- k tokens for each decoding request; the target model then verifies all k + 1 positions
+-- in ONE forward pass. Drafts are accepted left to right until
 -- the first mismatch, and the target always contributes one token of its own, so a step
 -- emits between 1 and k + 1 tokens per request. With a per-token acceptance rate alpha,
 -- the expected number of tokens per step is (1 - alpha^(k+1)) / (1 - alpha).
