@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_signal.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 #include "cli/explain_view.h"
@@ -254,6 +255,11 @@ int cmd_explain(int argc, char **argv) {
         close(fd);
         o.db_path = tmpdb;
     }
+    /* --db keeps the records: Ctrl-C ends the run recorded as failed (cli/cli_signal.h) */
+    if (keep) {
+        o.interrupt = &cli_signal_caught;
+        cli_signal_watch();
+    }
 
     char reqs[64] = "all requests";
     if (o.trace_opts.limit > 0)
@@ -341,6 +347,8 @@ int cmd_explain(int argc, char **argv) {
                (long long)rb.run_id, o.db_path);
     rc = 0;
 done:
+    if (keep) cli_signal_unwatch();
+    if (keep && rc != 0 && cli_signal_caught) rc = cli_signal_exit_code(cli_signal_caught);
     if (tmpdb[0]) rec_remove(tmpdb);
     free(sets);
     free(sets_a);

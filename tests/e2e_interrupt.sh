@@ -168,11 +168,21 @@ db_ok "$T/sweep.db"
 want_sql "$T/sweep.db" "select count(*) from runs where status != 'failed' or error not like 'interrupted by SIGINT%'" 0
 end
 
+begin "explain --db: SIGINT ends the run recorded as failed, exit 130"
+start expl "$BIN" explain --trace "$T/long.csv" --policy "$CONT" --limit 1000000 \
+    --steps 100000000 --db "$T/expl.db" --name expl
+wait_sql "$T/expl.db" "select count(*) from runs" 1 && kill -INT "$pid"
+finish
+[ "$rc" -eq 130 ] || bad " exit status $rc, expected 130"
+want_interrupted "$T/expl.db" expl SIGINT
+end
+
 # ------------------------------------------------------------------ engine
 
 begin "engine: SIGINT after the run started: exit 130, run failed, requests aborted"
+# 100000 requests a second: more than the engine serves, so some are always unfinished
 start eng "$BIN" engine -q --trace "$T/long.csv" --policy "$CONT" --model dummy:stories260k \
-    --max-prompt 64 --max-output 8 --db "$T/eng.db" --name eng
+    --max-prompt 64 --max-output 8 --rate-scale 1000 --db "$T/eng.db" --name eng
 wait_sql "$T/eng.db" "select count(*) from runs" 1 && kill -INT "$pid"
 finish
 [ "$rc" -eq 130 ] || bad " exit status $rc, expected 130"
