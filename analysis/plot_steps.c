@@ -219,7 +219,8 @@ static int plot_kv_queue(plot_t *p) {
     for (int pass = 0; pass < 2; pass++) {
         int first = 1;
         if (pass == 1) {
-            fprintf(f, "set ylabel \"requests waiting in the queue\"\nset yrange [0:*]\n");
+            fprintf(f, "set ylabel \"requests waiting in the queue\"\nset yrange [0:*]\n"
+                       "set offsets 0, 0, graph 0.05, 0\n");
             plot_gp_key(f, &key, "right top", h);
             fprintf(f, "plot \\\n");
         }
