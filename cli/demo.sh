@@ -32,6 +32,11 @@ done
 echo
 "$bin" runs "$db"
 echo
+# What a run dropped, and why, as every summary (sim, engine, report) says it.
+dropped() { "$bin" report "$1" --run "$2" | grep -E '^(requests|rejected|aborted|WARNING|clipped) |^ {9}[0-9]'; }
+echo "What the continuous run dropped (twinserve report $db --run continuous):"
+dropped "$db" continuous
+echo
 echo "A/B: is chunked prefill better than continuous batching on this trace?"
 "$bin" compare "$db" --runs continuous,chunked_prefill | sed -n '1,40p'
 echo
@@ -53,6 +58,8 @@ for p in static continuous chunked_prefill; do
 done
 echo
 "$bin" runs "$edb"
+echo "What the engine's continuous run dropped:"
+dropped "$edb" continuous
 echo
 echo "Explore: twinserve report $db --run continuous --slo ttft=2,tpot=0.1;"
 echo "         twinserve plot $db --runs continuous,chunked_prefill --out $out/plots;"
