@@ -29,7 +29,8 @@
  *  - Long runs are reduced, never truncated: a CDF keeps at most PLOT_MAX_CDF points (evenly
  *    spaced order statistics, first and last included); a step series with more than
  *    PLOT_MAX_BINS steps is binned into PLOT_MAX_BINS equal time bins (per bin: mean tokens
- *    per step, mean and largest step duration, mean KV blocks in use, mean queue length);
+ *    per step, mean and largest step duration, mean KV blocks in use, mean queue length),
+ *    while the timeline keeps one duration point per step up to PLOT_MAX_POINTS steps;
  *    more than PLOT_MAX_POINTS token gaps are binned the same way (mean and largest gap).
  *  - A key of more than four entries goes below the plot in columns, and the image grows to
  *    hold it: 15 runs never cover the curves.

@@ -121,11 +121,11 @@ static int read_gaps(plot_t *p, size_t i, gap_t **out, size_t *n) {
     size_t cap = 0;
     double prev_t = 0;
     int64_t prev_req = 0;
-    int have_prev = 0, rc;
+    int have_prev = 0, rc = SQLITE_ERROR, ret = -1;
     *n = 0;
     if (sqlite3_prepare_v2(p->db, "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 "
                            "ORDER BY req_id, idx", -1, &st, NULL) != SQLITE_OK)
-        goto sql_error;
+        goto done;
     sqlite3_bind_int64(st, 1, p->runs[i].id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t req = sqlite3_column_int64(st, 0);
@@ -133,15 +133,14 @@ static int read_gaps(plot_t *p, size_t i, gap_t **out, size_t *n) {
         double t = sqlite3_column_double(st, 1);
         if (have_prev && req == prev_req && !null_t && t != prev_t) {
             if (*n == cap) {
-                cap = cap ? 2 * cap : 4096;
-                gap_t *grown = realloc(g, cap * sizeof *grown);
+                size_t ncap = cap ? 2 * cap : 4096;
+                gap_t *grown = realloc(g, ncap * sizeof *grown);
                 if (!grown) {
-                    free(g);
-                    sqlite3_finalize(st);
-                    return plot_fail(p, "out of memory reading the tokens of run %s",
-                                     p->runs[i].name);
+                    rc = SQLITE_NOMEM;
+                    break;
                 }
                 g = grown;
+                cap = ncap;
             }
             g[(*n)++] = (gap_t){ t, t - prev_t, req };
         }
@@ -149,15 +148,18 @@ static int read_gaps(plot_t *p, size_t i, gap_t **out, size_t *n) {
         prev_req = req;
         prev_t = t;
     }
-    if (rc != SQLITE_DONE) goto sql_error;
-    sqlite3_finalize(st);
-    *out = g;
-    return 0;
-sql_error:
+    if (rc == SQLITE_DONE) {
+        *out = g;
+        g = NULL;
+        ret = 0;
+    }
+done:
+    if (ret)
+        plot_fail(p, "cannot read the tokens of run %s: %s", p->runs[i].name,
+                  rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(p->db));
     free(g);
     sqlite3_finalize(st);
-    return plot_fail(p, "cannot read the tokens of run %s: %s", p->runs[i].name,
-                     sqlite3_errmsg(p->db));
+    return ret;
 }
 
 static int gap_time_cmp(const void *a, const void *b) {
