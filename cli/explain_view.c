@@ -59,8 +59,15 @@ static int track(explain_rec_t *x, int32_t id) {
     return 0;
 }
 
+/* The narrow gap line, "... N decode-only steps ...", into buf. */
+static void gap_text(char *buf, size_t len, int64_t n) {
+    snprintf(buf, len, "... %lld decode-only step%s ...", (long long)n, n == 1 ? "" : "s");
+}
+
 static void gap_line(FILE *f, int64_t n, int narrow) {
-    if (narrow) fprintf(f, "... %lld decode-only steps ...\n", (long long)n);
+    char g[64];
+    gap_text(g, sizeof g, n);
+    if (narrow) fprintf(f, "%s\n", g);
     else fprintf(f, "  ... %lld decode-only step%s (the same batch; nothing else happened) ...\n",
                  (long long)n, n == 1 ? "" : "s");
 }
@@ -382,8 +389,8 @@ static int column_line(FILE *f, column_t *c, int pad) {
     int n = 0;
     if (c->gap) {
         c->gap = 0;
-        n = snprintf(line, sizeof line, "... %lld decode-only steps ...",
-                     (long long)c->b->quiet_before);
+        gap_text(line, sizeof line, c->b->quiet_before);
+        n = (int)strlen(line);
     } else if (c->next && *c->next) {
         const char *e = strchr(c->next, '\n');
         size_t len = e ? (size_t)(e - c->next) : strlen(c->next);
@@ -439,8 +446,8 @@ void explain_print_side_by_side(FILE *f, const explain_rec_t *a, const explain_r
     int qa = i == a->n_blocks && a->quiet, qb = j == b->n_blocks && b->quiet;
     if (qa || qb) {
         char l[EXPLAIN_COL + 1] = "", r[EXPLAIN_COL + 1] = "";
-        if (qa) snprintf(l, sizeof l, "... %lld decode-only steps ...", (long long)a->quiet);
-        if (qb) snprintf(r, sizeof r, "... %lld decode-only steps ...", (long long)b->quiet);
+        if (qa) gap_text(l, sizeof l, a->quiet);
+        if (qb) gap_text(r, sizeof r, b->quiet);
         fprintf(f, "%-*s | %s\n", EXPLAIN_COL, l, r);
     }
 }

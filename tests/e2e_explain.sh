@@ -122,7 +122,8 @@ want_rc 0
 want_out "decode-only steps (the same batch; nothing else happened) ..."
 total=$(sed -nE 's/^done after ([0-9]+) steps \(([0-9]+) shown\).*/\1/p' "$T/quiet.out")
 shown=$(sed -nE 's/^done after ([0-9]+) steps \(([0-9]+) shown\).*/\2/p' "$T/quiet.out")
-gaps=$(sed -nE 's/^  \.\.\. ([0-9]+) decode-only steps? .*/\1/p' "$T/quiet.out" | paste -sd+ | bc)
+gaps=$(sed -nE 's/^  \.\.\. ([0-9]+) decode-only steps? .*/\1/p' "$T/quiet.out" |
+       awk '{n += $1} END {print n + 0}')
 [ -n "$total" ] && [ "$(grep -c '^step ' "$T/quiet.out")" = "$shown" ] ||
     bad " the closing line should count the steps shown"
 [ -n "$total" ] && [ $((shown + ${gaps:-0})) -eq "$total" ] ||
