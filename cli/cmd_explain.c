@@ -74,7 +74,8 @@ typedef struct {
 } window_t;
 
 /* Finds the limit requests of the first WINDOW_SCAN_S seconds with the smallest span
- * between the first and the last arrival. 0, or -1 with a message in err. */
+ * between the first and the last arrival. The arrivals are kept (as many as arrive in
+ * WINDOW_SCAN_S seconds, whatever limit is). 0, or -1 with a message in err. */
 static int busiest_window(const sim_opts_t *o, int64_t limit, window_t *w, char *err,
                           size_t errlen) {
     trace_opts_t to = o->trace_opts;
@@ -83,35 +84,39 @@ static int busiest_window(const sim_opts_t *o, int64_t limit, window_t *w, char 
     to.limit = 0;
     to.rate_scale = 1;
     memset(w, 0, sizeof *w);
-    double *ring = malloc(sizeof *ring * (size_t)limit);
+    double *at = NULL;
+    int64_t n = 0, cap = 0;
     trace_t *t = trace_open(o->trace_path, &to);
     int rc = -1, got;
-    if (!ring || !t) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
     trace_req_t r;
-    int64_t n = 0;
+    if (!t) goto oom;
     while ((got = trace_next(t, &r)) == 1) {
-        ring[n % limit] = r.arrival_s;
-        n++;
-        if (n < limit) continue;
-        double first = ring[n % limit]; /* the oldest of the last limit arrivals */
-        if (!w->found || r.arrival_s - first < w->span_s) {
-            w->found = 1;
-            w->first = n - limit;
-            w->start_s = first;
-            w->span_s = r.arrival_s - first;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            double *a = realloc(at, sizeof *a * (size_t)cap);
+            if (!a) goto oom;
+            at = a;
         }
+        at[n++] = r.arrival_s;
     }
     if (got < 0) {
         snprintf(err, errlen, "%s", trace_errmsg(t));
         goto done;
     }
+    for (int64_t i = 0; i + limit <= n; i++)
+        if (!w->found || at[i + limit - 1] - at[i] < w->span_s) {
+            w->found = 1;
+            w->first = i;
+            w->start_s = at[i];
+            w->span_s = at[i + limit - 1] - at[i];
+        }
     rc = 0;
+    goto done;
+oom:
+    snprintf(err, errlen, "out of memory");
 done:
     if (t) trace_close(t);
-    free(ring);
+    free(at);
     return rc;
 }
 
