@@ -181,30 +181,40 @@ static int load_runs(plot_t *p, const int64_t *ids) {
     return 0;
 }
 
+/* Appends id unless it is listed already: a run named twice, or by its name and through
+ * its sweep, is drawn once. 0, or -1 when the list is full. */
+static int add_id(int64_t *ids, size_t *n, size_t cap, int64_t id) {
+    for (size_t i = 0; i < *n; i++)
+        if (ids[i] == id) return 0;
+    if (*n == cap) return -1;
+    ids[(*n)++] = id;
+    return 0;
+}
+
 int plot_find_runs(sqlite3 *db, const char *item, int64_t *ids, size_t *n, size_t cap,
                    char *err, size_t errlen) {
     char e[1024];
     int64_t id;
+    int found = 0, full = 0;
     if (summary_find_run(db, item, &id, e, sizeof e) == 0) {
-        if (*n == cap) goto full;
-        ids[(*n)++] = id;
-        return 0;
+        found = 1;
+        full = add_id(ids, n, cap, id);
+    } else {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT id FROM runs WHERE json_extract(config, "
+                               "'$.sweep.name') = ?1 ORDER BY json_extract(config, "
+                               "'$.sweep.rate_rps'), id", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, item, -1, SQLITE_STATIC);
+            while (!full && sqlite3_step(st) == SQLITE_ROW) {
+                found = 1;
+                full = add_id(ids, n, cap, sqlite3_column_int64(st, 0));
+            }
+        }
+        sqlite3_finalize(st);
     }
-    sqlite3_stmt *st = NULL;
-    size_t before = *n;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM runs WHERE json_extract(config, '$.sweep.name') "
-                           "= ?1 ORDER BY json_extract(config, '$.sweep.rate_rps'), id", -1,
-                           &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, item, -1, SQLITE_STATIC);
-        while (sqlite3_step(st) == SQLITE_ROW && *n < cap) ids[(*n)++] = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-    if (*n > before) return 0;
-    snprintf(err, errlen, "%s", e);
-    return -1;
-full:
-    snprintf(err, errlen, "too many runs (at most %zu)", cap);
-    return -1;
+    if (full) snprintf(err, errlen, "too many runs (at most %zu)", cap);
+    else if (!found) snprintf(err, errlen, "%s", e);
+    return full || !found ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ gnuplot */

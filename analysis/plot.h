@@ -75,7 +75,8 @@ typedef struct {
 int plot_parse_formats(const char *spec, plot_opts_t *o, char *err, size_t errlen);
 
 /* Expands one --runs item: a run name or id, else the name of a sweep (all its runs, by
- * rate). Appends to ids[*n] (capacity cap). 0, or -1 with summary_find_run's message. */
+ * rate). Appends to ids[*n] (capacity cap) the runs not listed yet. 0, or -1 with
+ * summary_find_run's message (or "too many runs"). */
 int plot_find_runs(struct sqlite3 *db, const char *item, int64_t *ids, size_t *n, size_t cap,
                    char *err, size_t errlen);
 

@@ -110,6 +110,10 @@ else
     magic "$T/psw/latency_rate.png" 89504e470d0a1a0a || bad " latency_rate.png is not a PNG"
     [ -f "$T/psw/latency_rate.svg" ] && bad " --format png also wrote SVG"
     [ "$(rows "$T/psw/latency_rate.dat")" -eq 3 ] || bad " latency_rate.dat should have 3 rows"
+    # a run named again, by its name after its sweep, is drawn once
+    run plotdup "$BIN" plot "$DB" --runs sw,sw@6rps,sw --out "$T/pdup" --format png
+    want_rc 0
+    [ "$(rows "$T/pdup/latency_rate.dat")" -eq 3 ] || bad " a run named twice is drawn twice"
     [ "$(grep -vE '^(#|$)' "$T/psw/latency_rate.dat" | awk '{print $1}' | tr '\n' ' ')" = "2 6 12 " ] ||
         bad " latency_rate.dat rates are not 2 6 12 in order"
     [ -f "$T/psw/timeline_sw_12rps.png" ] || bad " no timeline for the third run of the sweep"
