@@ -63,7 +63,8 @@ static void usage(FILE *f) {
         WINDOW_SCAN_S, DEFAULT_STEPS, DEFAULT_LIMIT);
     cli_sim_usage(f);
     fprintf(f, "\nExit status: 0 done (or stopped after --steps), 1 the run failed, 2 usage "
-               "error.\n");
+               "error: bad\noptions, a missing or unreadable file, an unknown preset or policy "
+               "param (nothing\nis recorded).\n");
 }
 
 /* The busiest slice of the trace's first WINDOW_SCAN_S seconds. */
@@ -75,7 +76,8 @@ typedef struct {
 
 /* Finds the limit requests of the first WINDOW_SCAN_S seconds with the smallest span
  * between the first and the last arrival. The arrivals are kept (as many as arrive in
- * WINDOW_SCAN_S seconds, whatever limit is). 0, or -1 with a message in err. */
+ * WINDOW_SCAN_S seconds, whatever limit is). 0; or with a message in err, 2 when the
+ * trace cannot be opened (a usage error, as sim says), 1 on a bad row. */
 static int busiest_window(const sim_opts_t *o, int64_t limit, window_t *w, char *err,
                           size_t errlen) {
     trace_opts_t to = o->trace_opts;
@@ -87,9 +89,14 @@ static int busiest_window(const sim_opts_t *o, int64_t limit, window_t *w, char 
     double *at = NULL;
     int64_t n = 0, cap = 0;
     trace_t *t = trace_open(o->trace_path, &to);
-    int rc = -1, got;
+    int rc = 1, got;
     trace_req_t r;
     if (!t) goto oom;
+    if (trace_errmsg(t)) {
+        snprintf(err, errlen, "%s", trace_errmsg(t));
+        rc = 2;
+        goto done;
+    }
     while ((got = trace_next(t, &r)) == 1) {
         if (n == cap) {
             cap = cap ? 2 * cap : 1024;
@@ -155,7 +162,8 @@ static void closing_line(const char *what, const stats_dist_t *a, const stats_di
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_STEPS, O_QUIET, O_COMPARE, O_HELP };
 
-/* Runs one simulation with the recorder as its hooks; 0, or 1 after printing the error. */
+/* Runs one simulation with the recorder as its hooks; 0, or after printing the error 2
+ * when the run could not start (a usage error: nothing was recorded), else 1. */
 static int run_one(sim_opts_t *o, explain_rec_t *x, const char *label, int plain_sets,
                    sim_result_t *res) {
     char err[8192];
@@ -174,7 +182,7 @@ static int run_one(sim_opts_t *o, explain_rec_t *x, const char *label, int plain
         if (plain_sets && strstr(err, "unknown param"))
             fprintf(stderr, "twinserve explain: with --compare, --set KEY=V sets both "
                             "policies; --set a.KEY=V or b.KEY=V sets one\n");
-        return 1;
+        return res->setup_failed ? 2 : 1;
     }
     return 0;
 }
@@ -241,10 +249,11 @@ int cmd_explain(int argc, char **argv) {
     rc = 1;
     window_t w = { 0 };
     if (!slice_given && o.trace_opts.limit > 0) {
-        if (busiest_window(&o, o.trace_opts.limit, &w, err, sizeof err) != 0) {
+        if ((rc = busiest_window(&o, o.trace_opts.limit, &w, err, sizeof err)) != 0) {
             fprintf(stderr, "twinserve explain: %s\n", err);
             goto done;
         }
+        rc = 1;
         if (w.found) o.trace_opts.start_s = w.start_s;
     }
     if (!keep) { /* no --db: a private temporary database, removed at the end */
@@ -292,7 +301,7 @@ int cmd_explain(int argc, char **argv) {
                "\n\n", o.block_size);
         xa.stream = stdout;
         xa.stop_when_full = 1;
-        if (run_one(&o, &xa, "", 0, &ra)) goto done;
+        if ((rc = run_one(&o, &xa, "", 0, &ra)) != 0) goto done;
         char shown[64] = "";
         if (xa.skip_quiet) snprintf(shown, sizeof shown, " (%lld shown)", (long long)xa.shown);
         printf("\n%s after %lld steps%s: %lld finished, %lld rejected, %lld preemptions; "
@@ -318,7 +327,9 @@ int cmd_explain(int argc, char **argv) {
     xb.skip_quiet = xa.skip_quiet;
     xb.max_shown = xa.max_shown;
     char sa[300], sb[300];
-    if (run_one(&oa, &xa, "A: ", plain, &ra) || run_one(&ob, &xb, "B: ", plain, &rb)) goto done;
+    if ((rc = run_one(&oa, &xa, "A: ", plain, &ra)) != 0 ||
+        (rc = run_one(&ob, &xb, "B: ", plain, &rb)) != 0)
+        goto done;
     sets_text(&oa, sa, sizeof sa);
     sets_text(&ob, sb, sizeof sb);
     printf("  #step start duration Np+Md: prompt + decode tokens of the step; rN prefill\n"
@@ -339,6 +350,7 @@ int cmd_explain(int argc, char **argv) {
                (long long)xa.max_shown);
     if (!ra.have_summary || !rb.have_summary) {
         fprintf(stderr, "twinserve explain: the runs' summaries could not be read back\n");
+        rc = 1;
         goto done;
     }
     printf("\nall %lld requests, each run to its end: finished A %lld, B %lld; "

@@ -83,11 +83,21 @@ exr badset --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --tp x
 want_rc 2
 want_err "bad value 'x' for --tp"
 exr notrace --trace "$T/nope.csv" --policy "$POL/continuous.lua"
-want_rc 1
+want_rc 2
 want_err "nope.csv"
 exr badpol --trace "$T/tiny.csv" --policy "$T/nope.lua"
-want_rc 1
+want_rc 2
 want_err "nope.lua"
+exr badkey --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --set nope=1 --db "$T/badkey.db"
+want_rc 2
+want_err "unknown param 'nope'"
+[ -e "$T/badkey.db" ] && [ "$(sql "$T/badkey.db" "select count(*) from runs")" != 0 ] &&
+    bad " a usage mistake recorded a run"
+# a malformed row is a bad trace, not a usage mistake: status 1 (the window scan meets it)
+{ echo "arrival_s,prompt_tokens,output_tokens"; echo "0,100,5"; echo "0.1,x,5"; } >"$T/bad.csv"
+exr badrow --trace "$T/bad.csv" --policy "$POL/continuous.lua"
+want_rc 1
+want_err "bad.csv:3"
 end
 
 # A trace that starts sparse (one request every 5 s) and has a burst at 60 s.
@@ -178,7 +188,7 @@ want_out "params: A max_seqs=64;  B chunk=256 max_seqs=64" "A: continuous.lua"
 want_out_re "\| #[0-9]+ [0-9.]+s [0-9.]+ms 256p\+0d"
 exr cmpbad --trace "$T/tiny.csv" --policy "$POL/continuous.lua" \
     --compare "$POL/chunked_prefill.lua" --set chunk=256
-want_rc 1
+want_rc 2
 want_err "A: " "unknown param 'chunk'" "--set a.KEY=V or b.KEY=V sets one"
 exr cmpdb --trace "$T/tiny.csv" --policy "$POL/static.lua" --compare "$POL/continuous.lua" \
     --db "$T/cmp.db" --name duo
