@@ -33,6 +33,7 @@ typedef struct {
     double rate;            /* $.sweep.rate_rps, NAN when not part of a sweep */
     char sweep[160];
     int has_steps, has_tokens;
+    double max_waiting;     /* the longest queue after a step (plot_steps.c sets it) */
 } plot_run_t;
 
 typedef struct {

@@ -29,7 +29,7 @@ static int step_kind(double prefill, double decode) {
  * steps: each step's start, duration in ms and kind, the points of the timeline's upper
  * panel (points stay readable where boxes would not). */
 static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
-    const plot_run_t *r = &p->runs[k];
+    plot_run_t *r = &p->runs[k];
     char dat[PLOT_FIG_LEN];
     sqlite3_stmt *st = NULL;
     int64_t n = 0;
@@ -88,6 +88,7 @@ static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
         double total = sqlite3_column_double(st, 6), wait = sqlite3_column_double(st, 7);
         double pct = total > 0 ? 100 * used / total : 0;
         int kind = step_kind(pf, dc);
+        if (wait > r->max_waiting) r->max_waiting = wait;
         if (pts && npts < n) {
             pts[npts][0] = t, pts[npts][1] = d, pts[npts][2] = kind;
             npts++;
@@ -199,9 +200,11 @@ static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
 
 static int plot_kv_queue(plot_t *p) {
     size_t curves = 0, maxlen = 0;
+    int queued = 0;
     for (size_t i = 0; i < p->n; i++)
         if (p->runs[i].has_steps) {
             curves++;
+            queued |= p->runs[i].max_waiting > 0;
             if (strlen(p->runs[i].name) > maxlen) maxlen = strlen(p->runs[i].name);
         }
     plot_key_t key = plot_key_fit(curves, maxlen, 1000, PLOT_KEY_INSIDE);
@@ -219,8 +222,11 @@ static int plot_kv_queue(plot_t *p) {
     for (int pass = 0; pass < 2; pass++) {
         int first = 1;
         if (pass == 1) {
-            fprintf(f, "set ylabel \"requests waiting in the queue\"\nset yrange [0:*]\n"
-                       "set offsets 0, 0, graph 0.05, 0\n");
+            /* runs that never queued have only zeros: an empty range to gnuplot, which
+             * warns (a [0:1<*] constraint does not stop it inside a multiplot) */
+            fprintf(f, "set ylabel \"requests waiting in the queue\"\n%s",
+                    queued ? "set yrange [0:*]\nset offsets 0, 0, graph 0.05, 0\n"
+                           : "set yrange [0:1]\n");
             plot_gp_key(f, &key, "right top", h);
             fprintf(f, "plot \\\n");
         }

@@ -80,6 +80,19 @@ else
 fi
 end
 
+begin "a run that never queued: its figures render without a warning"
+if [ $have_gnuplot -eq 0 ]; then
+    echo "SKIP: gnuplot not installed"
+else
+    "$BIN" sim -q --trace "$T/t.csv" --limit 5 --rate-scale 0.05 --policy "$POL/continuous.lua" \
+        --db "$T/idle.db" --name idle
+    [ "$(sql "$T/idle.db" "select max(num_waiting) from steps")" = 0 ] || bad " the idle run queued"
+    run plotidle "$BIN" plot "$T/idle.db" --runs idle --out "$T/pidle" --format png
+    want_rc 0
+    clean_log "$T/pidle"
+fi
+end
+
 begin "per-token times: cdf_itl and tbt for the run that saved them, a note for the other"
 if [ $have_gnuplot -eq 0 ]; then
     echo "SKIP: gnuplot not installed"
