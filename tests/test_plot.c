@@ -321,6 +321,72 @@ START_TEST(test_itl_only_with_tokens) {
 }
 END_TEST
 
+/* Past PLOT_MAX_POINTS steps and gaps the timeline's durations and the gaps are binned:
+ * at most PLOT_MAX_BINS rows, and a single 500 ms stall among 10 ms gaps survives as a bin's
+ * largest gap. */
+START_TEST(test_long_run_binned) {
+    fixture_t fx;
+    run_spec_t none[] = { {.name = "long", .nreq = 0} };
+    setup_fixture(&fx, none, 0);
+    rec_t *r = rec_open(fx.db);
+    rec_run_info_t in = {.name = "long", .kind = "sim", .policy = "p.lua", .version = "test"};
+    int64_t id;
+    ck_assert(rec_run_begin(r, &in, &id) == 0);
+    enum { N = PLOT_MAX_POINTS + 500 };
+    rec_request_t q = {.req_id = 0, .arrival_s = 0, .prompt_tokens = 10, .output_tokens = N,
+                       .generated_tokens = N, .first_scheduled_s = 0, .first_token_s = 0.01,
+                       .finish_s = 0.01 * N + 0.49, .status = "finished"};
+    ck_assert(rec_request(r, id, &q) == 0);
+    for (int k = 0; k < N; k++) {
+        /* token k ends step k; step 100 stalls for 0.5 s */
+        double t = 0.01 * (k + 1) + (k >= 100 ? 0.49 : 0);
+        rec_token_t tk = {.req_id = 0, .idx = k, .token_id = -1, .t_s = t};
+        rec_step_t st = {.step = k, .start_s = t - (k == 100 ? 0.5 : 0.01),
+                         .dur_s = k == 100 ? 0.5 : 0.01, .prefill_tokens = k ? 0 : 10,
+                         .decode_tokens = k ? 1 : 0, .num_seqs = 1, .kv_used = 1,
+                         .kv_total = 10};
+        ck_assert(rec_token(r, id, &tk) == 0);
+        ck_assert(rec_step(r, id, &st) == 0);
+    }
+    ck_assert(rec_run_end(r, id, 1, NULL, 1) == 0);
+    rec_close(r);
+    fx.ids[0] = id;
+    fx.n = 1;
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+
+    char *dat = slurp(fx.out, "tokens_long.dat");
+    ASSERT_HAS(dat, "# binned: 300 equal time bins");
+    char *per_req = strstr(dat, "# per request");
+    ck_assert(per_req != NULL);
+    int rows = 0, stall = 0;
+    double sum_mean = 0;
+    for (char *line = strchr(dat, '\n'); line && line < per_req; line = strchr(line + 1, '\n')) {
+        double t0, mean, max;
+        if (sscanf(line + 1, "%lf %lf %lf", &t0, &mean, &max) != 3) continue;
+        rows++;
+        sum_mean += mean;
+        if (max > 499 && max < 501) stall++;
+    }
+    ck_assert_int_le(rows, PLOT_MAX_BINS);
+    ck_assert_int_ge(rows, PLOT_MAX_BINS - 1);
+    ck_assert_int_eq(stall, 1);
+    ck_assert_msg(sum_mean / rows > 9.9, "mean gaps %g, expected about 10 ms", sum_mean / rows);
+    /* one request: N - 1 gaps, the largest the stall */
+    ASSERT_HAS(per_req, " 500 0 " "20499\n");
+    free(dat);
+    char *gp = slurp(fx.out, "tbt_long.gp");
+    ASSERT_HAS(gp, "title \"largest gap\"");
+    ASSERT_HAS(gp, "(binned)");
+    free(gp);
+    gp = slurp(fx.out, "timeline_long.gp");
+    ASSERT_HAS(gp, "title \"longest step\"");  /* too many steps for a point each */
+    ASSERT_LACKS(gp, "index 1");
+    free(gp);
+    teardown_fixture(&fx);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("core");
@@ -330,6 +396,7 @@ int main(void) {
     tcase_add_test(tc, test_latency_rate);
     tcase_add_test(tc, test_key_of_15_runs);
     tcase_add_test(tc, test_itl_only_with_tokens);
+    tcase_add_test(tc, test_long_run_binned);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
