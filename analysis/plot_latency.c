@@ -31,6 +31,7 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
     FILE *f = plot_open(p, dat);
     if (!f) return -1;
     int *block = calloc(p->n, sizeof *block), nblocks = 0, logx = 1, rc = -1;
+    double lo = INFINITY, hi = -INFINITY;   /* over every run, ms */
     size_t maxlen = 0;
     if (!block) {
         fclose(f);
@@ -51,6 +52,8 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
             continue;
         }
         if (v[0] <= 0) logx = 0;
+        if (v[0] * 1e3 < lo) lo = v[0] * 1e3;
+        if (v[n - 1] * 1e3 > hi) hi = v[n - 1] * 1e3;
         fprintf(f, "%s# run %s: %zu values%s\n# %s_ms cdf\n", nblocks ? "\n\n" : "",
                 p->runs[i].name, n, n > PLOT_MAX_CDF ? " (evenly spaced order statistics)" : "",
                 metric);
@@ -78,6 +81,10 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
             label, label, logx ? ", log scale" : "",
             strcmp(metric, "itl") ? "requests" : "gaps between tokens",
             logx ? "set logscale x\n" : "");
+    /* one value in all (a run of one request): gnuplot would warn of an empty x range */
+    if (lo == hi)
+        fprintf(f, "set xrange [%.9g:%.9g]\n", lo > 0 ? lo / 2 : lo - 1,
+                lo > 0 ? hi * 2 : hi + 1);
     plot_gp_key(f, &key, "right bottom", h);
     fprintf(f, "plot \\\n");
     int first = 1;

@@ -80,7 +80,7 @@ else
 fi
 end
 
-begin "a run that never queued: its figures render without a warning"
+begin "a run that never queued, a run of one request: figures without a warning"
 if [ $have_gnuplot -eq 0 ]; then
     echo "SKIP: gnuplot not installed"
 else
@@ -90,6 +90,11 @@ else
     run plotidle "$BIN" plot "$T/idle.db" --runs idle --out "$T/pidle" --format png
     want_rc 0
     clean_log "$T/pidle"
+    # one request: every CDF holds a single value
+    "$BIN" sim -q --trace "$T/t.csv" --limit 1 --policy "$POL/continuous.lua" --db "$T/idle.db" --name one
+    run plotone "$BIN" plot "$T/idle.db" --runs one --out "$T/pone" --format png
+    want_rc 0
+    clean_log "$T/pone"
 fi
 end
 
