@@ -118,6 +118,25 @@ $T/spec.lua|order=random|param order must be one of fcfs, lifo, got random
 $T/spec.lua|share=2|param share must be a number in [0, 1], got 2
 EOF
 
+# docs/policies.md's spec example is a fragment of a policy table: wrapped into one, it
+# loads, and the core holds --set to what it declares.
+awk '/^```lua/ { n++; f = 1; next } /^```/ { f = 0 } f { print > (dir "/doc" n ".lua") }' \
+    dir="$T" docs/policies.md
+spec_doc=$(grep -l '^params = {' "$T"/doc*.lua 2>/dev/null | head -n 1)
+begin "docs/policies.md's param spec example loads and is enforced"
+if [ -z "$spec_doc" ]; then
+    bad " docs/policies.md has no lua block starting 'params = {'"
+else
+    { echo "return {"; sed 's/^}$/},/' "$spec_doc"; echo "schedule = function(s) end }"; } >"$T/docspec.lua"
+    sim docspec_bad --trace "$T/small.csv" --policy "$T/docspec.lua" --set chunk=0 --db "$T/docspec.db"
+    want_usage_error docspec
+    want_err "param chunk must be a positive integer, got 0"
+    sim docspec_order --trace "$T/small.csv" --policy "$T/docspec.lua" --set order=lifo --db "$T/docspec.db"
+    want_usage_error docspec
+    want_err "param order must be one of fcfs, sjf, got lifo"
+fi
+end
+
 begin "in-range --set values run: chunk=1 on chunked_prefill.lua, done"
 sim chunk1 --trace "$T/small.csv" --policy "$POL/chunked_prefill.lua" --set chunk=1 --db "$T/chunk1.db"
 want_rc 0
