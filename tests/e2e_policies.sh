@@ -7,7 +7,8 @@
 #     --rate-scale) with prompts longer than its budget, where it must chunk and preempt.
 #  2. Params are checked at load: a shipped policy's declared params refuse a --set outside
 #     their range, and so does a user policy's spec; the message names the policy file and
-#     the param, the exit status is 2 (a usage error) and no run is recorded.
+#     the param, the exit status is 2 (a usage error) and no run is recorded. The watchdog
+#     says "policy call".
 #  3. Speculative decoding is said consistently: an engine run records no simulator-only
 #     params (alpha, draft) and its n-gram proposer; report and compare show the acceptance
 #     rate and tokens per step.
@@ -135,6 +136,20 @@ else
     want_usage_error docspec
     want_err "param order must be one of fcfs, sjf, got lifo"
 fi
+end
+
+# The watchdog speaks of policy calls (the user writes policies, not hooks). A loop the JIT
+# compiles is stopped by the watchdog (exit 3); should the interpreter's time limit catch it
+# first (exit 1), the message is the time limit's.
+cat >"$T/loop.lua" <<'EOF'
+return { schedule = function(s) while true do end end }
+EOF
+begin "a policy stuck in compiled code: the watchdog names a policy call, not a hook call"
+sim loop --trace "$T/small.csv" --policy "$T/loop.lua" --db "$T/loop.db" --policy-time-limit 0.2
+want_rc 1 3
+if [ "$rc" -eq 3 ]; then want_err "policy $T/loop.lua: a policy call ran past twice its time limit"
+else want_err "time limit exceeded"; fi
+grep -q 'hook call' "$T/loop.err" && bad " the message says 'hook call'"
 end
 
 begin "in-range --set values run: chunk=1 on chunked_prefill.lua, done"
