@@ -114,20 +114,20 @@ want_rc 2
 want_err "bad value '1' for --folds"
 end
 
-begin "sim --cost: a cost file with an unknown key or an impossible value names the key"
+begin "sim --cost: a cost file with an unknown key or an impossible value names the key (a usage error: exit 2, no run)"
 sed 's/^step_s = /step_z = /' "$T/c.cost" >"$T/u.cost"
 run ck1 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --cost "$T/u.cost" --kv-blocks 400 --db "$DB"
-want_rc 1
+want_rc 2
 want_err "unknown key 'step_z'"
 sed 's/^kv_token_s = .*/kv_token_s = -1/' "$T/c.cost" >"$T/n.cost"
 run ck2 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --cost "$T/n.cost" --kv-blocks 400 --db "$DB"
-want_rc 1
+want_rc 2
 want_err "kv_token_s must be a finite number >= 0"
 run ck3 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --cost "$T/c.cost" --db "$DB"
-want_rc 1
+want_rc 2
 want_err "give its KV capacity with --kv-blocks"
 run ck4 "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --cost "$T/c.cost" --kv-blocks 400 --model llama-3-8b --db "$DB"
-want_rc 1
+want_rc 2
 want_err "does not have the shape the cost file"
 end
 
