@@ -21,7 +21,8 @@ enum {
     COL_SLO,          /* 1 finished and meeting every set SLO, else 0 */
     COL_GOOD,         /* COL_SLO * the run's requests / its makespan: goodput, pooled */
     COL_REQS, COL_OUT, COL_TOK,   /* the run's throughput, on each of its requests */
-    COL_ACCEPT, COL_TPS,          /* the run's speculative figures (report_spec_t), likewise */
+    COL_ACC, COL_PROP,  /* the request's accepted and proposed drafts (speculative decoding) */
+    COL_TPS,            /* the run's tokens per decoding request-step (report_spec_t) */
     NCOLS
 };
 
@@ -33,6 +34,7 @@ typedef struct {
     int64_t *prompt, *output;
     unsigned char *fin;   /* status = 'finished' */
     double *x[NRAW];
+    double *accepted, *proposed;   /* drafts, of every request whatever its status */
 } run_rows_t;
 
 static void rows_free(run_rows_t *r) {
@@ -42,12 +44,15 @@ static void rows_free(run_rows_t *r) {
     free(r->output);
     free(r->fin);
     for (int c = 0; c < NRAW; c++) free(r->x[c]);
+    free(r->accepted);
+    free(r->proposed);
     memset(r, 0, sizeof *r);
 }
 
 static const char SQL_ROWS[] =
     "SELECT req_id, arrival_s, prompt_tokens, output_tokens, status = 'finished', "
-    "ttft_s, tpot_s, e2e_s, queue_s FROM requests WHERE run_id = ?1 ORDER BY req_id";
+    "ttft_s, tpot_s, e2e_s, queue_s, ifnull(spec_accepted, 0), ifnull(spec_proposed, 0) "
+    "FROM requests WHERE run_id = ?1 ORDER BY req_id";
 
 static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
@@ -59,7 +64,10 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
     r->prompt = malloc(n * sizeof *r->prompt);
     r->output = malloc(n * sizeof *r->output);
     r->fin = malloc(n * sizeof *r->fin);
-    int ok = r->id && r->arrival && r->prompt && r->output && r->fin;
+    r->accepted = malloc(n * sizeof *r->accepted);
+    r->proposed = malloc(n * sizeof *r->proposed);
+    int ok = r->id && r->arrival && r->prompt && r->output && r->fin && r->accepted &&
+             r->proposed;
     for (int c = 0; c < NRAW; c++) ok = (r->x[c] = malloc(n * sizeof *r->x[c])) && ok;
     if (!ok) {
         snprintf(err, errlen, "out of memory reading the requests of run '%s'", s->name);
@@ -74,6 +82,8 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
         r->output[k] = sqlite3_column_int64(st, 3);
         r->fin[k] = (unsigned char)(sqlite3_column_int(st, 4) != 0);
         for (int c = 0; c < NRAW; c++) r->x[c][k] = summary_column_or_nan(st, 5 + c);
+        r->accepted[k] = sqlite3_column_double(st, 5 + NRAW);
+        r->proposed[k] = sqlite3_column_double(st, 6 + NRAW);
         k++;
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) goto sql_error;
@@ -222,7 +232,8 @@ static void side_columns(side_data_t *d, const unsigned char *keep, const compar
             d->x[COL_REQS][j] = s->req_per_s;
             d->x[COL_OUT][j] = s->out_tok_per_s;
             d->x[COL_TOK][j] = s->tok_per_s;
-            d->x[COL_ACCEPT][j] = d->spec[k].acceptance;
+            d->x[COL_ACC][j] = r->accepted[i];
+            d->x[COL_PROP][j] = r->proposed[i];
             d->x[COL_TPS][j] = d->spec[k].tokens_per_step;
         }
     }
@@ -247,38 +258,42 @@ typedef struct {
     compare_stat_t stat;
     int higher_is_better;
     int kind;   /* ROW_LATENCY, ROW_COUNT (finished), ROW_SLO, ROW_RUN (one value per run),
-                 * ROW_SPEC (one value per run, only when a run verified drafts) */
+                 * ROW_RATIO (sum of col over sum of den, resampled by request) and
+                 * ROW_SPEC (one value per run), these two only when a run verified drafts */
+    int den;    /* ROW_RATIO: the denominator's column */
 } metric_def_t;
 
-enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN, ROW_SPEC };
+enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN, ROW_RATIO, ROW_SPEC };
 
 static const metric_def_t METRICS[] = {
-    {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
-    {"ttft_p50", "TTFT p50", "s", COL_TTFT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
-    {"ttft_p99", "TTFT p99", "s", COL_TTFT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
-    {"tpot_mean", "TPOT mean", "s", COL_TPOT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
-    {"tpot_p50", "TPOT p50", "s", COL_TPOT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
-    {"tpot_p99", "TPOT p99", "s", COL_TPOT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
-    {"e2e_mean", "E2E mean", "s", COL_E2E, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
-    {"e2e_p50", "E2E p50", "s", COL_E2E, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
-    {"e2e_p99", "E2E p99", "s", COL_E2E, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
-    {"queue_mean", "queue mean", "s", COL_QUEUE, {COMPARE_MEAN, 0}, 0, ROW_LATENCY},
-    {"queue_p50", "queue p50", "s", COL_QUEUE, {COMPARE_PCTL, 50}, 0, ROW_LATENCY},
-    {"queue_p99", "queue p99", "s", COL_QUEUE, {COMPARE_PCTL, 99}, 0, ROW_LATENCY},
-    {"finished", "finished", "frac", COL_FIN, {COMPARE_MEAN, 0}, 1, ROW_COUNT},
-    {"slo_attainment", "SLO attain", "frac", COL_SLO, {COMPARE_MEAN, 0}, 1, ROW_SLO},
-    {"goodput", "goodput", "req/s", COL_GOOD, {COMPARE_MEAN, 0}, 1, ROW_SLO},
+    {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY, 0},
+    {"ttft_p50", "TTFT p50", "s", COL_TTFT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY, 0},
+    {"ttft_p99", "TTFT p99", "s", COL_TTFT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY, 0},
+    {"tpot_mean", "TPOT mean", "s", COL_TPOT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY, 0},
+    {"tpot_p50", "TPOT p50", "s", COL_TPOT, {COMPARE_PCTL, 50}, 0, ROW_LATENCY, 0},
+    {"tpot_p99", "TPOT p99", "s", COL_TPOT, {COMPARE_PCTL, 99}, 0, ROW_LATENCY, 0},
+    {"e2e_mean", "E2E mean", "s", COL_E2E, {COMPARE_MEAN, 0}, 0, ROW_LATENCY, 0},
+    {"e2e_p50", "E2E p50", "s", COL_E2E, {COMPARE_PCTL, 50}, 0, ROW_LATENCY, 0},
+    {"e2e_p99", "E2E p99", "s", COL_E2E, {COMPARE_PCTL, 99}, 0, ROW_LATENCY, 0},
+    {"queue_mean", "queue mean", "s", COL_QUEUE, {COMPARE_MEAN, 0}, 0, ROW_LATENCY, 0},
+    {"queue_p50", "queue p50", "s", COL_QUEUE, {COMPARE_PCTL, 50}, 0, ROW_LATENCY, 0},
+    {"queue_p99", "queue p99", "s", COL_QUEUE, {COMPARE_PCTL, 99}, 0, ROW_LATENCY, 0},
+    {"finished", "finished", "frac", COL_FIN, {COMPARE_MEAN, 0}, 1, ROW_COUNT, 0},
+    {"slo_attainment", "SLO attain", "frac", COL_SLO, {COMPARE_MEAN, 0}, 1, ROW_SLO, 0},
+    {"goodput", "goodput", "req/s", COL_GOOD, {COMPARE_MEAN, 0}, 1, ROW_SLO, 0},
     /* Throughput is one figure per run (it depends on the arrival process and the makespan,
      * which redrawing requests cannot vary): a CI only when both sides have several runs. */
-    {"req_per_s", "requests/s", "req/s", COL_REQS, {COMPARE_MEAN, 0}, 1, ROW_RUN},
-    {"out_tok_per_s", "output tok/s", "tok/s", COL_OUT, {COMPARE_MEAN, 0}, 1, ROW_RUN},
-    {"tok_per_s", "total tok/s", "tok/s", COL_TOK, {COMPARE_MEAN, 0}, 1, ROW_RUN},
-    /* Speculative decoding, as report computes it: ratios of the run's totals (drafts, decode
-     * steps), not means of per-request values, so one figure per run, as throughput. More
-     * accepted drafts and more tokens per step are better for latency at equal cost; a
-     * larger k may buy them with more compute, which the latency rows show. */
-    {"spec_acceptance", "spec accept", "frac", COL_ACCEPT, {COMPARE_MEAN, 0}, 1, ROW_SPEC},
-    {"spec_tokens_per_step", "tokens/step", "tok", COL_TPS, {COMPARE_MEAN, 0}, 1, ROW_SPEC},
+    {"req_per_s", "requests/s", "req/s", COL_REQS, {COMPARE_MEAN, 0}, 1, ROW_RUN, 0},
+    {"out_tok_per_s", "output tok/s", "tok/s", COL_OUT, {COMPARE_MEAN, 0}, 1, ROW_RUN, 0},
+    {"tok_per_s", "total tok/s", "tok/s", COL_TOK, {COMPARE_MEAN, 0}, 1, ROW_RUN, 0},
+    /* Speculative decoding, as report computes it. The acceptance rate pools the drafts of
+     * the drawn requests (accepted over proposed), so it is resampled by request like the
+     * latencies; tokens per step needs the steps' decode counts, which no request holds, so
+     * it is one figure per run, as throughput. More of either is better for latency at
+     * equal cost; a larger k may buy them with more compute, which the latency rows show. */
+    {"spec_acceptance", "spec accept", "frac", COL_ACC, {COMPARE_MEAN, 0}, 1, ROW_RATIO,
+     COL_PROP},
+    {"spec_tokens_per_step", "tokens/step", "tok", COL_TPS, {COMPARE_MEAN, 0}, 1, ROW_SPEC, 0},
 };
 enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
@@ -287,7 +302,6 @@ static double run_figure(const side_data_t *d, int col) {
     switch (col) {
     case COL_REQS: return d->sum[0].req_per_s;
     case COL_OUT: return d->sum[0].out_tok_per_s;
-    case COL_ACCEPT: return d->spec[0].acceptance;
     case COL_TPS: return d->spec[0].tokens_per_step;
     default: return d->sum[0].tok_per_s;
     }
@@ -370,26 +384,38 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
     latency_note(out, kept, m);
     /* One bootstrap for all the metrics: the same draws, so metrics are resampled jointly,
      * and adding one moves no other (each gets what compare_bootstrap_runs would). */
-    compare_stat_t stat[N_METRICS];
-    int col[N_METRICS];
-    compare_est_t est[N_METRICS];
-    size_t nstat = 0, which[N_METRICS];
+    /* which[s]: the metric of statistic s; N_METRICS for a ratio's denominator (no row) */
+    compare_stat_t stat[2 * N_METRICS];
+    int col[2 * N_METRICS], den[2 * N_METRICS];
+    compare_est_t est[2 * N_METRICS];
+    size_t nstat = 0, which[2 * N_METRICS];
     int spec = any_spec(&da, &db);
     for (size_t k = 0; k < N_METRICS; k++) {
-        if (METRICS[k].kind == ROW_SLO && !o->has_slo) continue;
-        if (METRICS[k].kind == ROW_SPEC && !spec) continue;
+        int kind = METRICS[k].kind;
+        if (kind == ROW_SLO && !o->has_slo) continue;
+        if ((kind == ROW_RATIO || kind == ROW_SPEC) && !spec) continue;
+        if (kind == ROW_RATIO) {
+            which[nstat] = N_METRICS;
+            stat[nstat] = (compare_stat_t){COMPARE_MEAN, 0};
+            col[nstat] = METRICS[k].den;
+            den[nstat++] = -1;
+        }
         which[nstat] = k;
         stat[nstat] = METRICS[k].stat;
-        col[nstat++] = METRICS[k].col;
+        col[nstat] = METRICS[k].col;
+        den[nstat] = kind == ROW_RATIO ? (int)nstat - 1 : -1;
+        nstat++;
     }
     const double *const *xa = (const double *const *)da.x;
     const double *const *xb = (const double *const *)db.x;
     if (compare_boot_stats(xa, da.off, da.runs, xb, db.off, db.runs, NCOLS, out->paired, stat,
-                           col, nstat, o->resamples, o->seed, o->level, est, err, errlen) != 0)
+                           col, den, nstat, o->resamples, o->seed, o->level, est, err,
+                           errlen) != 0)
         goto done;
     double fa = (double)out->sa.finished / (double)out->sa.requests;
     double fb = (double)out->sb.finished / (double)out->sb.requests;
     for (size_t q = 0; q < nstat; q++) {
+        if (which[q] == N_METRICS) continue;
         const metric_def_t *d = &METRICS[which[q]];
         compare_metric_t *mt = &out->m[out->n_metrics++];
         snprintf(mt->name, sizeof mt->name, "%s", d->name);

@@ -45,8 +45,11 @@
  *    weighted by their requests.
  *  - When a run of either side verified speculative drafts: "spec accept" (accepted /
  *    proposed drafts) and "tokens/step" (per decoding request-step), report.h's figures.
- *    They are ratios of a run's totals, so they are per-run figures as throughput is: a
- *    CI when both sides have >= 2 runs (a run without drafts has none and is left out).
+ *    The acceptance rate is the ratio of the drawn requests' accepted and proposed drafts
+ *    (every request, whatever its status), so it is resampled like the latencies, with a
+ *    CI for single runs; a draw without drafts on a side is dropped. Tokens per step needs
+ *    the steps' decode counts, which no request holds: a per-run figure as throughput is,
+ *    a CI when both sides have >= 2 runs (a run without drafts has none, left out).
  *
  * Ownership: compare_result_t is a plain value (fixed arrays); nothing to free. The
  * bootstrap core keeps no pointer it is given. Errors go to the caller's err[errlen]. */

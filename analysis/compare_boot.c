@@ -150,12 +150,15 @@ static void draw_side(rng_t *r, const size_t *off, size_t runs, const uint32_t *
         for (uint32_t t = 0; t < c[k]; t++) add_counts(r, w + off[k], off[k + 1] - off[k]);
 }
 
+/* x / y, NAN when y is 0 (no drafts drawn: no rate) or either is NAN. */
+static double ratio(double x, double y) { return y != 0 ? x / y : NAN; }
+
 /* See compare_internal.h. */
 int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
                        const double *const *b, const size_t *offb, size_t rb, size_t ncols,
-                       int paired, const compare_stat_t *stat, const int *col, size_t nstat,
-                       int resamples, uint64_t seed, double level, compare_est_t *out,
-                       char *err, size_t errlen) {
+                       int paired, const compare_stat_t *stat, const int *col,
+                       const int *den, size_t nstat, int resamples, uint64_t seed,
+                       double level, compare_est_t *out, char *err, size_t errlen) {
     side_t *sa = NULL, *sb = NULL;
     size_t *order = NULL, *first = NULL, *nd = NULL;
     uint32_t *wa = NULL, *wb = NULL, *w = NULL, *ca = NULL, *cb = NULL;
@@ -182,6 +185,12 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
             (stat[s].kind == COMPARE_PCTL && !(stat[s].p >= 0 && stat[s].p <= 100))) {
             snprintf(err, errlen, "bad bootstrap arguments (resamples %d, level %g, p %g)",
                      resamples, level, stat[s].p);
+            goto done;
+        }
+        int q = den ? den[s] : -1;
+        if (q >= 0 && ((size_t)q >= nstat || (size_t)q == s || den[q] >= 0 ||
+                       stat[s].kind != COMPARE_MEAN || stat[q].kind != COMPARE_MEAN)) {
+            snprintf(err, errlen, "bad bootstrap ratio: statistic %zu over %d", s, q);
             goto done;
         }
     }
@@ -217,6 +226,12 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
     for (size_t s = 0; s < nstat; s++) {
         out[s].a = side_stat(stat[s], a[col[s]], na, &sa[col[s]]);
         out[s].b = side_stat(stat[s], b[col[s]], nb, &sb[col[s]]);
+    }
+    for (size_t s = 0; s < nstat; s++) {   /* denominators are no ratios: still plain here */
+        if (den && den[s] >= 0) {
+            out[s].a = ratio(out[s].a, out[den[s]].a);
+            out[s].b = ratio(out[s].b, out[den[s]].b);
+        }
         out[s].diff = out[s].b - out[s].a;
         out[s].rel_pct = out[s].a != 0 ? 100 * out[s].diff / out[s].a : NAN;
     }
@@ -232,12 +247,13 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
             if (nidx == 0) continue;
             stats_weighted(stat, idx, nidx, &sa[c], wa, va);
             stats_weighted(stat, idx, nidx, &sb[c], wb, vb);
-            for (size_t q = 0; q < nidx; q++) {
-                size_t s = idx[q];
-                double d = vb[s] - va[s];
-                if (isnan(d)) out[s].dropped++;
-                else diffs[s * (size_t)resamples + nd[s]++] = d;
-            }
+        }
+        /* after every column: a ratio's denominator may be in a later one */
+        for (size_t s = 0; s < nstat; s++) {
+            int q = den ? den[s] : -1;
+            double d = q < 0 ? vb[s] - va[s] : ratio(vb[s], vb[q]) - ratio(va[s], va[q]);
+            if (isnan(d)) out[s].dropped++;
+            else diffs[s * (size_t)resamples + nd[s]++] = d;
         }
     }
     for (size_t s = 0; s < nstat; s++) {
@@ -278,8 +294,8 @@ int compare_bootstrap(const double *a, size_t na, const double *b, size_t nb, in
         snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", na, nb);
         return -1;
     }
-    return compare_boot_stats(&a, offa, 1, &b, offb, 1, 1, paired, &stat, &col, 1, resamples,
-                              seed, level, out, err, errlen);
+    return compare_boot_stats(&a, offa, 1, &b, offb, 1, 1, paired, &stat, &col, NULL, 1,
+                              resamples, seed, level, out, err, errlen);
 }
 
 int compare_bootstrap_runs(const double *a, const size_t *off_a, size_t ra, const double *b,
@@ -287,7 +303,7 @@ int compare_bootstrap_runs(const double *a, const size_t *off_a, size_t ra, cons
                            int resamples, uint64_t seed, double level, compare_est_t *out,
                            char *err, size_t errlen) {
     const int col = 0;
-    return compare_boot_stats(&a, off_a, ra, &b, off_b, rb, 1, paired, &stat, &col, 1,
+    return compare_boot_stats(&a, off_a, ra, &b, off_b, rb, 1, paired, &stat, &col, NULL, 1,
                               resamples, seed, level, out, err, errlen);
 }
 

@@ -545,7 +545,7 @@ START_TEST(experiments_with_other_seeds_no_difference) {
                       m->est.diff, m->est.lo, m->est.hi);
     }
     ck_assert_int_eq(latency_rows, 12);
-    /* Throughput has an interval with several runs a side, and so do the speculative rows:
+    /* Throughput has an interval with several runs a side, and so do both speculative rows:
      * other seeds, same alpha, so no different acceptance either. */
     ck_assert(!isnan(metric(r, "req_per_s")->est.lo));
     for (size_t k = 0; k < 2; k++) {
@@ -561,7 +561,8 @@ START_TEST(experiments_with_other_seeds_no_difference) {
 END_TEST
 
 /* The speculative rows: present when a run of either side verified drafts, with report's
- * figures for each run (no interval for single runs); absent between two runs without. */
+ * figures for each run; the acceptance rate resampled by request (an interval for single
+ * runs), tokens per step one figure per run; absent between two runs without drafts. */
 START_TEST(speculative_rows) {
     sim_opts_t o;
     sim_opts_defaults(&o);
@@ -594,8 +595,14 @@ START_TEST(speculative_rows) {
     EQ(acc->est.b, shi.acceptance);
     EQ(tps->est.a, slo.tokens_per_step);
     EQ(tps->est.b, shi.tokens_per_step);
-    ck_assert(tps->est.b > tps->est.a && acc->est.b > acc->est.a);   /* alpha 0.7 vs 0.5 */
-    ck_assert(isnan(acc->est.lo) && acc->verdict == COMPARE_NA);      /* one value per run */
+    /* acceptance pools the drawn requests' drafts: an interval even for single runs, and
+     * alpha 0.7 against 0.5 is better; tokens per step is one figure per run */
+    ck_assert_msg(acc->verdict == COMPARE_BETTER && acc->est.lo > 0 && acc->est.lo < acc->est.diff
+                  && acc->est.diff < acc->est.hi && acc->est.dropped == 0,
+                  "%s: diff %g, CI %g..%g", compare_verdict_name(acc->verdict), acc->est.diff,
+                  acc->est.lo, acc->est.hi);
+    ck_assert(tps->est.b > tps->est.a);
+    ck_assert(isnan(tps->est.lo) && tps->verdict == COMPARE_NA);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -607,10 +614,17 @@ START_TEST(speculative_rows) {
     free(buf);
     free(r);
 
-    /* One side without drafts: the rows are there, its values missing. */
+    /* A run against itself: paired, every draw the same on both sides. */
+    r = compare(db, hi, db, hi, 200, COMPARE_DEFAULT_SEED);
+    acc = metric(r, "spec_acceptance");
+    ck_assert(acc->est.diff == 0 && acc->est.lo == 0 && acc->est.hi == 0);
+    ck_assert_int_eq(acc->verdict, COMPARE_SAME);
+    free(r);
+    /* One side without drafts: the rows are there, its values missing, no verdict. */
     r = compare(db, cont, db, hi, 200, COMPARE_DEFAULT_SEED);
-    ck_assert(isnan(metric(r, "spec_acceptance")->est.a));
-    EQ(metric(r, "spec_acceptance")->est.b, shi.acceptance);
+    acc = metric(r, "spec_acceptance");
+    ck_assert(isnan(acc->est.a) && isnan(acc->est.lo) && acc->verdict == COMPARE_NA);
+    EQ(acc->est.b, shi.acceptance);
     free(r);
     /* Neither side: no speculative rows. */
     r = compare(db, cont, db, chunk, 200, COMPARE_DEFAULT_SEED);
