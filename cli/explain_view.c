@@ -370,24 +370,30 @@ void explain_rec_free(explain_rec_t *x) {
     memset(x, 0, sizeof *x);
 }
 
-/* One column's lines for a row: the gap line, then the block's text; NULL b: none. */
+/* One column's lines for a row: the gap line, then the block's text; NULL b: none, or
+ * only the note that the column's last step is still running. */
 typedef struct {
     const explain_block_t *b;
     const char *next;       /* the next line of b->text */
     int gap;                /* the gap line is still to print */
+    char note[EXPLAIN_COL + 1]; /* printed first when not empty */
 } column_t;
 
 static void column_start(column_t *c, const explain_block_t *b) {
     c->b = b;
     c->next = b ? b->text : NULL;
     c->gap = b && b->quiet_before > 0;
+    c->note[0] = 0;
 }
 
 /* Writes the column's next line, cut and padded to EXPLAIN_COL when pad; 0 when none. */
 static int column_line(FILE *f, column_t *c, int pad) {
     char line[EXPLAIN_COL + 1];
     int n = 0;
-    if (c->gap) {
+    if (c->note[0]) {
+        n = snprintf(line, sizeof line, "%s", c->note);
+        c->note[0] = 0;
+    } else if (c->gap) {
         c->gap = 0;
         gap_text(line, sizeof line, c->b->quiet_before);
         n = (int)strlen(line);
@@ -409,12 +415,21 @@ static int column_line(FILE *f, column_t *c, int pad) {
     return 1;
 }
 
-static void row(FILE *f, const explain_block_t *a, const explain_block_t *b) {
+/* A row of the side-by-side view: blocks a and b (either may be NULL). A column left empty
+ * while its last shown step (busy) is still running when the row's block starts says so,
+ * so that a long step on one side reads as such beside the other's short ones. */
+static void row(FILE *f, const explain_block_t *a, const explain_block_t *b,
+                const explain_block_t *busy_a, const explain_block_t *busy_b) {
     column_t ca, cb;
     column_start(&ca, a);
     column_start(&cb, b);
+    if (!a && b && busy_a && b->start_s < busy_a->end_s)
+        snprintf(ca.note, sizeof ca.note, "  (#%lld still running)", (long long)busy_a->step);
+    if (!b && a && busy_b && a->start_s < busy_b->end_s)
+        snprintf(cb.note, sizeof cb.note, "  (#%lld still running)", (long long)busy_b->step);
     for (;;) {
-        int more_a = ca.gap || (ca.next && *ca.next), more_b = cb.gap || (cb.next && *cb.next);
+        int more_a = ca.gap || ca.note[0] || (ca.next && *ca.next);
+        int more_b = cb.gap || cb.note[0] || (cb.next && *cb.next);
         if (!more_a && !more_b) break;
         column_line(f, &ca, 1);
         fputs(" | ", f);
@@ -425,6 +440,7 @@ static void row(FILE *f, const explain_block_t *a, const explain_block_t *b) {
 
 void explain_print_side_by_side(FILE *f, const explain_rec_t *a, const explain_rec_t *b) {
     int64_t i = 0, j = 0;
+    const explain_block_t *busy_a = NULL, *busy_b = NULL; /* last steps printed */
     for (;;) {
         const explain_block_t *x = i < a->n_blocks ? &a->blocks[i] : NULL;
         const explain_block_t *y = j < b->n_blocks ? &b->blocks[j] : NULL;
@@ -432,15 +448,17 @@ void explain_print_side_by_side(FILE *f, const explain_rec_t *a, const explain_r
         if ((!x && a->full) || (!y && b->full) || (!x && !y)) break;
         if (x && y && (x->start_s == y->start_s ||
                        (x->start_s < y->end_s && y->start_s < x->end_s))) {
-            row(f, x, y);
+            row(f, x, y, busy_a, busy_b);
             i++, j++;
         } else if (x && (!y || x->start_s <= y->start_s)) {
-            row(f, x, NULL);
+            row(f, x, NULL, busy_a, busy_b);
             i++;
         } else {
-            row(f, NULL, y);
+            row(f, NULL, y, busy_a, busy_b);
             j++;
         }
+        if (x && i > 0 && &a->blocks[i - 1] == x && x->step >= 0) busy_a = x;
+        if (y && j > 0 && &b->blocks[j - 1] == y && y->step >= 0) busy_b = y;
     }
     /* steps left out at the end of a run that was printed to its end */
     int qa = i == a->n_blocks && a->quiet, qb = j == b->n_blocks && b->quiet;

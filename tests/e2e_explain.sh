@@ -186,6 +186,8 @@ exr cmpset --trace "$T/tiny.csv" --policy "$POL/continuous.lua" \
 want_rc 0
 want_out "params: A max_seqs=64;  B chunk=256 max_seqs=64" "A: continuous.lua"
 want_out_re "\| #[0-9]+ [0-9.]+s [0-9.]+ms 256p\+0d"
+# continuous batching's 625-token prefill outlasts chunked prefill's first two steps
+want_out_re "^  \(#0 still running\) +\| #1 [0-9.]+s [0-9.]+ms 256p\+0d"
 exr cmpbad --trace "$T/tiny.csv" --policy "$POL/continuous.lua" \
     --compare "$POL/chunked_prefill.lua" --set chunk=256
 want_rc 2
