@@ -568,6 +568,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         res->setup_failed = 1;
         goto done;
     }
+    /* Ctrl-C while the model loaded: nothing ran, nothing is recorded. */
+    if (replay_not_started(&e.rp)) goto done;
     if (o->progress) replay_count_trace(&e.rp, o->trace_path, &o->trace_opts);
 
     /* Everything a replay of this run needs (validate: the simulator on the same workload,
@@ -627,7 +629,6 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     if (warm) e.bk->keep_warm(e.bk, 0);
     if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     replay_finish(&e.rp);
-    res->interrupted = e.rp.interrupted;
     res->requests = e.rp.requests;
     res->skipped = e.rp.trace ? trace_skipped(e.rp.trace) : 0;
     res->steps = e.steps;
@@ -643,6 +644,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
                                          sizeof m) == 0;
     }
 done:
+    res->interrupted = e.rp.interrupted;
     if (e.rp.failed) snprintf(err, errlen, "%s", e.rp.err);
     rc = e.rp.failed ? -1 : 0;
     replay_close(&e.rp); /* aborted requests' tokens are freed through req_final first */

@@ -23,7 +23,8 @@
  *    a trace without a request to replay) fails before the run row: nothing is recorded
  *    and engine_result_t.setup_failed says so.
  *  - interrupt: polled between steps and during idle waits; once non-zero (a signal's
- *    number) the run ends as failed with "interrupted by SIGINT at t=T s" (engine time).
+ *    number) the run ends as failed with "interrupted by SIGINT at t=T s" (engine time);
+ *    set during setup (a model loading), nothing is run or recorded.
  *
  * Ownership: engine_run borrows the options for the duration of the call. */
 #ifndef TWIN_ENGINE_H

@@ -317,6 +317,14 @@ int replay_interrupted(replay_t *r, double now) {
     return replay_fail(r, "interrupted by %s at t=%.3f s", replay_signal_name(sig), now);
 }
 
+int replay_not_started(replay_t *r) {
+    int sig = r->interrupt ? *r->interrupt : 0;
+    if (!sig) return 0;
+    r->interrupted = 1;
+    return replay_fail(r, "not run: interrupted by %s before it started",
+                       replay_signal_name(sig));
+}
+
 int replay_record_step(replay_t *r, rec_step_t *st) {
     st->kv_used = sched_kv_used(r->sched);
     st->kv_total = sched_kv_total(r->sched);

@@ -150,6 +150,10 @@ int replay_stalled(replay_t *r, double now);
 /* 0, or -1 when the interrupt flag is set: the run fails with "interrupted by SIGNAME at
  * t=T s" (T the executor's time: simulated or engine seconds). */
 int replay_interrupted(replay_t *r, double now);
+/* Before the run row: 0, or -1 when the interrupt flag is already set (a signal during
+ * setup, or a sweep's point forked after one): "not run: interrupted by SIGNAME before it
+ * started", and nothing is to be recorded. */
+int replay_not_started(replay_t *r);
 /* "SIGINT", "SIGTERM", "SIGHUP", else "signal N" (in a static buffer). */
 const char *replay_signal_name(int sig);
 

@@ -582,17 +582,13 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     m.rp.early_info = &early;
     m.rp.interrupt = o->interrupt;
     /* A sweep forks its later points after a signal: they are not run, and not recorded. */
-    if (o->interrupt && *o->interrupt) {
-        replay_fail(&m.rp, "not run: interrupted by %s before it started",
-                    replay_signal_name(*o->interrupt));
-        res->interrupted = 1;
-        goto done;
-    }
+    if (replay_not_started(&m.rp)) goto done;
     /* A configuration that cannot run records nothing (sim.h): the caller says why. */
     if (setup(&m, &model, &hw, &num_blocks) != 0) {
         res->setup_failed = 1;
         goto done;
     }
+    if (replay_not_started(&m.rp)) goto done;
     if (o->progress) replay_count_trace(&m.rp, o->trace_path, &o->trace_opts);
 
     if (m.cf && m.cf->kind == COST_FILE_LINEAR)
@@ -645,7 +641,6 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->run_id = m.rp.run_id;
     run_loop(&m);
     replay_finish(&m.rp);
-    res->interrupted = m.rp.interrupted;
     res->requests = m.rp.requests;
     res->skipped = m.rp.trace ? trace_skipped(m.rp.trace) : 0;
     res->steps = m.steps;
@@ -659,6 +654,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
             summary_load(rec_db(m.rp.rec), m.rp.run_id, &res->summary, e, sizeof e) == 0;
     }
 done:
+    res->interrupted = m.rp.interrupted;
     if (m.rp.failed) snprintf(err, errlen, "%s", m.rp.err);
     replay_close(&m.rp);
     cost_free(m.cost);

@@ -23,7 +23,8 @@
  *    nothing is recorded and sim_result_t.setup_failed says so.
  *  - interrupt: polled before each step is planned; once non-zero (a signal's number) the
  *    run ends as failed with "interrupted by SIGINT at t=T s" (T simulated seconds). Set
- *    when sim_run is called, nothing is run or recorded (a sweep's later points).
+ *    before the run row would be written (when sim_run is called: a sweep's later points;
+ *    or during setup), nothing is run or recorded.
  *
  *  - Hooks (optional, for teaching views and tests): on_step is called once per executed
  *    step when it completes, BEFORE the scheduler commits it, so every plan entry's request
