@@ -78,10 +78,13 @@ want_no_run "$T/epast.db"
 want_err "no request to replay"
 end
 
-begin "usage mistakes record no run: unknown --set key, unknown model and hardware, missing files"
+begin "usage mistakes record no run: unknown --set key, a bad param value, unknown model and hardware, missing files"
 run u_set "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/u.db" --set nope=1
 want_no_run "$T/u.db"
 want_err "nope"
+run u_value "$BIN" sim -q --trace "$T/long2.csv" --policy "$POL/chunked_prefill.lua" --db "$T/u.db" --set chunk=0
+want_no_run "$T/u.db"
+want_err "chunk"
 run u_model "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/u.db" --model nope-7b
 want_no_run "$T/u.db"
 run u_hw "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/u.db" --hw a100
