@@ -377,7 +377,7 @@ local function take_specs(params)
                 return what .. "int, min and max apply to numbers; the default is a " .. t
             end
             for _, f in ipairs { "min", "max" } do
-                if spec[f] ~= nil and type(spec[f]) ~= "number" then
+                if spec[f] ~= nil and (type(spec[f]) ~= "number" or spec[f] ~= spec[f]) then
                     return what .. f .. " must be a number"
                 end
             end
@@ -398,7 +398,9 @@ local function take_specs(params)
                 return what .. "the default " .. tostring(d) .. " is not " ..
                     describe_spec(spec)
             end
-            specs[k] = spec
+            -- a copy: the policy's own table stays its to change, the checks do not
+            specs[k] = copy(spec)
+            if spec.oneof then specs[k].oneof = copy(spec.oneof) end
             params[k] = d
         end
     end
