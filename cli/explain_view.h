@@ -12,6 +12,9 @@
  *    finish, or a batch whose set of requests differs from the previous step's. The other
  *    steps are decode-only steps of an unchanged batch; they are counted, and the next
  *    shown block (or the end) says how many were left out.
+ *  - In the narrow form an arrival before a step is a block of its own (start = end = its
+ *    arrival time, step -1), not counted against max_shown, so that the side-by-side view
+ *    places it at its time.
  *  - max_shown counts shown blocks. When it is reached the recorder either stops the run
  *    (stop_when_full) or keeps it going without recording, so the run's summary covers
  *    every request (a comparison's closing line needs that).
