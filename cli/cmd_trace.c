@@ -19,8 +19,8 @@ static const char usage_text[] =
     "       twinserve trace info FILE [--format F] [--rate-scale X] [--start S]\n"
     "                                 [--duration S] [--limit N]\n"
     "\n"
-    "gen writes a synthetic trace as CSV (arrival_s,prompt_tokens,output_tokens) to FILE or\n"
-    "stdout. Defaults: --n 1000 --rate 1 --arrival poisson --prompt lognormal:1000:1.0\n"
+    "gen writes a synthetic trace as CSV (arrival_s,prompt_tokens,output_tokens) to FILE\n"
+    "(then says on stdout how many requests over what span) or stdout. Defaults: --n 1000 --rate 1 --arrival poisson --prompt lognormal:1000:1.0\n"
     "--output lognormal:200:1.0 --seed 0.\n"
     "  DIST: fixed:N | uniform:A:B | lognormal:MEDIAN:SIGMA[:MAX] (clamped to [1, MAX],\n"
     "        MAX 32768 by default) | trace:PATH (resample rows of a real trace; when --prompt\n"
@@ -192,17 +192,15 @@ out:
         fprintf(stderr, "twinserve trace gen: %s: %s\n", out, strerror(errno));
         rc = 1;
     }
-    if (rc == 0) { /* on stderr: stdout may be the trace itself */
+    if (rc == 0 && out) { /* as calibrate's "wrote FILE"; without --out stdout is the trace */
         tgen_stats_t st;
         tgen_stats(g, &st);
         double n = (double)st.requests;
-        fprintf(stderr, "[trace gen] wrote %lld request%s to %s: arrivals 0 to %.3f s",
-                (long long)st.requests, st.requests == 1 ? "" : "s", out ? out : "stdout",
-                st.last_arrival_s);
-        if (st.last_arrival_s > 0)
-            fprintf(stderr, " (%.3g req/s)", (n - 1) / st.last_arrival_s);
-        fprintf(stderr, ", mean prompt %.0f and output %.0f tokens\n",
-                (double)st.prompt_tokens / n, (double)st.output_tokens / n);
+        printf("wrote %lld request%s to %s: arrivals 0 to %.3f s", (long long)st.requests,
+               st.requests == 1 ? "" : "s", out, st.last_arrival_s);
+        if (st.last_arrival_s > 0) printf(" (%.3g req/s)", (n - 1) / st.last_arrival_s);
+        printf(", mean prompt %.0f and output %.0f tokens\n", (double)st.prompt_tokens / n,
+               (double)st.output_tokens / n);
     }
     if (rc != 0 && f != stdout && out) remove(out);
     tgen_close(g);

@@ -47,7 +47,7 @@ as_reader() { local n=$1; shift; run "$n" "${AS[@]}" "$@"; }
 # Two simulated runs and a dummy-weights engine run (what validate replays), written by this
 # user; the reader's copies are made from it.
 "$BIN" trace gen --n 30 --rate 40 --prompt lognormal:60:0.6 --output lognormal:12:0.5 \
-    --seed 3 --out "$T/t.csv" 2>/dev/null
+    --seed 3 --out "$T/t.csv" >/dev/null
 chmod 644 "$T/t.csv"
 mkdir "$T/w"
 run sim_a "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/w/runs.db" --name a
