@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bounds for a configuration read from a file: far above any real Llama (405B has dim
@@ -174,6 +175,13 @@ int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *
     FILE *f = fopen(spec, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open model file: %s", spec, strerror(errno));
+        return -1;
+    }
+    /* fopen opens a directory; its reads then fail as if the file were short. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s: cannot open model file: %s", spec, strerror(EISDIR));
         return -1;
     }
     char magic[4] = {0};

@@ -137,6 +137,9 @@ want_err "lots"
 run gen_missing "$BIN" generate --model "$T/none.bin"
 want_rc 1
 want_err "$T/none.bin: cannot open model file: No such file or directory"
+run gen_dir "$BIN" generate --model "$T"
+want_rc 1
+want_err "$T: cannot open model file: Is a directory"
 run bench_ctx "$BIN" bench --model dummy:stories260k --batch 1 --ctx 1
 want_rc 2
 want_err "--ctx"
