@@ -196,8 +196,8 @@ out:
         tgen_stats_t st;
         tgen_stats(g, &st);
         double n = (double)st.requests;
-        printf("wrote %lld request%s to %s: arrivals 0 to %.3f s", (long long)st.requests,
-               st.requests == 1 ? "" : "s", out, st.last_arrival_s);
+        printf("[trace gen] wrote %lld request%s to %s: arrivals 0 to %.3f s",
+               (long long)st.requests, st.requests == 1 ? "" : "s", out, st.last_arrival_s);
         if (st.last_arrival_s > 0) printf(" (%.3g req/s)", (n - 1) / st.last_arrival_s);
         printf(", mean prompt %.0f and output %.0f tokens\n", (double)st.prompt_tokens / n,
                (double)st.output_tokens / n);

@@ -70,7 +70,7 @@ gen out --n 300 --seed 11 --out "$T/gen_out.csv"
 want_rc 0
 cmp -s "$T/seed_a.csv" "$T/gen_out.csv" || bad " --out file differs from stdout output"
 last_arrival=$(tail -n 1 "$T/gen_out.csv" | awk -F, '{ printf "%.3f", $1 }')
-want_out "wrote 300 requests to $T/gen_out.csv: arrivals 0 to $last_arrival s ("
+want_out "[trace gen] wrote 300 requests to $T/gen_out.csv: arrivals 0 to $last_arrival s ("
 want_out_re "req/s\), mean prompt [0-9]+ and output [0-9]+ tokens\$"
 [ "$(wc -l <"$T/out.out")" -eq 1 ] || bad " more than one line on stdout"
 end
