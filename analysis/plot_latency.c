@@ -114,59 +114,13 @@ int plot_cdfs(plot_t *p) {
 
 /* ------------------------------------------------------------------ tokens */
 
-/* One gap between successive emissions of a request: it ended at t (s). */
-typedef struct {
-    double t, gap;
-    int64_t req;
-} gap_t;
+typedef report_gap_t gap_t;
 
-/* The gaps of run i, by request then index. As report's ITL (report.h): tokens sharing a t_s
- * (a speculative step's) are one emission, and a token without a time breaks the chain. */
+/* The gaps of run i, by request then index, counted as report's ITL is. */
 static int read_gaps(plot_t *p, size_t i, gap_t **out, size_t *n) {
-    sqlite3_stmt *st = NULL;
-    gap_t *g = NULL;
-    size_t cap = 0;
-    double prev_t = 0;
-    int64_t prev_req = 0;
-    int have_prev = 0, rc = SQLITE_ERROR, ret = -1;
-    *n = 0;
-    if (sqlite3_prepare_v2(p->db, "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 "
-                           "ORDER BY req_id, idx", -1, &st, NULL) != SQLITE_OK)
-        goto done;
-    sqlite3_bind_int64(st, 1, p->runs[i].id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t req = sqlite3_column_int64(st, 0);
-        int null_t = sqlite3_column_type(st, 1) == SQLITE_NULL;
-        double t = sqlite3_column_double(st, 1);
-        if (have_prev && req == prev_req && !null_t && t != prev_t) {
-            if (*n == cap) {
-                size_t ncap = cap ? 2 * cap : 4096;
-                gap_t *grown = realloc(g, ncap * sizeof *grown);
-                if (!grown) {
-                    rc = SQLITE_NOMEM;
-                    break;
-                }
-                g = grown;
-                cap = ncap;
-            }
-            g[(*n)++] = (gap_t){ t, t - prev_t, req };
-        }
-        have_prev = !null_t;
-        prev_req = req;
-        prev_t = t;
-    }
-    if (rc == SQLITE_DONE) {
-        *out = g;
-        g = NULL;
-        ret = 0;
-    }
-done:
-    if (ret)
-        plot_fail(p, "cannot read the tokens of run %s: %s", p->runs[i].name,
-                  rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(p->db));
-    free(g);
-    sqlite3_finalize(st);
-    return ret;
+    char err[256];
+    if (report_read_gaps(p->db, p->runs[i].id, out, n, err, sizeof err) == 0) return 0;
+    return plot_fail(p, "%s", err);
 }
 
 static int gap_time_cmp(const void *a, const void *b) {

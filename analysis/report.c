@@ -98,8 +98,7 @@ done:
 
 static int slo_set(double bound) { return bound > 0; }   /* false for NAN too */
 
-/* Gaps between a request's successive token emissions, pooled over the run's requests.
- * Tokens emitted together (a speculative step's 1 + accepted drafts share one t_s) are one
+/* Tokens emitted together (a speculative step's 1 + accepted drafts share one t_s) are one
  * emission, as vLLM's benchmark takes ITL between streamed chunks: counting them as zero
  * gaps made ITL p50 read 0 under speculation. The rows come in primary-key order, so the
  * gaps are taken here in one pass: a window function (lag) and an ORDER BY in SQL took 6 s
@@ -107,13 +106,17 @@ static int slo_set(double bound) { return bound > 0; }   /* false for NAN too */
 static const char SQL_TOKENS[] =
     "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 ORDER BY req_id, idx";
 
-static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, size_t errlen) {
+int report_read_gaps(sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n, char *err,
+                     size_t errlen) {
     sqlite3_stmt *st = NULL;
-    double *x = NULL, prev_t = 0;
+    report_gap_t *g = NULL;
+    double prev_t = 0;
     int64_t prev_req = 0;
     int have_prev = 0;
-    size_t n = 0, cap = 0;
+    size_t cap = 0;
     int ret = -1, rc;
+    *out = NULL;
+    *n = 0;
     if (sqlite3_prepare_v2(db, SQL_TOKENS, -1, &st, NULL) != SQLITE_OK) goto sql_error;
     sqlite3_bind_int64(st, 1, run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -121,18 +124,18 @@ static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, s
         int null_t = sqlite3_column_type(st, 1) == SQLITE_NULL;
         double t = sqlite3_column_double(st, 1);
         if (have_prev && req == prev_req && !null_t && t != prev_t) {
-            if (n == cap) {
+            if (*n == cap) {
                 size_t ncap = cap ? 2 * cap : 4096;
-                double *grown = realloc(x, ncap * sizeof *grown);
+                report_gap_t *grown = realloc(g, ncap * sizeof *grown);
                 if (!grown) {
                     snprintf(err, errlen, "out of memory reading the tokens of run %lld",
                              (long long)run_id);
                     goto done;
                 }
-                x = grown;
+                g = grown;
                 cap = ncap;
             }
-            x[n++] = t - prev_t;
+            g[(*n)++] = (report_gap_t){ t, t - prev_t, req };
         }
         /* A token without a time breaks the chain rather than spanning two gaps. */
         have_prev = !null_t;
@@ -140,17 +143,37 @@ static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, s
         prev_t = t;
     }
     if (rc != SQLITE_DONE) goto sql_error;
-    stats_sort(x, n);
-    stats_describe_sorted(x, n, out);
+    *out = g;
+    g = NULL;
     ret = 0;
     goto done;
 sql_error:
     snprintf(err, errlen, "cannot read the tokens of run %lld: %s", (long long)run_id,
              sqlite3_errmsg(db));
 done:
-    free(x);
+    if (ret) *n = 0;
+    free(g);
     sqlite3_finalize(st);
     return ret;
+}
+
+/* The gaps pooled over the run's requests. */
+static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, size_t errlen) {
+    report_gap_t *g;
+    size_t n;
+    if (report_read_gaps(db, run_id, &g, &n, err, errlen) != 0) return -1;
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) {
+        free(g);
+        snprintf(err, errlen, "out of memory reading the tokens of run %lld", (long long)run_id);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = g[i].gap;
+    free(g);
+    stats_sort(x, n);
+    stats_describe_sorted(x, n, out);
+    free(x);
+    return 0;
 }
 
 /* NULL bounds are not set; a NULL TPOT (one-token output) meets a TPOT bound. */

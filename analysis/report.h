@@ -91,6 +91,19 @@ int report_load_summary(struct sqlite3 *db, int64_t run_id, const report_slo_t *
 int report_load_spec(struct sqlite3 *db, int64_t run_id, report_spec_t *out, char *err,
                      size_t errlen);
 
+/* One gap between successive token emissions of a request, ending at t (s). */
+typedef struct {
+    double t, gap;
+    int64_t req;
+} report_gap_t;
+
+/* The run's gaps between token emissions (ITL), ordered by request then token: tokens
+ * sharing a t_s (a speculative step's) are one emission, and a token without a time breaks
+ * the chain. *out is malloc'ed (the caller frees it; NULL when *n is 0 may also be freed).
+ * 0, or -1 with a message. */
+int report_read_gaps(struct sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n,
+                     char *err, size_t errlen);
+
 /* One screen for humans: summary_print, then ITL, SLOs, KV utilisation and batch size, and
  * the speculative figures of a run that verified drafts. */
 void report_print(FILE *f, const report_t *r);
