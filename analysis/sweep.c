@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analysis/experiment.h"
@@ -353,6 +354,22 @@ static int name_points(const sweep_t *sw, const char *prefix, sweep_point_t *pts
     return 0;
 }
 
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "NAME done (3 of 8, 12 s, about 20 s left)": the points finish at roughly the rate they
+ * have so far, whatever --jobs is, so elapsed / finished * left is the estimate. */
+static void point_line(const sweep_point_t *pt, int finished, int n, double t0) {
+    double el = mono_s() - t0, left = finished < n ? el / finished * (n - finished) : 0;
+    fprintf(stderr, "twinserve sweep: %s %s (%d of %d, %.2g s", pt->name,
+            pt->ok ? "done" : "failed", finished, n, el);
+    if (finished < n) fprintf(stderr, ", about %.2g s left", left);
+    fprintf(stderr, ")\n");
+}
+
 int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
               sweep_point_t *pts, char *err, size_t errlen) {
     char dir[] = "/tmp/twinsweep-XXXXXX", path[1100];
@@ -362,7 +379,8 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
     n = nrates * reps;   /* every rate once per seed */
     pid_t *pids = calloc((size_t)n + 1, sizeof *pids);
     sqlite3 *db = NULL;
-    int rc = -1, next = 0, running = 0;
+    int rc = -1, next = 0, running = 0, finished = 0;
+    double t0 = mono_s();
     if (!pids) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -401,13 +419,13 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
             if (pids[i] == pid) {
                 pids[i] = 0;
                 running--;
+                finished++;
                 pts[i].ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
                 if (WIFSIGNALED(status))
                     fprintf(stderr, "twinserve sweep: %s: the simulation died (signal %d)\n",
                             pts[i].name, WTERMSIG(status));
                 else if (!sw->quiet)
-                    fprintf(stderr, "twinserve sweep: %s %s\n", pts[i].name,
-                            pts[i].ok ? "done" : "failed");
+                    point_line(&pts[i], finished, n, t0);
             }
     }
     if (next < n) { /* a fork failed: wait for the ones started */
@@ -506,8 +524,8 @@ int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, 
     int any_ok = 0;
     for (size_t i = 0; i < c->n_points; i++) any_ok |= c->points[i].ok;
     if (!any_ok) {
-        snprintf(err, errlen, "the first simulation (%s at %.4g req/s) failed; its error is "
-                 "in the database (`twinserve runs`)", c->points[0].name, c->points[0].rate);
+        snprintf(err, errlen, "the first simulation (%s at %.4g req/s) failed: its error is "
+                 "above (and in `twinserve runs` if the run had started)", c->points[0].name, c->points[0].rate);
         return -1;
     }
     bracket(c, target);

@@ -29,6 +29,14 @@ want_sql "$T/a.db" "select group_concat(r, ' ') from (select round((count(*) - 1
     (max(arrival_s) - min(arrival_s)), 6) r from requests group by run_id order by run_id)" "3.0 6.0 12.0"
 end
 
+begin "progress: each point's line counts the points and estimates the time left"
+run progress "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" --rates 3,6 -j 1 \
+    --db "$T/progress.db"
+want_rc 0
+want_err_re "sweep-continuous@3rps done \\(1 of 2, [0-9.e+-]+ s, about [0-9.e+-]+ s left\\)"
+want_err_re "sweep-continuous@6rps done \\(2 of 2, [0-9.e+-]+ s\\)\$"
+end
+
 begin "a second sweep into the same database gets a fresh name"
 sw again --rates 3 --db "$T/a.db"
 want_rc 0
