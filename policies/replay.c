@@ -2,10 +2,12 @@
 #include "policies/replay.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "traces/json.h"
@@ -122,6 +124,9 @@ int replay_init(replay_t *r, const char *db_path) {
     r->run_id = -1;
     pthread_mutex_init(&r->live.mu, NULL);
     r->wall0 = replay_wall();
+    struct stat sb;
+    if (db_path && *db_path && strcmp(db_path, ":memory:") != 0 && stat(db_path, &sb) != 0)
+        r->created_db = strdup(db_path); /* NULL when out of memory: the file is then kept */
     r->rec = rec_open(db_path);
     /* Rows are written by a background thread: the replay does not wait for SQLite. */
     if (!r->rec || rec_errmsg(r->rec) || rec_set_async(r->rec, 1) != 0)
@@ -344,12 +349,29 @@ int replay_finish(replay_t *r) {
     return r->failed ? -1 : 0;
 }
 
+/* 1 when the database holds no run: nobody's records would go with the file. Another process
+ * could begin a run between this check and the removal; a database that two commands create
+ * at the same instant, one of them failing, is not worth a lock. */
+static int db_holds_no_run(rec_t *rec) {
+    sqlite3_stmt *st = NULL;
+    sqlite3 *db = rec ? rec_db(rec) : NULL;
+    int empty = db && sqlite3_prepare_v2(db, "SELECT count(*) FROM runs", -1, &st, NULL) ==
+                          SQLITE_OK &&
+                sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+    return empty;
+}
+
 void replay_close(replay_t *r) {
     trace_close(r->trace);
     sched_free(r->sched);
     lhost_close(r->host);
     free(r->live.v);
+    int remove_db = r->created_db && r->run_id < 0 && db_holds_no_run(r->rec);
     rec_close(r->rec);
+    if (remove_db) rec_remove(r->created_db);
+    free(r->created_db);
+    r->created_db = NULL;
     r->trace = NULL;
     r->sched = NULL;
     r->host = NULL;

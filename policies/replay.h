@@ -57,6 +57,9 @@ typedef struct {
 
 typedef struct replay {
     rec_t *rec;
+    /* The database file replay_init created (it did not exist), else NULL: removed again at
+     * replay_close when it holds no run, so that a usage error leaves nothing behind. */
+    char *created_db;
     /* Set by the executor from its options; NULL: never interrupted. */
     const volatile sig_atomic_t *interrupt;
     int interrupted;             /* the run was ended by a signal */
@@ -91,7 +94,9 @@ typedef struct replay {
 double replay_wall(void);       /* monotonic seconds */
 
 /* Zeroes r, starts the wall clock and opens the database (rows written by a background
- * thread). 0, or -1 with the failure recorded (r->err). */
+ * thread). 0, or -1 with the failure recorded (r->err). A database file it creates is
+ * removed by replay_close if no run was ever written to it (by this replay or another
+ * process). */
 int replay_init(replay_t *r, const char *db_path);
 
 /* Records the first failure; returns -1. */

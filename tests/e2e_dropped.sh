@@ -18,11 +18,13 @@ awk 'BEGIN { print "arrival_s,prompt_tokens,output_tokens";
              for (i = 0; i < 50; i++) printf "%d,%d,%d\n", i, i == 7 ? 5000 : 200, 20 }' >"$T/long2.csv"
 printf 'arrival_s,prompt_tokens,output_tokens\n' >"$T/header.csv"
 
-# want_no_run DB: exit 2, no run recorded
+# want_no_run DB: exit 2, no run recorded, and a database the command created is gone again
 want_no_run() {
     want_rc 2
     want_err "nothing was run or recorded"
-    [ -f "$1" ] && want_sql "$1" "select count(*) from runs" 0
+    [ -e "$1" ] && bad " $1 was left behind"
+    [ -e "$1-wal" ] || [ -e "$1-shm" ] || [ -e "$1-journal" ] && bad " a side file of $1 was left"
+    return 0
 }
 
 begin "sim: 10% over the context: rejected with its share, and a WARNING naming model, context and options"
@@ -101,7 +103,13 @@ run u_eng_model "$BIN" engine -q --trace "$T/long2.csv" --policy "$CONT" --model
 want_no_run "$T/u.db"
 run u_repeat "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/u.db" --repeat 2 --hw a100
 want_rc 2
-want_sql "$T/u.db" "select count(*) from runs" 0
+[ -e "$T/u.db" ] && bad " u.db was left behind by --repeat"
+# A database that already held runs keeps them, and gets no new one.
+run k_first "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/k.db" --name first
+want_rc 0
+run k_bad "$BIN" sim -q --trace "$T/long2.csv" --policy "$CONT" --db "$T/k.db" --hw a100
+want_rc 2
+want_sql "$T/k.db" "select group_concat(name) from runs" first
 end
 
 e2e_finish e2e_dropped
