@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "analysis/experiment.h"
+#include "traces/merge.h"
 #include "traces/recorder.h"
 #include "traces/trace.h"
 
@@ -201,100 +202,15 @@ done:
     return rc;
 }
 
-/* "INSERT INTO main.T(cols) SELECT ...": the column list comes from the table itself, so
- * the merge follows schema.sql without repeating it. skip names the column not copied
- * (runs.id, renumbered) or replaced by ?1 (run_id). */
-static int merge_sql(sqlite3 *db, const char *table, const char *skip, int bind_run,
-                     char *sql, size_t len) {
-    char q[128], cols[2048] = "", sel[2048] = "";
-    sqlite3_stmt *st = NULL;
-    snprintf(q, sizeof q, "SELECT name FROM main.pragma_table_info('%s') ORDER BY cid", table);
-    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) return -1;
-    size_t lc = 0, ls = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *c = (const char *)sqlite3_column_text(st, 0);
-        if (!strcmp(c, skip) && !bind_run) continue;
-        lc += (size_t)snprintf(cols + lc, sizeof cols - lc, "%s%s", lc ? "," : "", c);
-        ls += (size_t)snprintf(sel + ls, sizeof sel - ls, "%s%s", ls ? "," : "",
-                               !strcmp(c, skip) ? "?1" : c);
-        if (lc >= sizeof cols || ls >= sizeof sel) break;
-    }
-    sqlite3_finalize(st);
-    if (lc >= sizeof cols || ls >= sizeof sel) return -1;
-    snprintf(sql, len, "INSERT INTO main.%s(%s) SELECT %s FROM c.%s%s", table, cols, sel,
-             table, bind_run ? " WHERE run_id = ?2" : "");
-    return 0;
-}
-
-static int exec_bind(sqlite3 *db, const char *sql, int64_t a, int64_t b) {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        if (sqlite3_bind_parameter_count(st) >= 1) sqlite3_bind_int64(st, 1, a);
-        if (sqlite3_bind_parameter_count(st) >= 2) sqlite3_bind_int64(st, 2, b);
-        rc = sqlite3_step(st);
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* Copies the one run of child database path into db; *run_id gets its new id (-1 when the
- * child recorded no run). */
-static int merge_child(sqlite3 *db, const char *path, int64_t *run_id, char *err,
-                       size_t errlen) {
-    static const char *const tables[] = { "requests", "steps", "tokens" };
-    char sql[4600];
-    int64_t old = -1;
-    *run_id = -1;
-    if (access(path, F_OK) != 0) return 0; /* the child died before creating it */
-    sqlite3_stmt *st = NULL;
-    snprintf(sql, sizeof sql, "ATTACH DATABASE ? AS c");
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) goto dberr;
-    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) goto dberr;
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) goto detach;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM c.runs", -1, &st, NULL) != SQLITE_OK) goto rollback;
-    if (sqlite3_step(st) == SQLITE_ROW) old = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if (old >= 0) {
-        if (merge_sql(db, "runs", "id", 0, sql, sizeof sql) != 0) goto rollback;
-        strncat(sql, " WHERE id = ?1", sizeof sql - strlen(sql) - 1);
-        if (exec_bind(db, sql, old, 0) != SQLITE_OK) goto rollback;
-        *run_id = sqlite3_last_insert_rowid(db);
-        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-            if (merge_sql(db, tables[i], "run_id", 1, sql, sizeof sql) != 0 ||
-                exec_bind(db, sql, *run_id, old) != SQLITE_OK)
-                goto rollback;
-    }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
-    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
-    return 0;
-rollback:
-    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
-    *run_id = -1;
-    return -1;
-detach:
-    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
-    sqlite3_exec(db, "DETACH DATABASE c", NULL, NULL, NULL);
-    return -1;
-dberr:
-    snprintf(err, errlen, "merging %s: %s", path, sqlite3_errmsg(db));
-    return -1;
-}
-
 /* ------------------------------------------------------------------ the children */
 
-/* In the child: one simulation into its own database; never returns. */
-static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
-                      const char *prefix) {
-    sim_opts_t o = sw->sim;
-    char extra[768], member[320], exp_name[160];
-    snprintf(extra, sizeof extra, "\"sweep\":{\"name\":\"%s\",\"rate_rps\":%.17g,\"scale\":%.17g}",
+/* The point's config members: its sweep tag, and with seeds its experiment membership.
+ * child_run and the emitted jobs both record these, so a merged job's run is tagged as the
+ * sweep's own would be. */
+static void point_extra(const sweep_t *sw, const char *prefix, const sweep_point_t *p,
+                        char *extra, size_t len) {
+    char member[320], exp_name[160];
+    snprintf(extra, len, "\"sweep\":{\"name\":\"%s\",\"rate_rps\":%.17g,\"scale\":%.17g}",
              prefix, p->rate, p->scale);
     if (sw->n_seeds > 0) {
         /* The point's experiment is its name without the "-rK" name_points appended. */
@@ -303,10 +219,22 @@ static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
         if (dash) *dash = '\0';
         experiment_member(member, sizeof member, exp_name, p->index, sw->n_seeds,
                           sw->seeds[p->index]);
-        size_t len = strlen(extra);
-        snprintf(extra + len, sizeof extra - len, ",%s", member);
-        o.seed = sw->seeds[p->index];
+        size_t n = strlen(extra);
+        snprintf(extra + n, len - n, ",%s", member);
     }
+}
+
+static uint64_t point_seed(const sweep_t *sw, const sweep_point_t *p) {
+    return sw->n_seeds > 0 ? sw->seeds[p->index] : sw->sim.seed;
+}
+
+/* In the child: one simulation into its own database; never returns. */
+static void child_run(const sweep_t *sw, const char *db, const sweep_point_t *p,
+                      const char *prefix) {
+    sim_opts_t o = sw->sim;
+    char extra[768];
+    point_extra(sw, prefix, p, extra, sizeof extra);
+    o.seed = point_seed(sw, p);
     o.db_path = db;
     o.run_name = p->name;
     o.trace_opts.rate_scale = p->scale;
@@ -352,6 +280,44 @@ static int name_points(const sweep_t *sw, const char *prefix, sweep_point_t *pts
         }
     sqlite3_close(db);
     return 0;
+}
+
+static void merge_note(void *ud, const char *msg) {
+    (void)ud;
+    fprintf(stderr, "twinserve sweep: %s\n", msg);
+}
+
+/* Merges the children's databases (folder d, p<i>.db) into the target in point order
+ * (traces/merge.h); a point whose child left no run gets run_id -1 and ok = 0. */
+static int merge_points(const sweep_t *sw, const char *d, sweep_point_t *pts, int n, char *err,
+                        size_t errlen) {
+    char path[1100];
+    int rc = 0;
+    merge_t *m = merge_open(sw->sim.db_path);
+    if (!m || merge_errmsg(m)) {
+        snprintf(err, errlen, "%s", m ? merge_errmsg(m) : "out of memory");
+        merge_close(m);
+        return -1;
+    }
+    merge_set_notes(m, merge_note, NULL);
+    for (int i = 0; i < n && rc == 0; i++) {
+        snprintf(path, sizeof path, "%s/p%d.db", d, i);
+        pts[i].run_id = -1;
+        if (access(path, F_OK) != 0) { /* the child died before creating it */
+            pts[i].ok = 0;
+            continue;
+        }
+        if (merge_add(m, path) != 0) {
+            snprintf(err, errlen, "%s", merge_errmsg(m));
+            rc = -1;
+        } else if (merge_n_runs(m) > 0) {
+            pts[i].run_id = merge_run_id(m, 0);
+        } else {
+            pts[i].ok = 0;
+        }
+    }
+    merge_close(m);
+    return rc;
 }
 
 static double mono_s(void) {
@@ -432,13 +398,10 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
         while (running > 0 && wait(NULL) > 0) running--;
         goto cleanup;
     }
-    if (open_rw(sw->sim.db_path, &db, err, errlen)) goto cleanup;
+    if (merge_points(sw, d, pts, n, err, errlen) != 0 ||
+        open_rw(sw->sim.db_path, &db, err, errlen) != 0)
+        goto cleanup;
     rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        snprintf(path, sizeof path, "%s/p%d.db", d, i);
-        if (merge_child(db, path, &pts[i].run_id, err, errlen) != 0) rc = -1;
-        else if (pts[i].run_id < 0) pts[i].ok = 0;
-    }
     for (int i = 0; i < n && rc == 0; i++) {
         if (!pts[i].ok) continue;
         char e[512];
