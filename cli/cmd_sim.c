@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "cli/cli.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
@@ -33,6 +35,11 @@ static void usage(FILE *f) {
         "                        config \"experiment\":{name,index,of,seed}; --name names the\n"
         "                        experiment (default sim-<policy>, made unique); `twinserve\n"
         "                        compare` takes the experiment's name\n"
+        "  --config-json MEMBERS JSON members added to the run's config object, e.g.\n"
+        "                        '\"sweep\":{\"name\":\"S\",\"rate_rps\":2,\"scale\":0.5}': the tags\n"
+        "                        `sweep --emit-jobs` gives each job's run, so the merged runs\n"
+        "                        are a sweep (and experiment) for plot, report and compare\n"
+        "                        (not with --repeat)\n"
         "  -q, --quiet           no progress line or summary\n");
     cli_sim_usage(f);
     fprintf(f,
@@ -47,7 +54,23 @@ static void usage(FILE *f) {
         "second signal ends the process at once; the database stays valid).\n");
 }
 
-enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_HELP };
+enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP };
+
+/* 1 when "{" members "}" is a JSON object: runs.config is CHECKed valid, and a bad
+ * --config-json should be a usage error here, not a failed insert inside the run. */
+static int json_members_ok(const char *members) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_open(":memory:", &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT json_valid('{' || ?1 || '}')", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, members, -1, SQLITE_STATIC);
+        ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok;
+}
 
 /* --repeat (cli_experiment.h): one simulated run per seed. */
 static int run_member(void *ud, const char *run, uint64_t seed, const char *member, char *line,
@@ -71,7 +94,8 @@ int cmd_sim(int argc, char **argv) {
     static const struct option opts[] = {
         { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
         { "name", 1, 0, O_NAME }, { "rate-scale", 1, 0, O_RATE }, { "quiet", 0, 0, 'q' },
-        { "repeat", 1, 0, O_REPEAT }, { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS,
+        { "repeat", 1, 0, O_REPEAT }, { "config-json", 1, 0, O_CONFIG },
+        { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS,
         { 0, 0, 0, 0 },
     };
     sim_opts_t o;
@@ -97,6 +121,14 @@ int cmd_sim(int argc, char **argv) {
             break;
         case 'q': quiet = 1; break;
         case O_REPEAT: repeat = optarg; break;
+        case O_CONFIG:
+            if (!*optarg || !json_members_ok(optarg)) {
+                fprintf(stderr, "twinserve sim: --config-json '%s' is not JSON object members "
+                        "(want e.g. '\"key\":{\"a\":1}')\n", optarg);
+                goto done;
+            }
+            o.config_extra = optarg;
+            break;
         case O_HELP: usage(stdout); rc = 0; goto done;
         default:
             if (c < CLI_SIM_FIRST) {
@@ -113,6 +145,11 @@ int cmd_sim(int argc, char **argv) {
     if (!o.trace_path || !o.policy_path) {
         fprintf(stderr, "twinserve sim: --trace and --policy are required\n");
         usage(stderr);
+        goto done;
+    }
+    if (repeat && o.config_extra) {
+        fprintf(stderr, "twinserve sim: --config-json works without --repeat (which tags "
+                "each run as a member of its experiment)\n");
         goto done;
     }
     o.progress = !quiet && isatty(2);
