@@ -14,6 +14,9 @@
  *    (json_extract(config, '$.sweep.rate_rps')).
  *  - A point whose simulation failed is still merged (its run marked failed, as sim records
  *    it) and reported with ok = 0; it counts as missing the SLO in a capacity search.
+ *  - --emit-jobs (sweep_emit_jobs) writes the points as `twinserve sim` commands with the
+ *    same names, seeds, scales and config tags instead; `twinserve merge` (traces/merge.h)
+ *    gathers their databases, in point order, into what sweep_run would have recorded.
  *  - Capacity: a rate passes when attainment >= target. The search keeps lo = the highest
  *    passing rate below hi = the lowest failing one, and narrows [lo, hi] (bisection, or
  *    j + 1 equal parts with -j j) until hi - lo <= tol * hi.
@@ -44,6 +47,8 @@ typedef struct {
                               * experiment PREFIX@RATErps of runs PREFIX@RATErps-rK
                               * (analysis/experiment.h) */
     int n_seeds;
+    int db_optional;         /* --emit-jobs: the database is read for taken names when it
+                              * exists, never created */
 } sweep_t;
 
 typedef struct {
@@ -85,6 +90,27 @@ int sweep_prefix(const sweep_t *sw, char *out, size_t outlen, char *err, size_t 
  * point was recorded (some may have failed: see ok), -1 with a message otherwise. */
 int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
               sweep_point_t *pts, char *err, size_t errlen);
+
+/* --emit-jobs: the sweep written as jobs for GNU parallel or Slurm instead of run. */
+typedef struct {
+    const char *dir;          /* created if absent; refused when it holds a jobs.txt */
+    const char *bin;          /* the twinserve binary each job calls (absolute) */
+    const char *const *args;  /* the shared sim options the sweep was given, as words
+                               * ("--set", "k=v", "--prefix-caching"...), file arguments
+                               * absolute, without --seed (each job gets its own) */
+    int n_args;
+} sweep_jobs_t;
+
+/* Writes jobs->dir/jobs.txt: one self-contained `twinserve sim` command per point, in
+ * sweep_run's order (rate, then seed), point k writing dir/out/pK.db (K zero-padded, so a
+ * glob lists them in that order), with the run name, rate scale, seed and config tags
+ * ("sweep", and "experiment" with seeds) the point would have in sweep_run; dir/slurm.sh, a
+ * job array whose task i runs line i + 1; dir/run.txt, how to run and merge them (also
+ * written to info when not NULL). sw->sim's trace and policy paths must be absolute. Names
+ * are unique against sw->sim.db_path when it exists (sw->db_optional). 0, or -1 with a
+ * message. */
+int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *prefix,
+                    const double *rates, int n, FILE *info, char *err, size_t errlen);
 
 /* Capacity search; lo/hi <= 0: found by doubling/halving from base_rate. target in (0, 1].
  * 0, or -1 with a message. */

@@ -1,9 +1,11 @@
 /* cmd_sweep: `twinserve sweep`, the simulator over request rates (analysis/sweep.h), and
  * --capacity, the highest rate that keeps SLO attainment at a target. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/experiment.h"
 #include "analysis/sweep.h"
@@ -47,6 +49,13 @@ static void usage(FILE *f) {
         "                        (or the seeds listed): rate R is the experiment NAME@Rrps\n"
         "                        of runs NAME@Rrps-rK, for `twinserve compare` (not with\n"
         "                        --capacity)\n"
+        "  --emit-jobs DIR       run nothing: write DIR/jobs.txt, one self-contained\n"
+        "                        `twinserve sim` command per point (per rate, and per seed\n"
+        "                        with --repeat) writing DIR/out/pK.db, for GNU parallel\n"
+        "                        (locally or --sshloginfile), DIR/slurm.sh (a Slurm job\n"
+        "                        array) and DIR/run.txt (how to run them, then `twinserve\n"
+        "                        merge DB DIR/out/*.db`: the merged runs are this sweep's,\n"
+        "                        names and tags included); not with --capacity\n"
         "  -q, --quiet           no per-run progress lines\n");
     cli_sim_usage(f);
     fprintf(f, "\nExit status: 0 done, 1 a run or the search failed, 2 usage error, 130/143\n"
@@ -57,7 +66,79 @@ static void usage(FILE *f) {
 }
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATES, O_SLO, O_CAP, O_TARGET, O_LO, O_HI,
-       O_TOL, O_REPEAT, O_HELP };
+       O_TOL, O_REPEAT, O_EMIT, O_HELP };
+
+/* --emit-jobs: the shared sim options as the words each job repeats. A relative argument
+ * that names an existing file (--cost, --model FILE, --hw FILE...) is made absolute, so a
+ * job runs from any folder; --seed is left out (each job gets its point's). Returns 0, or
+ * -1 when out of memory. */
+static int keep_sim_arg(const struct option *opts, int code, const char *arg, char **words,
+                        int *n) {
+    if (code == CLI_SIM_SEED) return 0;
+    const struct option *o = opts;
+    while (o->name && o->val != code) o++;
+    if (!o->name || asprintf(&words[*n], "--%s", o->name) < 0) return -1;
+    (*n)++;
+    if (!o->has_arg) return 0;
+    char *abs = arg[0] != '/' && access(arg, F_OK) == 0 ? realpath(arg, NULL) : NULL;
+    words[*n] = abs ? abs : strdup(arg);
+    return words[(*n)++] ? 0 : -1;
+}
+
+/* The sweep as jobs (analysis/sweep.h, sweep_emit_jobs); the exit status. */
+static int emit_jobs(sweep_t *sw, const char *dir, char **words, int nwords, const double *rates,
+                     int n) {
+    char err[8192], prefix[160], bin[4096];
+    char *trace = realpath(sw->sim.trace_path, NULL), *policy = realpath(sw->sim.policy_path, NULL);
+    char *db = NULL;
+    int rc = 1;
+    int64_t nreq;
+    ssize_t len = readlink("/proc/self/exe", bin, sizeof bin - 1);
+    if (len <= 0) {
+        fprintf(stderr, "twinserve sweep: --emit-jobs: cannot find this binary's path\n");
+        goto done;
+    }
+    bin[len] = 0;
+    if (!trace || !policy) {
+        fprintf(stderr, "twinserve sweep: %s: %s\n", trace ? sw->sim.policy_path :
+                sw->sim.trace_path, strerror(errno));
+        rc = 2;
+        goto done;
+    }
+    sw->sim.trace_path = trace;
+    sw->sim.policy_path = policy;
+    /* run.txt's merge command works from any folder. */
+    if (sw->sim.db_path[0] != '/') {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof cwd) || asprintf(&db, "%s/%s", cwd, sw->sim.db_path) < 0) {
+            db = NULL;
+            fprintf(stderr, "twinserve sweep: --emit-jobs: cannot make %s absolute\n",
+                    sw->sim.db_path);
+            goto done;
+        }
+        sw->sim.db_path = db;
+    }
+    sw->db_optional = 1;
+    if (sweep_trace_rate(trace, &sw->sim.trace_opts, &sw->base_rate, &nreq, err, sizeof err) != 0 ||
+        sweep_prefix(sw, prefix, sizeof prefix, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve sweep: %s\n", err);
+        goto done;
+    }
+    sweep_jobs_t jobs = { .dir = dir, .bin = bin, .args = (const char *const *)words,
+                          .n_args = nwords };
+    printf("sweep %s: %s, %lld requests at %.4g req/s (scale 1): jobs written, nothing run\n\n",
+           prefix, trace, (long long)nreq, sw->base_rate);
+    if (sweep_emit_jobs(sw, &jobs, prefix, rates, n, stdout, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve sweep: %s\n", err);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(trace);
+    free(policy);
+    free(db);
+    return rc;
+}
 
 static void print_capacity(const sweep_capacity_t *c, double target, double tol) {
     printf("\n");
@@ -93,6 +174,7 @@ int cmd_sweep(int argc, char **argv) {
         { "name", 1, 0, O_NAME }, { "rates", 1, 0, O_RATES }, { "slo", 1, 0, O_SLO },
         { "capacity", 0, 0, O_CAP }, { "target", 1, 0, O_TARGET }, { "lo", 1, 0, O_LO },
         { "hi", 1, 0, O_HI }, { "tol", 1, 0, O_TOL }, { "repeat", 1, 0, O_REPEAT },
+        { "emit-jobs", 1, 0, O_EMIT },
         { "jobs", 1, 0, 'j' },
         { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS, { 0, 0, 0, 0 },
     };
@@ -105,12 +187,14 @@ int cmd_sweep(int argc, char **argv) {
     double *rates = calloc(MAX_RATES, sizeof *rates);
     sweep_point_t *pts = NULL;
     sweep_capacity_t cap = { 0 };
-    const char *rates_spec = NULL, *slo_spec = NULL, *repeat = NULL;
+    const char *rates_spec = NULL, *slo_spec = NULL, *repeat = NULL, *emit_dir = NULL;
+    char **words = calloc(2 * (size_t)argc + 1, sizeof *words);
+    int nwords = 0;
     uint64_t *seeds = NULL;
     double target = 0.9, lo = 0, hi = 0, tol = 0.05;
     int capacity = 0, rc = 2, c, n = 0;
     char err[8192], prefix[160];
-    if (!sets || !rates) {
+    if (!sets || !rates || !words) {
         fprintf(stderr, "twinserve sweep: out of memory\n");
         rc = 1;
         goto done;
@@ -132,6 +216,7 @@ int cmd_sweep(int argc, char **argv) {
         case O_HI: ok = cli_double(optarg, 1e-9, 1e12, &hi); break;
         case O_TOL: ok = cli_double(optarg, 1e-6, 1, &tol); break;
         case O_REPEAT: repeat = optarg; break;
+        case O_EMIT: emit_dir = optarg; break;
         case 'j': ok = cli_int(optarg, 1, 64, &sw.jobs); break;
         case 'q': sw.quiet = 1; break;
         case O_HELP: usage(stdout); rc = 0; goto done;
@@ -141,6 +226,11 @@ int cmd_sweep(int argc, char **argv) {
                 goto done;
             }
             if (!cli_sim_apply("sweep", c, optarg, &sw.sim)) goto done;
+            if (keep_sim_arg(opts, c, optarg, words, &nwords) != 0) {
+                fprintf(stderr, "twinserve sweep: out of memory\n");
+                rc = 1;
+                goto done;
+            }
         }
         if (!ok) {
             fprintf(stderr, "twinserve sweep: bad value '%s' for %s\n", optarg,
@@ -158,6 +248,14 @@ int cmd_sweep(int argc, char **argv) {
     }
     if (capacity == !!rates_spec) {
         fprintf(stderr, "twinserve sweep: give either --rates LIST or --capacity\n");
+        goto done;
+    }
+    if (emit_dir && capacity) {
+        /* A search needs each round's results to choose the next rates: no fixed list of
+         * jobs exists before it runs. */
+        fprintf(stderr, "twinserve sweep: --capacity cannot be emitted as jobs (each round of "
+                "the search needs the previous round's results); emit a --rates sweep around "
+                "the capacity instead, or run the search here\n");
         goto done;
     }
     if (capacity && !slo_spec) {
@@ -192,6 +290,10 @@ int cmd_sweep(int argc, char **argv) {
         goto done;
     }
 
+    if (emit_dir) {
+        rc = emit_jobs(&sw, emit_dir, words, nwords, rates, n);
+        goto done;
+    }
     rc = 1;
     sw.sim.interrupt = &cli_signal_caught;
     cli_signal_watch();
@@ -243,6 +345,8 @@ int cmd_sweep(int argc, char **argv) {
 done:
     cli_signal_unwatch();
     free(seeds);
+    for (int i = 0; words && i < nwords; i++) free(words[i]);
+    free(words);
     free(sets);
     free(rates);
     free(pts);
