@@ -404,6 +404,7 @@ static int copy_runs(merge_t *m) {
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    if (rc != SQLITE_OK) set_err(m, "table runs: %s", sql ? sqlite3_errmsg(m->db) : "out of memory");
     sqlite3_finalize(st);
     sqlite3_finalize(map);
     free(sql);
@@ -454,12 +455,16 @@ static int copy_tables(merge_t *m) {
             const char *const repl[] = { col, "mm.merge_new", NULL };
             sql = tail ? copy_sql(m, table, NULL, repl, tail) : NULL;
             rc = sql ? sqlite3_exec(m->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+            /* Kept now: finalizing the table query below clears the connection's error. */
+            if (rc != SQLITE_OK)
+                set_err(m, "table %s: %s", table, sql ? sqlite3_errmsg(m->db) : "out of memory");
         }
         free(col);
         free(tail);
         free(sql);
     }
     sqlite3_finalize(tabs);
+    if (rc != SQLITE_OK && !m->failed) set_err(m, "%s", sqlite3_errmsg(m->db));
     return rc == SQLITE_OK ? 0 : -1;
 }
 
@@ -487,8 +492,13 @@ int merge_add(merge_t *m, const char *in_path) {
         goto rollback;
     for (size_t i = 0; i < m->n; i++)
         if (!m->runs[i].decided && name_group(m, i, in_path) != 0) goto rollback;
-    if (copy_runs(m) != 0 || copy_tables(m) != 0 ||
-        sqlite3_exec(m->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    if (copy_runs(m) != 0 || copy_tables(m) != 0) {
+        char why[sizeof m->err];
+        snprintf(why, sizeof why, "%s", m->err);
+        set_err(m, "merging %s into %s: %s", in_path, m->out_path, why);
+        goto rollback;
+    }
+    if (sqlite3_exec(m->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         set_err(m, "merging %s into %s: %s", in_path, m->out_path, sqlite3_errmsg(m->db));
         goto rollback;
     }
