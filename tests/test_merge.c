@@ -178,14 +178,24 @@ END_TEST
 
 START_TEST(sweep_points_rejoin) {
     /* One sweep's points from separate databases (emitted jobs): no clash, one sweep. */
+    merge_t *m;
     add_run(in1, "S@1rps", "{\"sweep\":{\"name\":\"S\",\"rate_rps\":1,\"scale\":0.5}}", 2, 1);
     add_run(in2, "S@2rps", "{\"sweep\":{\"name\":\"S\",\"rate_rps\":2,\"scale\":1}}", 2, 1);
-    merge_t *m = open_out();
+    m = open_out();
     ck_assert(merge_add(m, in1) == 0 && merge_add(m, in2) == 0);
     merge_close(m);
     ck_assert_str_eq(notes, "");
     ck_assert_int_eq(q_i64(out_path, "SELECT count(*) FROM runs WHERE "
                            "json_extract(config, '$.sweep.name') = 'S'"), 2);
+    /* Both again in one merge: renamed, and rejoined as the one sweep S-2 (not S-2, S-3). */
+    m = open_out();
+    ck_assert(merge_add(m, in1) == 0);
+    ck_assert_str_eq(merge_run_name(m, 0), "S-2@1rps");
+    ck_assert(merge_add(m, in2) == 0);
+    ck_assert_str_eq(merge_run_name(m, 0), "S-2@2rps");
+    merge_close(m);
+    ck_assert_int_eq(q_i64(out_path, "SELECT count(*) FROM runs WHERE "
+                           "json_extract(config, '$.sweep.name') = 'S-2'"), 2);
 }
 END_TEST
 

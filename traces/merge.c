@@ -24,6 +24,12 @@ typedef struct {
     char *new_exp;     /* NULL: $.experiment.name unchanged */
 } mrun_t;
 
+/* A sweep or experiment renamed by an earlier input of this merge. */
+typedef struct {
+    int kind;
+    char *from, *to;
+} rename_t;
+
 struct merge {
     sqlite3 *db;
     char *out_path;
@@ -33,6 +39,8 @@ struct merge {
     void *ud;
     mrun_t *runs;
     size_t n, cap;
+    rename_t *renames;        /* [0, n_renames); the first kept_renames are committed */
+    size_t n_renames, cap_renames, kept_renames;
 };
 
 static void set_err(merge_t *m, const char *fmt, ...) {
@@ -105,10 +113,21 @@ int64_t merge_run_id(const merge_t *m, size_t i) { return m->runs[i].new_id; }
 int64_t merge_run_old_id(const merge_t *m, size_t i) { return m->runs[i].old_id; }
 const char *merge_run_name(const merge_t *m, size_t i) { return m->runs[i].new_name; }
 
+/* Forgets the renames after the first keep (those of an input rolled back). */
+static void renames_truncate(merge_t *m, size_t keep) {
+    for (size_t k = keep; k < m->n_renames; k++) {
+        free(m->renames[k].from);
+        free(m->renames[k].to);
+    }
+    m->n_renames = keep;
+}
+
 void merge_close(merge_t *m) {
     if (!m) return;
     runs_clear(m);
     free(m->runs);
+    renames_truncate(m, 0);
+    free(m->renames);
     sqlite3_close(m->db);
     free(m->out_path);
     free(m);
@@ -261,55 +280,113 @@ static int same_group(const mrun_t *a, const mrun_t *b) {
     return a->kind == b->kind && a->kind != KIND_RUN && !strcmp(a->group, b->group);
 }
 
+/* 1 when cand can replace run i's group: no name it gives clashes and, for a new sweep or
+ * experiment name (fresh), the output holds no sweep or experiment of that name. */
+static int group_fits(merge_t *m, size_t i, const char *cand, int fresh, int *err) {
+    mrun_t *g = &m->runs[i];
+    if (fresh && g->kind != KIND_RUN && group_taken(m, g->kind, cand, err)) return 0;
+    for (size_t j = i; j < m->n && !*err; j++) {
+        mrun_t *r = &m->runs[j];
+        if (j != i && (r->decided || !same_group(g, r))) continue;
+        char name[2048];
+        snprintf(name, sizeof name, "%s%s", cand, r->name + strlen(r->group));
+        if (name_taken(m, name, err)) return 0;
+    }
+    return !*err;
+}
+
+/* Names run i's group cand: new names, and the config tags when cand is not the group's
+ * own. The count of runs renamed, or -1 when out of memory. */
+static int group_assign(merge_t *m, size_t i, const char *cand) {
+    mrun_t *g = &m->runs[i];
+    int renamed = 0, same = !strcmp(cand, g->group);
+    for (size_t j = i; j < m->n; j++) {
+        mrun_t *r = &m->runs[j];
+        if (j != i && (r->decided || !same_group(g, r))) continue;
+        size_t glen = strlen(r->group);
+        if (asprintf(&r->new_name, "%s%s", cand, r->name + glen) < 0) r->new_name = NULL;
+        if (!r->new_name) return -1;
+        r->decided = 1;
+        if (same) continue;
+        renamed++;
+        if (r->kind == KIND_SWEEP && !(r->new_sweep = strdup(cand))) return -1;
+        /* A repeated sweep's point is experiment "S@Rrps": it follows the sweep. */
+        const char *e = r->exp;
+        if (e && (r->kind == KIND_EXP ||
+                  (r->kind == KIND_SWEEP && starts_with(e, r->group) && e[glen] == '@')) &&
+            asprintf(&r->new_exp, "%s%s", cand, e + glen) < 0)
+            return -1;
+    }
+    return renamed;
+}
+
+/* The name an earlier input's group of this kind and name was given, or NULL. */
+static const char *renamed_before(const merge_t *m, int kind, const char *group) {
+    for (size_t k = 0; k < m->n_renames; k++)
+        if (m->renames[k].kind == kind && !strcmp(m->renames[k].from, group))
+            return m->renames[k].to;
+    return NULL;
+}
+
+static int remember(merge_t *m, int kind, const char *from, const char *to) {
+    if (kind == KIND_RUN) return 0;
+    if (m->n_renames == m->cap_renames) {
+        size_t cap = m->cap_renames ? 2 * m->cap_renames : 8;
+        rename_t *p = realloc(m->renames, cap * sizeof *p);
+        if (!p) return -1;
+        m->renames = p;
+        m->cap_renames = cap;
+    }
+    rename_t *r = &m->renames[m->n_renames];
+    r->kind = kind;
+    r->from = strdup(from);
+    r->to = strdup(to);
+    if (!r->from || !r->to) {
+        free(r->from);
+        free(r->to);
+        return -1;
+    }
+    m->n_renames++;
+    return 0;
+}
+
 /* Gives run i's group (the undecided runs of the input sharing it) its output names: the
- * group's own when none clashes, else the first free GROUP-k. */
+ * group's own when none clashes; else the name an earlier input's same group got, so the
+ * databases of one sweep merged twice rejoin as one renamed sweep; else the first free
+ * GROUP-k. */
 static int name_group(merge_t *m, size_t i, const char *path) {
     mrun_t *g = &m->runs[i];
     char cand[1024];
-    int err = 0;
-    for (int k = 1; k < 100000 && !err; k++) {
-        if (k == 1) snprintf(cand, sizeof cand, "%s", g->group);
-        else snprintf(cand, sizeof cand, "%s-%d", g->group, k);
-        int clash = k > 1 && g->kind != KIND_RUN && group_taken(m, g->kind, cand, &err);
-        for (size_t j = i; j < m->n && !clash && !err; j++) {
-            mrun_t *r = &m->runs[j];
-            if (j != i && (r->decided || !same_group(g, r))) continue;
-            char name[2048];
-            snprintf(name, sizeof name, "%s%s", cand, r->name + strlen(r->group));
-            clash = name_taken(m, name, &err);
-        }
-        if (clash || err) continue;
-        int renamed = 0;
-        for (size_t j = i; j < m->n; j++) {
-            mrun_t *r = &m->runs[j];
-            if (j != i && (r->decided || !same_group(g, r))) continue;
-            size_t glen = strlen(r->group);
-            if (asprintf(&r->new_name, "%s%s", cand, r->name + glen) < 0) r->new_name = NULL;
-            if (!r->new_name) goto oom;
-            r->decided = 1;
-            if (k == 1) continue;
-            renamed++;
-            if (r->kind == KIND_SWEEP && !(r->new_sweep = strdup(cand))) goto oom;
-            /* A repeated sweep's point is experiment "S@Rrps": it follows the sweep. */
-            const char *e = r->exp;
-            if (e && (r->kind == KIND_EXP || (r->kind == KIND_SWEEP && starts_with(e, r->group) &&
-                                              e[glen] == '@')) &&
-                asprintf(&r->new_exp, "%s%s", cand, e + glen) < 0)
-                goto oom;
-        }
-        if (renamed)
-            note(m, "%s: %s '%s' renamed '%s' (%d run%s, e.g. '%s' -> '%s'): its name is taken "
-                 "in %s", path, g->kind == KIND_SWEEP ? "sweep" : g->kind == KIND_EXP
-                 ? "experiment" : "run", g->group, cand, renamed, renamed == 1 ? "" : "s",
-                 g->name, g->new_name, m->out_path);
-        return 0;
+    const char *prev = renamed_before(m, g->kind, g->group);
+    int err = 0, found = 0;
+    if (group_fits(m, i, g->group, 0, &err)) {
+        snprintf(cand, sizeof cand, "%s", g->group);
+        found = 1;
+    } else if (!err && prev && group_fits(m, i, prev, 0, &err)) {
+        snprintf(cand, sizeof cand, "%s", prev);
+        found = 1;
     }
-    if (err) set_err(m, "%s: %s", m->out_path, sqlite3_errmsg(m->db));
-    else set_err(m, "%s: no free name for '%s'", path, g->group);
-    return -1;
-oom:
-    set_err(m, "out of memory");
-    return -1;
+    for (int k = 2; k < 100000 && !found && !err; k++) {
+        snprintf(cand, sizeof cand, "%s-%d", g->group, k);
+        found = group_fits(m, i, cand, 1, &err);
+    }
+    if (!found) {
+        if (err) set_err(m, "%s: %s", m->out_path, sqlite3_errmsg(m->db));
+        else set_err(m, "%s: no free name for '%s'", path, g->group);
+        return -1;
+    }
+    int renamed = group_assign(m, i, cand);
+    if (renamed < 0 || (renamed > 0 && !(prev && !strcmp(prev, cand)) &&
+                        remember(m, g->kind, g->group, cand) != 0)) {
+        set_err(m, "out of memory");
+        return -1;
+    }
+    if (renamed)
+        note(m, "%s: %s '%s' renamed '%s' (%d run%s, e.g. '%s' -> '%s'): its name is taken "
+             "in %s", path, g->kind == KIND_SWEEP ? "sweep" : g->kind == KIND_EXP
+             ? "experiment" : "run", g->group, cand, renamed, renamed == 1 ? "" : "s",
+             g->name, g->new_name, m->out_path);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ copying */
@@ -502,10 +579,12 @@ int merge_add(merge_t *m, const char *in_path) {
         set_err(m, "merging %s into %s: %s", in_path, m->out_path, sqlite3_errmsg(m->db));
         goto rollback;
     }
+    m->kept_renames = m->n_renames;
     ret = 0;
     goto detach;
 rollback:
     sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
+    renames_truncate(m, m->kept_renames);
     runs_clear(m);
 detach:
     sqlite3_exec(m->db, "DETACH DATABASE merge_in", NULL, NULL, NULL);

@@ -16,7 +16,9 @@
  *    with a name in the output (or one given earlier in the same input), the whole group is
  *    renamed G -> G-2 (-3, ...: the first that clashes with nothing and, for a sweep or an
  *    experiment, names no sweep or experiment already in the output), in the run names and
- *    in the config's $.sweep.name / $.experiment.name; each rename is one note. Without a
+ *    in the config's $.sweep.name / $.experiment.name; each rename is one note. A group an
+ *    earlier input of the same merge_t renamed tries that name first, so a sweep's point
+ *    databases merged a second time rejoin as one renamed sweep. Without a
  *    clash runs keep their names and tags, so the points of one sweep merged from separate
  *    databases form that one sweep again (two different sweeps of the same name whose
  *    points do not clash are merged as one: nothing in the records tells them apart).
