@@ -2,8 +2,9 @@
 # Installs what twinserve needs on Debian/Ubuntu (`make deps`; also run first by `make test`
 # and `make demo`). As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
+# parallel: GNU parallel, which runs `sweep --emit-jobs` job lists (tests/e2e_jobs.sh).
 pkgs=(gcc make pkg-config libluajit-5.1-dev libsqlite3-dev sqlite3 check
-      libopenblas-dev gnuplot-nox)
+      libopenblas-dev gnuplot-nox parallel)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

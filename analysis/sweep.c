@@ -532,7 +532,7 @@ static void write_howto(FILE *f, const sweep_t *sw, const sweep_jobs_t *jobs, co
                "    %s merge %s %s/out/*.db\n"
                "and read them as any sweep's:\n"
                "    %s runs %s\n"
-               "    %s plot %s --runs %s\n",
+               "    %s plot %s --runs %s --out plots/\n",
             dir, dir, dir, dir, dir, dir, dir, n, dir, dir, dir, dir, bin, db, dir, bin, db, bin,
             db, prefix);
     if (sw->n_seeds > 0)
