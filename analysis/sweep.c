@@ -482,6 +482,8 @@ static void write_slurm(FILE *f, const char *dir, const char *prefix, int n) {
         name[k++] = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-",
                            *c) ? *c : '_';
     name[k] = 0;
+    /* sbatch splits a directive's line at blanks unless quoted. */
+    const char *q = strpbrk(dir, " \t") ? "\"" : "";
     fprintf(f, "#!/bin/bash\n"
                "# twinserve sweep %s: %d jobs, one per task of this Slurm job array\n"
                "# (written by `twinserve sweep --emit-jobs`; submit with: sbatch %s/slurm.sh).\n"
@@ -492,9 +494,9 @@ static void write_slurm(FILE *f, const char *dir, const char *prefix, int n) {
                "#SBATCH --array=0-%d\n"
                "#SBATCH --ntasks=1\n"
                "#SBATCH --cpus-per-task=1\n"
-               "#SBATCH --output=%s/log/%%A_%%a.out\n"
+               "#SBATCH --output=%s%s/log/%%A_%%a.out%s\n"
                "set -eu\n"
-               "jobs=", prefix, n, dir, name, n - 1, dir);
+               "jobs=", prefix, n, dir, name, n - 1, q, dir, q);
     shell_word(f, dir);
     fprintf(f, "/jobs.txt\n"
                "task=${SLURM_ARRAY_TASK_ID:?not in a Slurm array job: submit with sbatch, or "
