@@ -40,7 +40,14 @@ static void usage(FILE *f) {
         "                        `sweep --emit-jobs` gives each job's run, so the merged runs\n"
         "                        are a sweep (and experiment) for plot, report and compare\n"
         "                        (not with --repeat)\n"
-        "  -q, --quiet           no progress line or summary\n");
+        "  -q, --quiet           no progress line or summary\n"
+        "  --replicas N          a cluster of N identical replicas of this configuration,\n"
+        "                        each with its own scheduler, policy instance, KV cache and\n"
+        "                        cost model, behind a router (docs/cluster.md)\n"
+        "  --router FILE         the Lua router that picks each request's replica\n"
+        "                        (policies/routers/{round_robin,least_loaded,power_of_two,\n"
+        "                        prefix_affinity}.lua; default: round robin, built in);\n"
+        "                        --set router.KEY=VALUE overrides its params\n");
     cli_sim_usage(f);
     fprintf(f,
         "\n"
@@ -54,7 +61,8 @@ static void usage(FILE *f) {
         "second signal ends the process at once; the database stays valid).\n");
 }
 
-enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP };
+enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP,
+       O_REPLICAS, O_ROUTER };
 
 /* 1 when "{" members "}" is a JSON object: runs.config is CHECKed valid, and a bad
  * --config-json should be a usage error here, not a failed insert inside the run. */
@@ -95,7 +103,8 @@ int cmd_sim(int argc, char **argv) {
         { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
         { "name", 1, 0, O_NAME }, { "rate-scale", 1, 0, O_RATE }, { "quiet", 0, 0, 'q' },
         { "repeat", 1, 0, O_REPEAT }, { "config-json", 1, 0, O_CONFIG },
-        { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS,
+        { "help", 0, 0, O_HELP },
+        { "replicas", 1, 0, O_REPLICAS }, { "router", 1, 0, O_ROUTER }, CLI_SIM_OPTIONS,
         { 0, 0, 0, 0 },
     };
     sim_opts_t o;
@@ -120,6 +129,13 @@ int cmd_sim(int argc, char **argv) {
             }
             break;
         case 'q': quiet = 1; break;
+        case O_REPLICAS:
+            if (!cli_int(optarg, 1, 1 << 20, &o.replicas)) {
+                fprintf(stderr, "twinserve sim: bad value '%s' for --replicas\n", optarg);
+                goto done;
+            }
+            break;
+        case O_ROUTER: o.router_path = optarg; break;
         case O_REPEAT: repeat = optarg; break;
         case O_CONFIG:
             if (!*optarg || !json_members_ok(optarg)) {
@@ -169,9 +185,13 @@ int cmd_sim(int argc, char **argv) {
     }
     if (!quiet) {
         printf("run %lld in %s: %lld requests (%lld trace rows skipped as failed), %lld steps, "
-               "%d KV blocks; simulated in %.3f s wall\n",
+               "%d KV blocks%s; simulated in %.3f s wall\n",
                (long long)res.run_id, o.db_path, (long long)res.requests, (long long)res.skipped,
-               (long long)res.steps, res.num_blocks, res.wall_s);
+               (long long)res.steps, res.num_blocks, res.replicas > 1 ? " per replica" : "",
+               res.wall_s);
+        if (res.replicas > 1)
+            printf("cluster: %d replicas, %.0f simulated requests per second of wall time\n",
+                   (int)res.replicas, res.wall_s > 0 ? (double)res.requests / res.wall_s : 0.0);
         printf("cost model: %s\n", res.calibration[0] ? res.calibration : "the roofline");
         if (res.have_summary) summary_print(stdout, &res.summary);
     }

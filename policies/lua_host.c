@@ -25,6 +25,7 @@ enum { HOOK_EVERY = 4096 };
 struct lhost {
     lua_State *L;
     char *path;
+    const char *noun;      /* "policy" or "router": what messages call the file */
     char err[8192];
     int has_err;
     lhost_status_t status; /* why has_err is set: the user's input or the policy's code */
@@ -115,7 +116,8 @@ static void *watchdog(void *arg) {
         else if (rss_bytes() - base_rss > (long)(h->lim.mem_limit_mb * 1048576.0) + (64L << 20))
             why = "grew the process past its memory cap inside JIT-compiled code";
         if (!why) continue;
-        snprintf(msg, sizeof msg, "policy %s: a policy call %s; the run is stopped", h->path, why);
+        snprintf(msg, sizeof msg, "%s %s: a %s call %s; the run is stopped", h->noun, h->path,
+                 h->noun, why);
         if (h->abort_fn) h->abort_fn(h->abort_ud, msg);
         fprintf(stderr, "twinserve: %s\n", msg);
         fflush(stderr);
@@ -156,7 +158,7 @@ static int host_call(lhost_t *h, const char *fname, int nargs, int nres, double 
     lua_remove(L, base + 1); /* msgh */
     if (rc != 0) {
         const char *m = lua_tostring(L, -1);
-        set_err(h, "policy %s\n%s", what, m ? m : "(no message)");
+        set_err(h, "%s %s\n%s", h->noun, what, m ? m : "(no message)");
         lua_settop(L, base);
         return -1;
     }
@@ -188,12 +190,16 @@ fail:
     return NULL;
 }
 
-lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
+/* loader: the prelude's entry point that checks what the file returned (host.load for a
+ * policy, host.load_router for a router); the sandbox, limits and watchdog are the same. */
+static lhost_t *open_as(const char *path, const lhost_limits_t *lim, const char *loader,
+                        const char *noun) {
     lhost_t *h = calloc(1, sizeof *h);
     char *src = NULL;
     size_t len = 0;
     if (!h) return NULL;
     h->ref_host = LUA_NOREF;
+    h->noun = noun;
     h->lim.time_limit_s = lim && lim->time_limit_s > 0 ? lim->time_limit_s : 2.0;
     h->lim.mem_limit_mb = lim && lim->mem_limit_mb > 0 ? lim->mem_limit_mb : 256.0;
     if (lim) {
@@ -228,24 +234,38 @@ lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
     snprintf(chunkname, sizeof chunkname, "@%s", h->path);
     /* Text only: LuaJIT does not verify bytecode, so a precompiled chunk could do anything. */
     if (len > 0 && src[0] == 0x1b) {
-        set_err(h, "%s: precompiled (binary) policies are not accepted: give the Lua source",
-                h->path);
+        set_err(h, "%s: precompiled (binary) %s are not accepted: give the Lua source",
+                h->path, strcmp(noun, "router") ? "policies" : "routers");
         goto done;
     }
     if (luaL_loadbufferx(L, src, len, chunkname, "t") != 0) {
-        set_err(h, "policy syntax error: %s", lua_tostring(L, -1));
+        set_err(h, "%s syntax error: %s", noun, lua_tostring(L, -1));
         lua_pop(L, 1);
         goto done;
     }
     lua_pushstring(L, h->path);
     char what[1200];
     snprintf(what, sizeof what, "%s: error while loading", h->path);
-    if (host_call(h, "load", 2, 1, 5 * h->lim.time_limit_s, what) != 0) goto done;
+    if (host_call(h, loader, 2, 1, 5 * h->lim.time_limit_s, what) != 0) goto done;
     if (lua_isstring(L, -1)) set_err(h, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
 done:
     free(src);
     return h;
+}
+
+lhost_t *lhost_open(const char *path, const lhost_limits_t *lim) {
+    return open_as(path, lim, "load", "policy");
+}
+
+lhost_t *lhost_open_router(const char *path, const lhost_limits_t *lim) {
+    return open_as(path, lim, "load_router", "router");
+}
+
+lua_State *lhost_lua(lhost_t *h) { return h->L; }
+
+int lhost_call(lhost_t *h, const char *fname, int nargs, int nres, const char *what) {
+    return host_call(h, fname, nargs, nres, h->lim.time_limit_s, what);
 }
 
 void lhost_close(lhost_t *h) {

@@ -84,4 +84,16 @@ int lhost_param_str(lhost_t *h, const char *key, char *buf, size_t len);
 
 void lhost_close(lhost_t *h);
 
+/* ---- for the router host (policies/router.h), which shares this sandbox and its limits */
+
+struct lua_State;
+/* Loads a router file (a table with route(c, r), policies/router.h) in the same sandbox,
+ * with the same limits and watchdog; messages call it a router. */
+lhost_t *lhost_open_router(const char *path, const lhost_limits_t *lim);
+struct lua_State *lhost_lua(lhost_t *h);
+/* Calls the prelude's host[fname] with the nargs values pushed on lhost_lua(h), under the
+ * per-call limits, leaving nres results: 0, or -1 with the message (naming `what`, with
+ * the Lua error's line and traceback) on the host. */
+int lhost_call(lhost_t *h, const char *fname, int nargs, int nres, const char *what);
+
 #endif

@@ -47,6 +47,17 @@ int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 int32_t sched_running_seqs(const sched_t *s);
 double sched_random(sched_t *s);
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
+typedef struct {
+    int32_t waiting; int32_t running; int32_t free_blocks; int32_t total_blocks;
+    double prompt_tokens; double decode_tokens;
+    int32_t role; int32_t group;
+} router_replica_t;
+typedef struct {
+    double now; int32_t n; int32_t n_held;
+    const router_replica_t *rep;
+} router_view_t;
+int32_t router_prefix_hit(router_view_t *v, int32_t i);
+double router_random(router_view_t *v);
 ]]
 
 local PTR = ffi.typeof("const sched_req_t *")
@@ -243,10 +254,13 @@ safe_string.rep = function(str, n, sep)
     return srep(str, n, sep)
 end
 
+local RVIEW           -- a router's router_view_t *, once attached (see the router below)
 local safe_math = copy(math)
 safe_math.random = function(m, n)
-    if not S then error("math.random: only inside schedule/on_arrival/on_finish", 2) end
-    local u = C.sched_random(S)
+    if not S and not RVIEW then
+        error("math.random: only inside schedule/on_arrival/on_finish (or a router's route)", 2)
+    end
+    local u = S and C.sched_random(S) or C.router_random(RVIEW)
     if m == nil then return u end
     if n == nil then m, n = 1, m end
     return m + floor(u * (n - m + 1))
@@ -504,6 +518,106 @@ function host.on_finish(ptr)
     policy.on_finish(s, ffi.cast(PTR, ptr)[0])
 end
 function host.has(name) return policy[name] ~= nil end
+
+-- ------------------------------------------------------------------ routers
+--
+-- A router file returns { route = function(c, r) ... end, params = {...} } (and optionally
+-- route_decode(c, r) for disaggregated clusters); it runs in the same sandbox with the same
+-- limits. c is a read-only view of the cluster (policies/router.h): c.n replicas, c.now,
+-- c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r) and c:random().
+-- r is the arriving request as policies see it (its limit, never its true length).
+
+local ROUTER_VIEW = ffi.typeof("router_view_t *")
+local ROLES = { [0] = "mixed", "prefill", "decode" }
+local c = {}
+local route_line = "?"
+
+local function rep_of(i, fname)
+    if type(i) ~= "number" or i ~= floor(i) or i < 1 or i > RVIEW.n then
+        error(fname .. ": replica index must be an integer in 1.." .. RVIEW.n .. ", got " ..
+            tostring(i), 3)
+    end
+    return RVIEW.rep[i - 1]
+end
+function c.waiting(_, i) return rep_of(i, "waiting").waiting end
+function c.running(_, i) return rep_of(i, "running").running end
+function c.free_blocks(_, i) return rep_of(i, "free_blocks").free_blocks end
+function c.total_blocks(_, i) return rep_of(i, "total_blocks").total_blocks end
+function c.prompt_tokens(_, i) return rep_of(i, "prompt_tokens").prompt_tokens end
+function c.decode_tokens(_, i) return rep_of(i, "decode_tokens").decode_tokens end
+function c.load(_, i)
+    local x = rep_of(i, "load")
+    return x.prompt_tokens + x.decode_tokens
+end
+function c.role(_, i) return ROLES[rep_of(i, "role").role] end
+function c.group(_, i) return rep_of(i, "group").group + 1 end
+-- prefix_hit(i, r): prompt tokens replica i's prefix cache holds for the request being
+-- routed (looked up, not taken: the cache is unchanged)
+function c.prefix_hit(_, i, r)
+    rep_of(i, "prefix_hit")
+    return C.router_prefix_hit(RVIEW, i - 1)
+end
+function c.random() return C.router_random(RVIEW) end
+
+-- Runs the router chunk in a fresh sandbox; returns an error string or nil.
+function host.load_router(chunk, path)
+    local smt = getmetatable("")
+    smt.__index = safe_string
+    smt.__metatable = false
+    setfenv(chunk, make_env(path))
+    local p = chunk()
+    if type(p) ~= "table" then
+        return path .. ": a router must return a table with a route(c, r) function (got " ..
+            type(p) .. ")"
+    end
+    if type(p.route) ~= "function" then
+        return path .. ": the router table has no route(c, r) function"
+    end
+    if p.route_decode ~= nil and type(p.route_decode) ~= "function" then
+        return path .. ": 'route_decode' must be a function"
+    end
+    if p.params ~= nil and type(p.params) ~= "table" then
+        return path .. ": 'params' must be a table of defaults"
+    end
+    p.params = p.params or {}
+    local err = take_specs(p.params)
+    if err then return path .. ": " .. err end
+    policy = p
+    c.params = p.params
+    route_line = path .. ":" .. debug.getinfo(p.route, "S").linedefined
+    return nil
+end
+
+function host.attach_router(ptr)
+    RVIEW = ffi.cast(ROUTER_VIEW, ptr)
+    c.n = RVIEW.n
+end
+
+-- A replica index from route's result: an integer in 1..n, else an error at route's line.
+local function replica_index(v, fname)
+    if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > RVIEW.n then
+        error(route_line .. ": " .. fname .. " returned replica " .. tostring(v) ..
+            ", but the cluster has replicas 1.." .. RVIEW.n, 0)
+    end
+    return v
+end
+
+-- To C: (0, replica, decode replica or 0) routed, (1, reason) rejected, (2) held.
+function host.route(ptr, fname)
+    c.now = RVIEW.now
+    local a, b = policy[fname](c, ffi.cast(PTR, ptr)[0])
+    if a == "hold" then return 2 end
+    if a == nil or a == false then
+        if b == nil then
+            error(route_line .. ": " .. fname .. " returned no decision (a replica index, " ..
+                "nil or false with a reason to reject, or \"hold\")", 0)
+        end
+        return 1, tostring(b)
+    end
+    a = replica_index(a, fname)
+    if b ~= nil then return 0, a, replica_index(b, fname) end
+    return 0, a, 0
+end
 
 host.traceback = traceback
 return host

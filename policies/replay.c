@@ -72,7 +72,8 @@ _Static_assert(TRACE_TENANT_MAX == SCHED_TENANT_MAX && SCHED_TENANT_MAX == REC_T
                "tenant name sizes differ between trace, sched and recorder");
 
 static void sink(void *ud, const sched_req_t *q, const char *reason) {
-    replay_t *r = ud;
+    replay_rep_t *rep = ud;
+    replay_t *r = rep->rp;
     const char *status = q->state == SCHED_FINISHED ? "finished"
                        : q->state == SCHED_REJECTED ? "rejected" : "aborted";
     rec_request_t row = {
@@ -123,6 +124,7 @@ int replay_init(replay_t *r, const char *db_path) {
     memset(r, 0, sizeof *r);
     r->run_id = -1;
     pthread_mutex_init(&r->live.mu, NULL);
+    if (replay_set_replicas(r, 1) != 0) return -1;
     r->wall0 = replay_wall();
     struct stat sb;
     if (db_path && *db_path && strcmp(db_path, ":memory:") != 0 && stat(db_path, &sb) != 0)
@@ -134,33 +136,72 @@ int replay_init(replay_t *r, const char *db_path) {
     return 0;
 }
 
+int replay_set_replicas(replay_t *r, int32_t n) {
+    for (int32_t i = 0; i < r->n_reps; i++)
+        if (r->reps[i].host) return replay_fail(r, "internal: replicas set after a policy load");
+    replay_rep_t *v = calloc((size_t)(n > 0 ? n : 1), sizeof *v);
+    if (!v) return replay_fail(r, "out of memory (%d replicas)", (int)n);
+    for (int32_t i = 0; i < n; i++) v[i] = (replay_rep_t){ .rp = r, .index = i };
+    free(r->reps);
+    r->reps = v;
+    r->n_reps = n;
+    return 0;
+}
+
+void replay_limits(replay_t *r, const lhost_limits_t *in, lhost_limits_t *out) {
+    *out = *in;
+    out->abort_fn = on_abort;
+    out->abort_ud = r;
+}
+
+int replay_load_policy_at(replay_t *r, int32_t i, const char *path, const char *const *sets,
+                          int n_sets, const lhost_limits_t *limits) {
+    lhost_limits_t lim;
+    replay_limits(r, limits, &lim);
+    replay_rep_t *rep = &r->reps[i];
+    if (!r->policy_path) r->policy_path = path;
+    rep->host = lhost_open(path, &lim);
+    if (i == 0) r->host = rep->host;
+    if (!rep->host) return replay_fail(r, "out of memory loading the policy");
+    if (lhost_errmsg(rep->host)) return replay_fail(r, "%s", lhost_errmsg(rep->host));
+    for (int k = 0; k < n_sets; k++)
+        if (lhost_set(rep->host, sets[k]) != 0)
+            return replay_fail(r, "%s", lhost_errmsg(rep->host));
+    return 0;
+}
+
 int replay_load_policy(replay_t *r, const char *path, const char *const *sets, int n_sets,
                        const lhost_limits_t *limits) {
-    lhost_limits_t lim = *limits;
-    lim.abort_fn = on_abort;
-    lim.abort_ud = r;
-    r->policy_path = path;
-    r->host = lhost_open(path, &lim);
-    if (!r->host) return replay_fail(r, "out of memory loading the policy");
-    if (lhost_errmsg(r->host)) return replay_fail(r, "%s", lhost_errmsg(r->host));
-    for (int i = 0; i < n_sets; i++)
-        if (lhost_set(r->host, sets[i]) != 0) return replay_fail(r, "%s", lhost_errmsg(r->host));
-    return 0;
+    return replay_load_policy_at(r, 0, path, sets, n_sets, limits);
 }
 
 int replay_param_str(replay_t *r, const char *key, char *out, size_t len) {
     return r->host ? lhost_param_str(r->host, key, out, len) : 0;
 }
 
-int replay_start_sched(replay_t *r, const sched_config_t *cfg) {
+int replay_start_sched_at(replay_t *r, int32_t i, const sched_config_t *cfg) {
+    replay_rep_t *rep = &r->reps[i];
     sched_policy_t pol;
-    lhost_policy(r->host, &pol);
+    lhost_policy(rep->host, &pol);
     const char *why = NULL;
-    r->sched = sched_new(cfg, &pol, &why);
-    if (!r->sched) return replay_fail(r, "scheduler: %s", why);
-    sched_set_sink(r->sched, sink, r);
-    if (lhost_attach(r->host, r->sched) != 0) return replay_fail(r, "%s", lhost_errmsg(r->host));
+    rep->sched = sched_new(cfg, &pol, &why);
+    if (i == 0) r->sched = rep->sched;
+    if (!rep->sched) return replay_fail(r, "scheduler: %s", why);
+    sched_set_sink(rep->sched, sink, rep);
+    if (lhost_attach(rep->host, rep->sched) != 0)
+        return replay_fail(r, "%s", lhost_errmsg(rep->host));
     return 0;
+}
+
+int replay_start_sched(replay_t *r, const sched_config_t *cfg) {
+    return replay_start_sched_at(r, 0, cfg);
+}
+
+int32_t replay_unfinished(const replay_t *r) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < r->n_reps; i++)
+        if (r->reps[i].sched) n += sched_num_unfinished(r->reps[i].sched);
+    return n;
 }
 
 int replay_open_trace(replay_t *r, const char *path, const trace_opts_t *opts) {
@@ -210,7 +251,13 @@ void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int 
     double w = replay_wall();
     if (!final && w - r->last_progress < 0.2) return;
     r->last_progress = w;
-    const sched_view_t *v = r->sched ? sched_view(r->sched) : NULL;
+    int32_t waiting = 0, running = 0;
+    for (int32_t i = 0; i < r->n_reps; i++) {
+        if (!r->reps[i].sched) continue;
+        const sched_view_t *v = sched_view(r->reps[i].sched);
+        waiting += v->n_waiting;
+        running += v->n_running;
+    }
     char total[96] = "", eta[48] = "";
     if (r->total > 0) {
         double frac = (double)r->requests / (double)r->total;
@@ -220,7 +267,7 @@ void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int 
             snprintf(eta, sizeof eta, "  ETA %.0f s", (w - r->wall0) * (1 - frac) / frac);
     }
     fprintf(stderr, "\r[%s] t=%.1fs  requests %lld%s  waiting %d  running %d  steps %lld%s   %s",
-            who, t, (long long)r->requests, total, v ? v->n_waiting : 0, v ? v->n_running : 0,
+            who, t, (long long)r->requests, total, waiting, running,
             (long long)steps, eta, final ? "\n" : "");
 }
 
@@ -261,6 +308,27 @@ int replay_begin(replay_t *r, const rec_run_info_t *info) {
 /* ------------------------------------------------------------------ the run */
 
 int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now) {
+    return replay_add_at(r, 0, q, hash_block, now);
+}
+
+int replay_reject_unrouted(replay_t *r, const trace_req_t *q, const char *reason) {
+    rec_request_t row = {
+        .req_id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
+        .output_tokens = q->output_tokens, .first_scheduled_s = -1, .first_token_s = -1,
+        .finish_s = -1, .priority = q->priority, .deadline_s = q->deadline_s,
+        .status = "rejected", .reason = reason,
+    };
+    snprintf(row.tenant, sizeof row.tenant, "%s", q->tenant);
+    r->requests++;
+    r->idle_calls = 0;
+    if (rec_request(r->rec, r->run_id, &row) != 0)
+        return replay_fail(r, "recording request %d: %s", q->id, rec_errmsg(r->rec));
+    return 0;
+}
+
+int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
+                  double now) {
+    sched_t *s = r->reps[i].sched;
     sched_new_req_t n = {
         .id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
         .output_tokens = q->output_tokens, .max_output_tokens = q->max_output_tokens,
@@ -273,7 +341,7 @@ int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now
     r->requests++;
     r->idle_calls = 0;   /* the idle bound is on calls without any new input */
     ledger_add(&r->live, q);
-    if (sched_add(r->sched, &n, now) != 0) return replay_fail(r, "%s", sched_errmsg(r->sched));
+    if (sched_add(s, &n, now) != 0) return replay_fail(r, "%s", sched_errmsg(s));
     return r->failed ? -1 : 0;
 }
 
@@ -297,12 +365,17 @@ int replay_after_idle(replay_t *r) {
 }
 
 int replay_stalled(replay_t *r, double now) {
-    const sched_view_t *v = sched_view(r->sched);
+    int32_t waiting = 0, running = 0;
+    for (int32_t i = 0; i < r->n_reps; i++) {
+        const sched_view_t *v = sched_view(r->reps[i].sched);
+        waiting += v->n_waiting;
+        running += v->n_running;
+    }
     return replay_fail(r, "policy %s stalled at t=%.3f s: %d requests unfinished (%d waiting, "
                        "%d running) with nothing scheduled, no wake-up requested and no "
                        "arrival left (a policy bug: schedule() must make progress or call "
-                       "s:wake_at)", r->policy_path, now, sched_num_unfinished(r->sched),
-                       v->n_waiting, v->n_running);
+                       "s:wake_at)", r->policy_path, now, replay_unfinished(r), waiting,
+                       running);
 }
 
 const char *replay_signal_name(int sig) {
@@ -330,10 +403,13 @@ int replay_not_started(replay_t *r) {
                        replay_signal_name(sig));
 }
 
-int replay_record_step(replay_t *r, rec_step_t *st) {
-    st->kv_used = sched_kv_used(r->sched);
-    st->kv_total = sched_kv_total(r->sched);
-    st->num_waiting = sched_view(r->sched)->n_waiting;
+int replay_record_step(replay_t *r, rec_step_t *st) { return replay_record_step_at(r, 0, st); }
+
+int replay_record_step_at(replay_t *r, int32_t i, rec_step_t *st) {
+    sched_t *s = r->reps[i].sched;
+    st->kv_used = sched_kv_used(s);
+    st->kv_total = sched_kv_total(s);
+    st->num_waiting = sched_view(s)->n_waiting;
     if (rec_step(r->rec, r->run_id, st) != 0)
         return replay_fail(r, "recording step %lld: %s", (long long)st->step, rec_errmsg(r->rec));
     return 0;
@@ -341,7 +417,8 @@ int replay_record_step(replay_t *r, rec_step_t *st) {
 
 int replay_finish(replay_t *r) {
     if (r->run_id < 0) return -1;
-    if (r->failed && r->sched) sched_abort_all(r->sched, r->err);
+    for (int32_t i = 0; r->failed && i < r->n_reps; i++)
+        if (r->reps[i].sched) sched_abort_all(r->reps[i].sched, r->err);
     double wall = replay_wall() - r->wall0;
     if (rec_run_end(r->rec, r->run_id, !r->failed, r->failed ? r->err : NULL, wall) != 0 &&
         !r->failed)
@@ -364,8 +441,13 @@ static int db_holds_no_run(rec_t *rec) {
 
 void replay_close(replay_t *r) {
     trace_close(r->trace);
-    sched_free(r->sched);
-    lhost_close(r->host);
+    for (int32_t i = 0; i < r->n_reps; i++) {
+        sched_free(r->reps[i].sched);
+        lhost_close(r->reps[i].host);
+    }
+    free(r->reps);
+    r->reps = NULL;
+    r->n_reps = 0;
     free(r->live.v);
     int remove_db = r->created_db && r->run_id < 0 && db_holds_no_run(r->rec);
     rec_close(r->rec);

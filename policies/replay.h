@@ -55,6 +55,17 @@ typedef struct {
     int64_t cap, head, n, base; /* v[(head + i) % cap] is request base + i */
 } replay_ledger_t;
 
+struct replay;
+
+/* One replica's policy host and scheduler. The engine has one; the simulator's cluster has
+ * one per replica, each with its own instance of its policy (sim/sim.h). */
+typedef struct {
+    struct replay *rp;
+    lhost_t *host;
+    sched_t *sched;
+    int32_t index;               /* 0-based, as recorded */
+} replay_rep_t;
+
 typedef struct replay {
     rec_t *rec;
     /* The database file replay_init created (it did not exist), else NULL: removed again at
@@ -64,8 +75,10 @@ typedef struct replay {
     const volatile sig_atomic_t *interrupt;
     int interrupted;             /* the run was ended by a signal */
     int64_t run_id;              /* -1 until the run row exists */
-    lhost_t *host;
+    lhost_t *host;               /* replica 0's (reps[0].host, reps[0].sched): the engine's */
     sched_t *sched;
+    replay_rep_t *reps;          /* [n_reps], fixed once a policy is loaded */
+    int32_t n_reps;
     trace_t *trace;
     const char *policy_path;
     char err[8192];
@@ -105,6 +118,14 @@ int replay_fail(replay_t *r, const char *fmt, ...) __attribute__((format(printf,
 /* Loads the policy, applies the --set overrides, with the watchdog wired to the ledger. */
 int replay_load_policy(replay_t *r, const char *path, const char *const *sets, int n_sets,
                        const lhost_limits_t *limits);
+/* A cluster: n replicas (default 1), set before any policy is loaded. 0, or -1. */
+int replay_set_replicas(replay_t *r, int32_t n);
+/* replay_load_policy and replay_start_sched for replica i: each its own policy instance. */
+int replay_load_policy_at(replay_t *r, int32_t i, const char *path, const char *const *sets,
+                          int n_sets, const lhost_limits_t *limits);
+int replay_start_sched_at(replay_t *r, int32_t i, const sched_config_t *cfg);
+/* The limits with the watchdog's abort wired to this replay (the router's host uses it). */
+void replay_limits(replay_t *r, const lhost_limits_t *in, lhost_limits_t *out);
 /* The policy's string param `key`: 1 found (copied), 0 absent, -1 wrong type. */
 int replay_param_str(replay_t *r, const char *key, char *out, size_t len);
 
@@ -139,6 +160,13 @@ int replay_begin(replay_t *r, const rec_run_info_t *info);
 
 /* An arrival: ledger, then sched_add. hash_block: tokens per hash id (0 when none). */
 int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now);
+/* The same on replica i. */
+int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
+                  double now);
+/* A request a router rejected before any replica saw it: its row, status rejected. */
+int replay_reject_unrouted(replay_t *r, const trace_req_t *q, const char *reason);
+/* Requests not yet final on every replica. */
+int32_t replay_unfinished(const replay_t *r);
 
 /* The policy-bug guards every executor applies, so each says the same thing (0, or -1
  * through replay_fail):
@@ -164,6 +192,8 @@ const char *replay_signal_name(int sig);
 
 /* A step row; fills kv_used/kv_total/num_waiting from the scheduler. */
 int replay_record_step(replay_t *r, rec_step_t *st);
+/* The same for a step of replica i. */
+int replay_record_step_at(replay_t *r, int32_t i, rec_step_t *st);
 
 /* Ends the run: on failure aborts what is unfinished; marks the run done or failed and
  * commits. Returns 0 when the run succeeded. */

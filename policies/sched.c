@@ -385,6 +385,7 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     if (why[0]) {
         reject(s, x, why);
         slot_put(s, x); /* never queued */
+        view_sync(s);   /* the queue_reserve above may have moved the waiting list */
         return 0;
     }
     /* With caching on every request keys its blocks, hashed or not: its own blocks (the
@@ -395,6 +396,7 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
                     s->cfg.block_size) != 0)) {
         finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
         slot_put(s, x);
+        view_sync(s);
         return 0;
     }
     s->waiting.v[s->waiting.head + s->waiting.n++] = x; /* reserved above */
@@ -862,6 +864,7 @@ int32_t sched_running_seqs(const sched_t *s) {
 int32_t sched_num_unfinished(const sched_t *s) { return s->num_unfinished; }
 int32_t sched_kv_used(const sched_t *s) { return kv_num_used(s->kv); }
 int32_t sched_kv_total(const sched_t *s) { return kv_num_blocks(s->kv); }
+const struct kv *sched_kv(const sched_t *s) { return s->kv; }
 int sched_stalled(const sched_t *s) { return s->stalled; }
 double sched_wakeup(const sched_t *s) { return s->view.wake_at; }
 int64_t sched_total_preemptions(const sched_t *s) { return s->total_preemptions; }

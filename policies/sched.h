@@ -275,6 +275,10 @@ const sched_view_t *sched_view(const sched_t *s);
 int32_t sched_num_unfinished(const sched_t *s); /* waiting + running + preempted */
 int32_t sched_kv_used(const sched_t *s);
 int32_t sched_kv_total(const sched_t *s);
+/* The KV cache itself, read-only: a cluster's router looks up what a replica's prefix cache
+ * would serve a request not yet added (policies/router.h). */
+struct kv;
+const struct kv *sched_kv(const sched_t *s);
 /* Waiting or running requests exist, the last plan was empty and changed nothing (no
  * preemption, no rejection), and no wake-up is pending: only a new arrival can move this
  * replica. With no arrival left, a policy bug. An empty plan that did change something

@@ -77,6 +77,7 @@ typedef struct {
     double start_s, dur_s;
     const sched_view_t *view; /* queue and running list before the commit */
     int32_t kv_used, kv_total;
+    int32_t replica;          /* 0-based: whose step */
 } sim_step_info_t;
 
 #define SIM_DEFAULT_MODEL "llama-2-7b"
@@ -98,7 +99,8 @@ typedef struct {
     const char *trace_path;
     trace_opts_t trace_opts;
     const char *policy_path;
-    const char *const *sets;  /* "key=value" policy param overrides */
+    const char *const *sets;  /* "key=value" policy param overrides; "router.key=value"
+                               * the router's */
     int n_sets;
     const char *model;        /* preset name or file; NULL: model_shape, else the cost
                                * file's model, else llama-2-7b */
@@ -130,6 +132,9 @@ typedef struct {
     int roofline;             /* the roofline even where a calibration is shipped for the
                                * model, hw and tp (--roofline, or a roofline option given) */
     sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
+    int32_t replicas;         /* > 0: a cluster of this many replicas alike (0: one, and
+                               * exactly the single-replica records) */
+    const char *router_path;  /* NULL: round robin over the replicas */
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
     const volatile sig_atomic_t *interrupt; /* NULL, or a flag a signal handler sets */
@@ -147,7 +152,8 @@ typedef struct {
     int64_t requests;         /* requests read from the trace */
     int64_t skipped;          /* trace rows skipped as failed requests */
     int64_t steps;
-    int32_t num_blocks;       /* KV capacity used */
+    int32_t num_blocks;       /* KV capacity used (replica 0's) */
+    int32_t replicas;
     double wall_s;
     summary_t summary;        /* loaded back from the database at the end */
     int have_summary;

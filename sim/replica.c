@@ -1,0 +1,257 @@
+/* replica: one replica of the simulated cluster: its cost model, KV size, policy instance
+ * and scheduler (sim_rep_setup), and the costing of its steps (sim_step_cost and the
+ * speculative draws). See sim.h for the models and sim_internal.h for what is per replica. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies/rng.h"
+#include "sim/sim_internal.h"
+
+/* The model: --model, checked against the cost file's shape when both are given; or the
+ * cost file's own; or the default preset. */
+static int pick_model(sim_t *m, sim_rep_t *r, preset_model_t *model) {
+    const sim_opts_t *o = m->o;
+    const char *name = r->spec.model;
+    char e[512];
+    const char *what = name ? name : "the run's model";
+    if (!name && o->model_shape) {
+        *model = *o->model_shape;
+        if (preset_model_validate(model, e, sizeof e) != 0) return sim_fail(m, "model: %s", e);
+    } else if (!name && r->cf) {
+        *model = r->cf->model;
+        return 0;
+    } else if (preset_model_get(name ? name : SIM_DEFAULT_MODEL, model, e, sizeof e)) {
+        return sim_fail(m, "--model: %s", e);
+    }
+    if (r->cf && cost_file_same_shape(model, &r->cf->model, e, sizeof e) != 0)
+        return sim_fail(m, "%s does not have the shape the cost file %s was fitted for (%s: %s); "
+                    "a cost model describes one model", what, o->cost_path, r->cf->model.name,
+                    e);
+    return 0;
+}
+
+/* Without --cost, the calibration shipped for this built-in model on this built-in GPU at
+ * this tp (cost_file_builtin), unless the roofline was asked for; r->calibration says
+ * which model costs the run, and why the roofline when it is the roofline. */
+static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
+                        const preset_hw_t *hw) {
+    const sim_opts_t *o = m->o;
+    char path[320], e[1024];
+    if (r->cf) {
+        snprintf(r->calibration, sizeof r->calibration, "%s", o->cost_path);
+        return 0;
+    }
+    if (o->roofline) {
+        snprintf(r->calibration, sizeof r->calibration, "none: the roofline was asked for");
+        return 0;
+    }
+    if (!preset_hw_find(hw->name) || !preset_model_find(model->name) ||
+        cost_file_builtin(model->name, hw->name, r->spec.tp, path, sizeof path) != 0) {
+        snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration for "
+                 "%.60s on %.60s at tp %d; the roofline's efficiencies are guesses",
+                 model->name, hw->name, (int)r->spec.tp);
+        return 0;
+    }
+    cost_file_t *cf = malloc(sizeof *cf);
+    if (!cf) return sim_fail(m, "out of memory (cost file)");
+    if (cost_file_read(path, cf, e, sizeof e) != 0) {
+        free(cf);
+        return sim_fail(m, "%s", e);
+    }
+    if (cost_file_same_shape(model, &cf->model, e, sizeof e) != 0) {
+        snprintf(r->calibration, sizeof r->calibration, "none: %.60s is not the shape of the "
+                 "shipped %.100s (%.60s)", model->name, path, e);
+        free(cf);
+        return 0;
+    }
+    r->cf = cf;
+    snprintf(r->calibration, sizeof r->calibration, "%s", path);
+    return 0;
+}
+
+/* Loads replica r's cost file, presets and policy; sizes its KV cache; builds its
+ * scheduler (replica r.index of the replay). */
+int sim_rep_setup(sim_t *m, sim_rep_t *r) {
+    const sim_opts_t *o = m->o;
+    const sim_spec_t *sp = &r->spec;
+    preset_model_t *model = &r->model;
+    preset_hw_t *hw = &r->hw;
+    char e[1024];
+    if (o->cost_path) {
+        if (!(r->cf = malloc(sizeof *r->cf))) return sim_fail(m, "out of memory (cost file)");
+        if (cost_file_read(o->cost_path, r->cf, e, sizeof e) != 0)
+            return sim_fail(m, "--cost: %s", e);
+    }
+    if (pick_model(m, r, model)) return -1;
+    const char *fitted_hw = r->cf && r->cf->hw_preset[0] ? r->cf->hw_preset : NULL;
+    if (fitted_hw && sp->hw && strcmp(sp->hw, fitted_hw) != 0)
+        return sim_fail(m, "--hw %s, but the cost file %s was fitted on %s", sp->hw,
+                        o->cost_path, fitted_hw);
+    if (r->cf && r->cf->kind == COST_FILE_ROOFLINE) *hw = r->cf->hw;
+    else if (preset_hw_get(sp->hw ? sp->hw : fitted_hw ? fitted_hw : SIM_DEFAULT_HW, hw, e,
+                           sizeof e) != 0)
+        return sim_fail(m, "--hw: %s", e);
+    if (sp->tp < 1) return sim_fail(m, "--tp must be >= 1 (got %d)", sp->tp);
+    if (r->cf && r->cf->kind == COST_FILE_LINEAR && sp->kv_blocks <= 0 && !fitted_hw)
+        return sim_fail(m, "--cost %s models one machine, not a hardware preset: give its KV "
+                        "capacity with --kv-blocks N (an engine run's num_blocks)", o->cost_path);
+    if (!r->cf && sp->tp > 1 && model->n_heads % sp->tp != 0)
+        return sim_fail(m, "--tp %d does not divide %s's %d attention heads", (int)sp->tp,
+                        model->name, (int)model->n_heads);
+    if (pick_builtin(m, r, model, hw)) return -1;
+
+    if (replay_load_policy_at(&m->rp, r->index, sp->policy_path, sp->sets, sp->n_sets,
+                              &o->limits))
+        return -1;
+    lhost_t *host = m->rp.reps[r->index].host;
+
+    /* Speculative policies name a draft model and an acceptance rate in their params. */
+    char draft_name[256];
+    preset_model_t draft;
+    int has_draft = lhost_param_str(host, "draft", draft_name, sizeof draft_name);
+    if (has_draft < 0) return sim_fail(m, "policy param 'draft' must be a model preset name");
+    if (has_draft) {
+        if (preset_model_get(draft_name, &draft, e, sizeof e) != 0)
+            return sim_fail(m, "policy param draft: %s", e);
+        int rc = lhost_param_num(host, "alpha", &r->alpha);
+        if (rc != 1 || !(r->alpha >= 0 && r->alpha <= 1))
+            return sim_fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
+        /* a cost file of one machine cannot cost another model; one fitted for a
+         * hardware preset can leave the draft to the roofline on that preset */
+        if (r->cf && !r->cf->hw_preset[0])
+            return sim_fail(m, "--cost %s models %s only, not the policy's draft model '%s'; "
+                            "simulate speculative decoding with the roofline (--hw)",
+                            o->cost_path, r->cf->model.name, draft_name);
+    }
+
+    if (sp->kv_blocks > 0) {
+        r->num_blocks = sp->kv_blocks;
+    } else {
+        r->num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, sp->tp, sp->gpu_util,
+                                      o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
+        if (r->num_blocks < 0) return sim_fail(m, "%s", e);
+    }
+
+    cost_roofline_params_t cp = o->cost;
+    cp.tp = sp->tp;
+    if (r->cf) {
+        if (!(r->cost = cost_file_model(r->cf, sp->tp, e, sizeof e))) return sim_fail(m, "%s", e);
+    } else {
+        if (cost_roofline_check(model, hw, &cp, e, sizeof e) != 0) return sim_fail(m, "%s", e);
+        r->cost = cost_roofline_new(model, hw, &cp);
+    }
+    if (has_draft) {
+        cost_roofline_params_t dp = cp;
+        dp.tp = 1; /* a small draft model runs on one device */
+        r->draft_cost = cost_roofline_new(&draft, hw, &dp);
+        m->any_draft = 1;
+    }
+    if (!r->cost || (has_draft && !r->draft_cost)) return sim_fail(m, "out of memory (cost model)");
+
+    sched_config_t cfg = {
+        .num_blocks = r->num_blocks, .block_size = o->block_size, .watermark = o->watermark,
+        .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
+        .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
+        .seed = o->seed, .prefix_caching = o->prefix_caching,
+        .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
+        .clip_to_context = o->clip_to_context,
+    };
+    r->pushed_wake = INFINITY;
+    return replay_start_sched_at(&m->rp, r->index, &cfg);
+}
+
+void sim_rep_free(sim_rep_t *r) {
+    cost_free(r->cost);
+    cost_free(r->draft_cost);
+    free(r->cf);
+}
+
+/* ------------------------------------------------------------------ costing */
+
+int sim_seqs_reserve(sim_t *m, int32_t n) {
+    if (n <= m->seqs_cap) return 0;
+    int32_t cap = n * 2;
+    cost_seq_t *v = realloc(m->seqs, sizeof *v * (size_t)cap);
+    int32_t *a = realloc(m->accepted, sizeof *a * (size_t)cap);
+    if (v) m->seqs = v;
+    if (a) m->accepted = a;
+    if (!v || !a) return sim_fail(m, "out of memory costing a step");
+    m->seqs_cap = cap;
+    return 0;
+}
+
+/* The target's pass over the whole plan (its features in *f), plus, for speculative
+ * policies, the draft model: one pass over the prefills and the first draft token, then
+ * k - 1 single-token passes. The first pass also runs what the draft model is behind on:
+ * after a step that accepted all k drafts, the last draft (proposed, never run through the
+ * draft model) besides the target's bonus token, so 2 tokens (draft_pos, draft_advance). */
+double sim_step_cost(sim_t *m, sim_rep_t *r, const sched_plan_t *p, cost_features_t *f) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        m->seqs[n++] = (cost_seq_t){ e->num_tokens + e->num_spec, e->start,
+                                     e->sample ? 1 + e->num_spec : 0 };
+    }
+    for (int32_t i = 0; i < p->n_pads; i++)
+        m->seqs[n++] = (cost_seq_t){ p->pads[i].num_tokens, p->pads[i].ctx,
+                                     p->pads[i].ctx > 0 ? p->pads[i].num_tokens : 0 };
+    cost_features(m->seqs, n, f);
+    double t = cost_step_time(r->cost, m->seqs, n);
+    if (!r->draft_cost) return t;
+    int32_t kmax = 0;
+    n = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        if (e->num_spec > kmax) kmax = e->num_spec;
+        if (!e->is_decode) m->seqs[n++] = (cost_seq_t){ e->num_tokens, e->start, 0 };
+        else if (e->num_spec > 0) {
+            int32_t lag = e->start - m->draft_pos[e->req_id];
+            lag = lag < 0 ? 0 : lag;
+            m->seqs[n++] = (cost_seq_t){ 1 + lag, e->start - lag, 1 };
+        }
+    }
+    t += cost_step_time(r->draft_cost, m->seqs, n);
+    for (int32_t j = 1; j < kmax; j++) {
+        n = 0;
+        for (int32_t i = 0; i < p->n; i++) {
+            const sched_entry_t *e = &p->entries[i];
+            if (e->is_decode && e->num_spec > j) m->seqs[n++] = (cost_seq_t){ 1, e->start + j, 1 };
+        }
+        t += cost_step_time(r->draft_cost, m->seqs, n);
+    }
+    return t;
+}
+
+/* After step p with its acceptances drawn: the positions the draft model now holds valid
+ * K/V for. A prefill (or recompute) runs through it; a verified step leaves its passes'
+ * K/V up to the last draft it ran (start + k - 1), and only up to the accepted ones. A
+ * decode without drafts leaves it behind by one more token. */
+void sim_draft_advance(sim_t *m, const sched_plan_t *p) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        int32_t *d = &m->draft_pos[e->req_id];
+        if (!e->is_decode) *d = e->start + e->num_tokens;
+        else if (e->num_spec > 0) {
+            int32_t ran = e->start + e->num_spec, ok = e->start + 1 + m->accepted[i];
+            *d = ran < ok ? ran : ok;
+        }
+    }
+}
+
+/* Drafts accepted left to right with probability alpha until the first rejection, drawn
+ * from (seed, request, position) so the outcome does not depend on the batch. */
+void sim_draw_acceptances(sim_t *m, sim_rep_t *r, const sched_plan_t *p) {
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *e = &p->entries[i];
+        int32_t a = 0;
+        if (e->num_spec > 0) {
+            rng_t g;
+            rng_seed3(&g, m->o->seed, (uint64_t)e->req_id, (uint64_t)e->req->generated);
+            while (a < e->num_spec && rng_uniform(&g) < r->alpha) a++;
+        }
+        m->accepted[i] = a;
+    }
+}
+

@@ -1,0 +1,110 @@
+/* sim_internal: the simulator's state, shared by sim.c (the event loop and the run's
+ * records), replica.c (one replica's setup and step costing) and sim_route.c (routing
+ * arrivals over the replicas). Not a public interface.
+ *
+ * What is per run (sim_t): the options, the replay (database, trace, ledger, failure
+ * state), the event heap, the router, the client-side front end and stream clocks, the
+ * draft positions (indexed by request id, unique in the run) and scratch buffers. What is
+ * per replica (sim_rep_t): its scheduler and policy instance (rp.reps[i]), cost model, KV
+ * size, and the step in flight (at most one).
+ *
+ * Ownership: sim_t owns the replicas, their cost models and cost files, and the held
+ * requests' copies of their hash ids. */
+#ifndef TWIN_SIM_INTERNAL_H
+#define TWIN_SIM_INTERNAL_H
+
+#include <stdint.h>
+
+#include "policies/replay.h"
+#include "policies/router.h"
+#include "sim/cost_file.h"
+#include "sim/heap.h"
+#include "sim/presets.h"
+#include "sim/sim.h"
+
+/* What one replica is: from --replicas (all alike, from the options) or a --cluster group. */
+typedef struct {
+    const char *group;        /* NULL: --replicas */
+    int32_t group_index, role;
+    const char *model, *hw, *policy_path;
+    const char *const *sets;
+    int n_sets;
+    int32_t tp, kv_blocks;
+    double gpu_util;
+} sim_spec_t;
+
+typedef struct {
+    int32_t index;
+    sim_spec_t spec;
+    cost_model_t *cost, *draft_cost;
+    cost_file_t *cf;          /* the --cost file or a shipped calibration; NULL: roofline */
+    char calibration[320];
+    double alpha;
+    int32_t num_blocks;
+    preset_model_t model;
+    preset_hw_t hw;
+    /* the step in flight */
+    const sched_plan_t *plan;
+    cost_features_t feat;
+    double host_s, step_start, step_sched, pushed_wake;
+    int busy, poked, dirty;
+} sim_rep_t;
+
+typedef struct {
+    trace_req_t q;
+    int64_t *hash;            /* owned copy of q.hash_ids */
+} sim_held_t;
+
+typedef struct {
+    const sim_opts_t *o;
+    replay_t rp;
+    sim_rep_t *reps;
+    int32_t n_reps;
+    const char **policy_sets; /* the --set options that are not router.* */
+    int n_policy_sets;
+    sim_heap_t heap;
+    cost_seq_t *seqs;
+    int32_t seqs_cap;
+    int32_t *accepted;
+    int stopped;
+    int64_t steps, hashed_requests;
+    sim_client_t client;
+    int client_on;
+    double front_free;
+    double *client_last;
+    int64_t client_cap;
+    int32_t *draft_pos;
+    int64_t draft_cap;
+    int any_draft;
+    /* routing */
+    router_t *router;
+    router_view_t view;
+    router_replica_t *vrep;
+    sched_t **scheds;
+    int64_t rr;               /* the built-in round robin's next pick */
+    sim_held_t *held;
+    int32_t n_held, held_cap, held_head;
+    int32_t *poked;           /* replicas with an event at this instant */
+    int32_t n_poked;
+} sim_t;
+
+#define sim_fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
+
+/* replica.c */
+int sim_rep_setup(sim_t *m, sim_rep_t *r);
+int sim_seqs_reserve(sim_t *m, int32_t n);
+double sim_step_cost(sim_t *m, sim_rep_t *r, const sched_plan_t *p, cost_features_t *f);
+void sim_draw_acceptances(sim_t *m, sim_rep_t *r, const sched_plan_t *p);
+void sim_draft_advance(sim_t *m, const sched_plan_t *p);
+void sim_rep_free(sim_rep_t *r);
+
+/* sim_route.c */
+int sim_route_setup(sim_t *m);
+/* An arrival at `now`: to a replica (replay_add_at, the replica poked), rejected, or held. */
+int sim_route_arrival(sim_t *m, const trace_req_t *q, double now);
+/* After a step: the held requests, in arrival order, until one is held again. */
+int sim_route_held(sim_t *m, double now);
+void sim_poke(sim_t *m, int32_t i);
+void sim_route_free(sim_t *m);
+
+#endif

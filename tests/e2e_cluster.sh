@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# e2e_cluster.sh: end-to-end tests of the simulated cluster (docs/cluster.md).
+#
+#  1. One replica is today's simulator: the same trace with no flag and with --replicas 1
+#     gives identical requests and steps rows.
+#  2. Round robin over N replicas at N times the rate gives the one-replica latencies
+#     within sampling error (two traces from the same distributions); the shipped
+#     round_robin.lua routes exactly as the built-in default.
+#  3. Every shipped router runs a cluster to a done run; prefix_affinity raises the
+#     cluster's prefix-cache hit rate over round robin on the Mooncake conversation trace
+#     (SKIP when absent); both rates and the unlimited-cache bound are printed.
+#  4. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
+#     for a step to end; bad routers fail the run naming the router file and route's line
+#     (an unknown replica, no decision, holding with nothing in flight), and usage
+#     mistakes (a missing router, an unknown --set router.KEY, --router without
+#     --replicas) exit 2 and record nothing.
+. "$(dirname "$0")/lib_e2e.sh"
+e2e_setup e2e_cluster
+
+RT=$POL/routers
+MOON=$DATA/traces/mooncake_conversation_trace.jsonl
+sim() { run "$1" "$BIN" sim -q "${@:2}"; }
+
+"$BIN" trace gen --n 1500 --rate 3 --seed 3 --prompt lognormal:400:0.8 \
+    --output lognormal:80:0.8 --out "$T/one.csv" >/dev/null || exit 1
+"$BIN" trace gen --n 6000 --rate 12 --seed 4 --prompt lognormal:400:0.8 \
+    --output lognormal:80:0.8 --out "$T/four.csv" >/dev/null || exit 1
+ROWS_REQ="req_id, arrival_s, prompt_tokens, output_tokens, generated_tokens, first_scheduled_s,
+          first_token_s, finish_s, preemptions, cached_tokens, status, ifnull(reason, '')"
+ROWS_STEP="step, start_s, dur_s, prefill_tokens, decode_tokens, num_seqs, kv_used, kv_total,
+           num_waiting, num_preempted, tokens, kv_tokens, host_s"
+# differ DB A B COLUMNS TABLE: rows of run A not in run B and the other way round
+differ() {
+    sql "$1" "select count(*) from (select * from (select $4 from $5 where run_id = $2 except
+              select $4 from $5 where run_id = $3) union all select * from (select $4 from $5
+              where run_id = $3 except select $4 from $5 where run_id = $2))"
+}
+
+begin "one replica: --replicas 1 gives the records of no flag"
+D=$T/one.db
+sim plain --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name plain
+want_rc 0
+sim rep1 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name rep1 --replicas 1
+want_rc 0
+want_sql "$D" "select count(*) from requests where run_id = 1" 1500
+[ "$(differ "$D" 1 2 "$ROWS_REQ" requests)" = 0 ] || bad " requests rows differ"
+[ "$(differ "$D" 1 2 "$ROWS_STEP" steps)" = 0 ] || bad " steps rows differ"
+[ "$(sql "$D" "select count(*) from steps where run_id = 1")" -gt 100 ] || bad " too few steps"
+end
+
+# mean TTFT and TPOT of a run's finished requests
+lat() {
+    sql "$1" "select avg(first_token_s - arrival_s) || ' ' ||
+              avg((finish_s - first_token_s) / (generated_tokens - 1)) from requests
+              where run_id = $2 and status = 'finished' and generated_tokens > 1"
+}
+begin "round robin: 4 replicas at 4x the rate keep the one-replica latencies"
+D=$T/rr.db
+sim rr1 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name one
+sim rr4 --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$D" --name four --replicas 4
+want_rc 0
+read -r t1 p1 <<<"$(lat "$D" 1)"
+read -r t4 p4 <<<"$(lat "$D" 2)"
+echo "  one replica: TTFT ${t1}s TPOT ${p1}s; 4 replicas, 4x rate: TTFT ${t4}s TPOT ${p4}s"
+# different samples of the same load: within 15% (TTFT) and 10% (TPOT); a cluster that
+# sent everything to one replica would be 4x over capacity and far off
+awk -v a="$t1" -v b="$t4" 'BEGIN { exit !(b > 0.85 * a && b < 1.15 * a) }' || bad " TTFT $t4 vs $t1"
+awk -v a="$p1" -v b="$p4" 'BEGIN { exit !(b > 0.9 * a && b < 1.1 * a) }' || bad " TPOT $p4 vs $p1"
+want_sql "$D" "select status from runs where id = 2" done
+sim rrlua --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$D" --name lua \
+    --replicas 4 --router "$RT/round_robin.lua"
+want_rc 0
+[ "$(differ "$D" 2 3 "$ROWS_REQ" requests)" = 0 ] || bad " round_robin.lua differs from the built-in"
+end
+
+begin "every shipped router runs a cluster to a done run"
+D=$T/routers.db
+for r in round_robin least_loaded power_of_two prefix_affinity; do
+    sim "r_$r" --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$D" --name "$r" \
+        --replicas 4 --router "$RT/$r.lua" --limit 2000
+    want_rc 0
+done
+want_sql "$D" "select group_concat(status) from runs" "done,done,done,done"
+want_sql "$D" "select count(*) from requests where status = 'aborted'" 0
+want_sql "$D" "select count(*) from requests" 8000
+sim p2seed --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$D" --name p2b \
+    --replicas 4 --router "$RT/power_of_two.lua" --limit 2000 --seed 9 --set router.choices=2
+want_rc 0
+want_sql "$D" "select json_extract(config, '$.router_params.choices') from runs where name = 'p2b'" 2
+end
+
+begin "prefix_affinity raises the cluster's cache hit rate over round robin (Mooncake)"
+if [ ! -f "$MOON" ]; then
+    echo "SKIP: $MOON absent"
+else
+    D=$T/moon.db
+    for r in round_robin prefix_affinity; do
+        sim "m_$r" --trace "$MOON" --policy "$POL/continuous.lua" --db "$D" --name "$r" \
+            --model mistral-7b --hw h100 --replicas 8 --rate-scale 8 --limit 4000 \
+            --prefix-caching --router "$RT/$r.lua"
+        want_rc 0
+    done
+    hit() { sql "$D" "select round(1.0 * sum(cached_tokens) / sum(prompt_tokens), 4) from
+                      requests r join runs u on u.id = r.run_id where u.name = '$1'"; }
+    h_rr=$(hit round_robin) h_pa=$(hit prefix_affinity)
+    # the bound: every hashed block seen before is a hit (an unlimited cache), counted from
+    # the trace's hash ids, not the simulator, over the same requests (the first 4000)
+    bound=$(head -n 4000 "$MOON" | python3 -c '
+import json, sys
+seen, hit, tot = set(), 0, 0
+for line in sys.stdin:
+    d = json.loads(line); k = 0
+    for h in d["hash_ids"]:
+        if h not in seen: break
+        k += 1
+    hit += min(k * 512, (d["input_length"] - 1) // 16 * 16); tot += d["input_length"]
+    seen.update(d["hash_ids"])
+print(round(hit / tot, 4))' 2>/dev/null)
+    echo "  prefix-cache hit rate: round robin $h_rr, prefix_affinity $h_pa, unlimited-cache bound ${bound:-?}"
+    awk -v a="$h_rr" -v b="$h_pa" 'BEGIN { exit !(b > a) }' || bad " prefix_affinity $h_pa <= round robin $h_rr"
+    [ -z "$bound" ] || awk -v a="$h_pa" -v b="$bound" 'BEGIN { exit !(a <= b) }' ||
+        bad " hit rate $h_pa above the bound $bound"
+fi
+end
+
+cat >"$T/reject.lua" <<'L'
+return { route = function(c, r)
+    if r.prompt_tokens > 600 then return nil, "prompt over 600" end
+    return r.id % c.n + 1
+end }
+L
+cat >"$T/hold.lua" <<'L'
+-- holds while every replica runs something: requests wait at the router
+return { route = function(c, r)
+    for i = 1, c.n do if c:running(i) == 0 and c:waiting(i) == 0 then return i end end
+    return "hold"
+end }
+L
+cat >"$T/range.lua" <<'L'
+return {
+    route = function(c, r)
+        return c.n + 1
+    end,
+}
+L
+cat >"$T/none.lua" <<'L'
+return { route = function(c, r) end }
+L
+cat >"$T/always_hold.lua" <<'L'
+return { route = function(c, r) return "hold" end }
+L
+
+begin "a router's reasons reject, 'hold' waits for a step to end"
+D=$T/dec.db
+sim rej --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name rej --replicas 3 \
+    --router "$T/reject.lua" --limit 300
+want_rc 0
+n_big=$(sql "$D" "select count(*) from requests where prompt_tokens > 600")
+[ "$n_big" -gt 0 ] || bad " no prompt over 600 in the sample"
+want_sql "$D" "select count(*) from requests where reason = 'router: prompt over 600'" "$n_big"
+sim hold --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name hold --replicas 2 \
+    --router "$T/hold.lua" --limit 300
+want_rc 0
+want_sql "$D" "select status from runs where name = 'hold'" done
+want_sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id
+               where u.name = 'hold' and r.status in ('finished', 'rejected')" 300
+# held requests are scheduled later than they arrived
+[ "$(sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id
+              where u.name = 'hold' and first_scheduled_s > arrival_s + 0.05")" -gt 0 ] ||
+    bad " nothing waited at the router"
+end
+
+begin "bad routers fail the run naming the router and its line"
+D=$T/bad.db
+sim range --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name range --replicas 2 \
+    --router "$T/range.lua" --limit 50
+want_rc 1
+want_err "$T/range.lua:2: route returned replica 3, but the cluster has replicas 1..2"
+want_sql "$D" "select status from runs where name = 'range'" failed
+sim none --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name none --replicas 2 \
+    --router "$T/none.lua" --limit 50
+want_rc 1
+want_err "$T/none.lua:1: route returned no decision"
+want_sql "$D" "select status from runs where name = 'none'" failed
+sim ahold --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name ahold \
+    --replicas 2 --router "$T/always_hold.lua" --limit 50
+want_rc 1
+want_err "held 50 requests"
+want_sql "$D" "select count(*) from runs where status = 'failed'" 3
+end
+
+begin "router usage mistakes exit 2 and record nothing"
+D=$T/usage.db
+sim missing --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --replicas 2 \
+    --router "$T/nope.lua"
+want_rc 2
+want_err "nope.lua"
+sim badset --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --replicas 2 \
+    --router "$RT/power_of_two.lua" --set router.banana=1
+want_rc 2
+want_err "unknown param 'banana'"
+sim norep --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" \
+    --router "$RT/round_robin.lua"
+want_rc 2
+want_err "--router needs --replicas"
+[ -f "$D" ] && bad " a database was left behind"
+end
+
+e2e_finish e2e_cluster
