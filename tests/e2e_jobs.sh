@@ -7,7 +7,8 @@
 # line of its task; merge renames a clashing sweep (said on stderr) and refuses another
 # schema version, a non-database and a missing file, leaving the output as it was; bad
 # input (--capacity with --emit-jobs, a folder that already holds jobs) gets a clear
-# message and a non-zero exit. The parallel checks print SKIP without GNU parallel.
+# message and a non-zero exit, as does a --config-json (the jobs' tags) that is not JSON.
+# Without GNU parallel the list runs through bash, with a SKIP line for parallel.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_jobs
 
@@ -18,7 +19,7 @@ OPTS=(--rates 2,5,9 --repeat 2 --save-tokens --set max_seqs=8 --name S)
 have_parallel=1
 command -v parallel >/dev/null 2>&1 || {
     have_parallel=0
-    echo "SKIP: GNU parallel not found (Debian package 'parallel'): the job list is not run"
+    echo "SKIP: GNU parallel not found (Debian package 'parallel'): the job list runs through bash"
 }
 
 begin "emit: one self-contained sim command per point and seed; nothing run or recorded"
@@ -41,63 +42,66 @@ done
 ls "$J/out" | grep -q . && bad " out/ is not empty"
 end
 
+begin "the list run (GNU parallel, else bash) and merged is the database the sweep gives here"
 if [ "$have_parallel" -eq 1 ]; then
-    begin "GNU parallel runs the list; merged, it is the database the sweep gives here"
     run parallel bash -c "cd / && parallel -j 2 --joblog '$J/joblog' < '$J/jobs.txt'"
     want_rc 0
     [ "$(awk 'NR > 1 && $7 == 0' "$J/joblog" | wc -l)" -eq 6 ] || bad " joblog: not 6 jobs exiting 0"
-    run merge "$BIN" merge "$T/m.db" "$J"/out/*.db
+else
+    run bash_jobs bash -c "cd / && bash '$J/jobs.txt'"
     want_rc 0
-    want_out "merged 6 databases, 6 runs, into $T/m.db"
-    run here "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/h.db" \
-        "${OPTS[@]}" -j 2
-    want_rc 0
-    q_runs="select id, name, kind, params, model, hardware, seed, status,
-        json_extract(config, '\$.sweep'), json_extract(config, '\$.experiment') from runs order by id"
-    q_req="select * from requests order by run_id, req_id"
-    q_steps="select run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, num_seqs, kv_used
-        from steps order by run_id, step"
-    q_tok="select * from tokens order by run_id, req_id, idx"
-    for q in "$q_runs" "$q_req" "$q_steps" "$q_tok"; do
-        a=$(sql "$T/m.db" "$q" | md5sum)
-        b=$(sql "$T/h.db" "$q" | md5sum)
-        [ "$a" = "$b" ] || bad " merged and here differ on: $(head -c 60 <<<"$q")"
-    done
-    want_sql "$T/m.db" "select count(*) from requests" 360
-    want_sql "$T/m.db" "select group_concat(name, ' ') from (select name from runs order by id)" \
-        "S@2rps-r0 S@2rps-r1 S@5rps-r0 S@5rps-r1 S@9rps-r0 S@9rps-r1"
-    end
-
-    begin "the merged runs are the sweep's experiments for compare"
-    run compare "$BIN" compare "$T/m.db" --runs S@2rps,S@9rps
-    want_rc 0
-    want_out "experiment S@2rps: 2 runs" "experiment S@9rps: 2 runs"
-    end
-
-    begin "merge again: the clashing sweep is renamed with its tags, said on stderr"
-    run again "$BIN" merge "$T/m.db" "$J/out/p000.db" "$J/out/p002.db"
-    want_rc 0
-    want_err "sweep 'S' renamed 'S-2'" "S@2rps-r0' -> 'S-2@2rps-r0'"
-    want_sql "$T/m.db" "select group_concat(name, ' ') from (select name from runs where id > 6 order by id)" \
-        "S-2@2rps-r0 S-2@5rps-r0"
-    want_sql "$T/m.db" "select json_extract(config, '\$.experiment.name') from runs where id = 8" "S-2@5rps"
-    want_sql "$T/m.db" "select count(*) from runs where json_extract(config, '\$.sweep.name') = 'S'" 6
-    db_ok "$T/m.db"
-    end
-
-    begin "merge refuses another schema version, a non-database and a missing file"
-    cp "$J/out/p001.db" "$T/old.db"
-    sqlite3 "$T/old.db" "update meta set value = '4' where key = 'schema_version'"
-    echo "this is not a database, only some text long enough to fill a header" >"$T/junk.db"
-    before=$(sql "$T/m.db" "select count(*) || '/' || (select count(*) from requests) from runs")
-    run refuse "$BIN" merge "$T/m.db" "$T/old.db" "$T/junk.db" "$T/none.db" "$J/out/p003.db"
-    want_rc 1
-    want_err "$T/old.db: schema_version 4 is older than this twinserve" "$T/junk.db: file is not a database" \
-        "$T/none.db: no such database file" "3 of 4 inputs not merged"
-    want_sql "$T/m.db" "select count(*) || '/' || (select count(*) from requests) from runs" \
-        "$((${before%/*} + 1))/$((${before#*/} + 60))"
-    end
 fi
+run merge "$BIN" merge "$T/m.db" "$J"/out/*.db
+want_rc 0
+want_out "merged 6 databases, 6 runs, into $T/m.db"
+run here "$BIN" sweep -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/h.db" \
+    "${OPTS[@]}" -j 2
+want_rc 0
+q_runs="select id, name, kind, params, model, hardware, seed, status,
+    json_extract(config, '\$.sweep'), json_extract(config, '\$.experiment') from runs order by id"
+q_req="select * from requests order by run_id, req_id"
+q_steps="select run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, num_seqs, kv_used
+    from steps order by run_id, step"
+q_tok="select * from tokens order by run_id, req_id, idx"
+for q in "$q_runs" "$q_req" "$q_steps" "$q_tok"; do
+    a=$(sql "$T/m.db" "$q" | md5sum)
+    b=$(sql "$T/h.db" "$q" | md5sum)
+    [ "$a" = "$b" ] || bad " merged and here differ on: $(head -c 60 <<<"$q")"
+done
+want_sql "$T/m.db" "select count(*) from requests" 360
+want_sql "$T/m.db" "select group_concat(name, ' ') from (select name from runs order by id)" \
+    "S@2rps-r0 S@2rps-r1 S@5rps-r0 S@5rps-r1 S@9rps-r0 S@9rps-r1"
+end
+
+begin "the merged runs are the sweep's experiments for compare"
+run compare "$BIN" compare "$T/m.db" --runs S@2rps,S@9rps
+want_rc 0
+want_out "experiment S@2rps: 2 runs" "experiment S@9rps: 2 runs"
+end
+
+begin "merge again: the clashing sweep is renamed with its tags, said on stderr"
+run again "$BIN" merge "$T/m.db" "$J/out/p000.db" "$J/out/p002.db"
+want_rc 0
+want_err "sweep 'S' renamed 'S-2'" "S@2rps-r0' -> 'S-2@2rps-r0'"
+want_sql "$T/m.db" "select group_concat(name, ' ') from (select name from runs where id > 6 order by id)" \
+    "S-2@2rps-r0 S-2@5rps-r0"
+want_sql "$T/m.db" "select json_extract(config, '\$.experiment.name') from runs where id = 8" "S-2@5rps"
+want_sql "$T/m.db" "select count(*) from runs where json_extract(config, '\$.sweep.name') = 'S'" 6
+db_ok "$T/m.db"
+end
+
+begin "merge refuses another schema version, a non-database and a missing file"
+cp "$J/out/p001.db" "$T/old.db"
+sqlite3 "$T/old.db" "update meta set value = '4' where key = 'schema_version'"
+echo "this is not a database, only some text long enough to fill a header" >"$T/junk.db"
+before=$(sql "$T/m.db" "select count(*) || '/' || (select count(*) from requests) from runs")
+run refuse "$BIN" merge "$T/m.db" "$T/old.db" "$T/junk.db" "$T/none.db" "$J/out/p003.db"
+want_rc 1
+want_err "$T/old.db: schema_version 4 is older than this twinserve" "$T/junk.db: file is not a database" \
+    "$T/none.db: no such database file" "3 of 4 inputs not merged"
+want_sql "$T/m.db" "select count(*) || '/' || (select count(*) from requests) from runs" \
+    "$((${before%/*} + 1))/$((${before#*/} + 60))"
+end
 
 begin "merge without inputs is a usage error"
 run usage "$BIN" merge "$T/u.db"
@@ -126,6 +130,22 @@ want_err "has no line 10 (task 9)"
 run notask env -u SLURM_ARRAY_TASK_ID bash "$T/sl/slurm.sh"
 [ "$rc" -ne 0 ] || bad " ran without SLURM_ARRAY_TASK_ID"
 want_err "not in a Slurm array job"
+end
+
+begin "sim --config-json: bad JSON and --repeat are usage errors that record nothing"
+run badjson "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/cj.db" \
+    --config-json '"sweep":{'
+want_rc 2
+want_err "--config-json '\"sweep\":{' is not JSON object members"
+run cjrepeat "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/cj.db" \
+    --config-json '"a":1' --repeat 2
+want_rc 2
+want_err "--config-json works without --repeat"
+[ -e "$T/cj.db" ] && bad " created $T/cj.db"
+run cjok "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/continuous.lua" --db "$T/cj.db" \
+    --config-json '"a":{"b":[1,2]}'
+want_rc 0
+want_sql "$T/cj.db" "select json_extract(config, '\$.a.b[1]') from runs" 2
 end
 
 begin "bad input: --capacity cannot be emitted; a folder holding jobs is refused"
