@@ -34,7 +34,8 @@ struct merge {
     sqlite3 *db;
     char *out_path;
     char err[2048];
-    int failed;
+    int failed;               /* the last call failed: err says why */
+    int unusable;             /* merge_open failed: every merge_add fails with its message */
     merge_note_fn note;
     void *ud;
     mrun_t *runs;
@@ -80,6 +81,7 @@ merge_t *merge_open(const char *out_path) {
     m->out_path = strdup(out_path);
     if (!m->out_path) {
         set_err(m, "out of memory");
+        m->unusable = 1;
         return m;
     }
     /* The recorder creates the schema, or checks an existing file is ours. */
@@ -87,17 +89,20 @@ merge_t *merge_open(const char *out_path) {
     if (!r || rec_errmsg(r)) {
         set_err(m, "%s", r ? rec_errmsg(r) : "out of memory");
         rec_close(r);
+        m->unusable = 1;
         return m;
     }
     rec_close(r);
     if (sqlite3_open_v2(out_path, &m->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         set_err(m, "%s: %s", out_path, m->db ? sqlite3_errmsg(m->db) : "out of memory");
+        m->unusable = 1;
         return m;
     }
     sqlite3_busy_timeout(m->db, 30000); /* another writer (a user's sim) may hold the lock */
     if (sqlite3_exec(m->db, "CREATE TEMP TABLE merge_map(merge_old INTEGER PRIMARY KEY, "
                      "merge_new INTEGER NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
         set_err(m, "%s: %s", out_path, sqlite3_errmsg(m->db));
+    m->unusable = m->failed;
     return m;
 }
 
@@ -546,7 +551,7 @@ static int copy_tables(merge_t *m) {
 }
 
 int merge_add(merge_t *m, const char *in_path) {
-    if (m->failed && !m->db) return -1; /* merge_open failed: its message stays */
+    if (m->unusable) return -1; /* merge_open failed: its message stays */
     m->failed = 0;
     runs_clear(m);
     if (check_input(m, in_path) != 0) return -1;
@@ -564,9 +569,11 @@ int merge_add(merge_t *m, const char *in_path) {
         set_err(m, "%s: %s", m->out_path, sqlite3_errmsg(m->db));
         goto detach;
     }
-    if (sqlite3_exec(m->db, "DELETE FROM temp.merge_map", NULL, NULL, NULL) != SQLITE_OK ||
-        load_runs(m, in_path) != 0)
+    if (sqlite3_exec(m->db, "DELETE FROM temp.merge_map", NULL, NULL, NULL) != SQLITE_OK) {
+        set_err(m, "%s: %s", m->out_path, sqlite3_errmsg(m->db));
         goto rollback;
+    }
+    if (load_runs(m, in_path) != 0) goto rollback;
     for (size_t i = 0; i < m->n; i++)
         if (!m->runs[i].decided && name_group(m, i, in_path) != 0) goto rollback;
     if (copy_runs(m) != 0 || copy_tables(m) != 0) {
