@@ -150,12 +150,12 @@ end
 
 begin "bad input: --capacity cannot be emitted; a folder holding jobs is refused"
 run cap "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" --capacity \
-    --slo ttft=1 --emit-jobs "$T/cap"
+    --slo ttft=1 --db "$T/s.db" --emit-jobs "$T/cap"
 want_rc 2
 want_err "--capacity cannot be emitted as jobs"
 [ -e "$T/cap" ] && bad " created $T/cap"
 run twice "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" --rates 3 \
-    --emit-jobs "$T/sl"
+    --db "$T/s.db" --emit-jobs "$T/sl"
 want_rc 1
 want_err "$T/sl already holds a jobs.txt"
 [ "$(wc -l <"$T/sl/jobs.txt")" -eq 2 ] || bad " jobs.txt was overwritten"
