@@ -79,6 +79,24 @@ want_rc 0
 want_out "experiment S@2rps: 2 runs" "experiment S@9rps: 2 runs"
 end
 
+begin "report reads a merged run; plot draws the merged sweep's latency-rate curve"
+run report "$BIN" report "$T/m.db" --run S@9rps-r1
+want_rc 0
+want_out "S@9rps-r1"
+if command -v gnuplot >/dev/null 2>&1; then
+    run plot_here "$BIN" plot "$T/h.db" --runs S --out "$T/plots_here" --format png
+    want_rc 0
+    run plot "$BIN" plot "$T/m.db" --runs S --out "$T/plots" --format png
+    want_rc 0
+    [ -s "$T/plots/latency_rate.png" ] || bad " no latency_rate.png: the runs were not seen as one sweep"
+    grep -q "^# sweep S$" "$T/plots/latency_rate.dat" 2>/dev/null || bad " latency_rate.dat has no sweep S"
+    cmp -s "$T/plots/latency_rate.dat" "$T/plots_here/latency_rate.dat" ||
+        bad " the merged sweep's curve differs from the sweep's here"
+else
+    echo "SKIP: gnuplot not found: the merged sweep's plot is not drawn"
+fi
+end
+
 begin "merge again: the clashing sweep is renamed with its tags, said on stderr"
 run again "$BIN" merge "$T/m.db" "$J/out/p000.db" "$J/out/p002.db"
 want_rc 0
