@@ -3,8 +3,8 @@
 #
 # The emitted job list, run by GNU parallel from another folder and merged, gives the same
 # database as the sweep run here (names, seeds, sweep and experiment tags, requests, steps
-# and tokens rows); the Slurm script is valid bash with the right array range and runs the
-# line of its task; merge renames a clashing sweep (said on stderr) and refuses another
+# and tokens rows), which report, compare and plot read as the sweep; the Slurm script is
+# valid bash with the right array range and runs the line of its task; merge renames a clashing sweep (said on stderr) and refuses another
 # schema version, a non-database and a missing file, leaving the output as it was; bad
 # input (--capacity with --emit-jobs, a folder that already holds jobs) gets a clear
 # message and a non-zero exit, as does a --config-json (the jobs' tags) that is not JSON.
