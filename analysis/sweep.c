@@ -542,6 +542,40 @@ static void write_howto(FILE *f, const sweep_t *sw, const sweep_jobs_t *jobs, co
                 bin, db, prefix, prefix);
 }
 
+/* The first point's configuration on the trace's first two requests, in a temporary
+ * database: a setup the jobs could not run (a bad --set, a missing cost file, a policy that
+ * does not load) is refused here, not found N times on the cluster. -1 with its message. */
+static int trial_run(const sweep_t *sw, const char *prefix, const sweep_point_t *p, char *err,
+                     size_t errlen) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[1024], db[1100], extra[768];
+    snprintf(dir, sizeof dir, "%s/twinjobs-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        snprintf(err, errlen, "cannot create a temporary folder: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(db, sizeof db, "%s/trial.db", dir);
+    sim_opts_t o = sw->sim;
+    point_extra(sw, prefix, p, extra, sizeof extra);
+    o.db_path = db;
+    o.run_name = p->name;
+    o.seed = point_seed(sw, p);
+    o.trace_opts.rate_scale = p->scale;
+    o.trace_opts.limit = o.trace_opts.limit > 0 && o.trace_opts.limit < 2 ? o.trace_opts.limit : 2;
+    o.config_extra = extra;
+    o.progress = 0;
+    sim_result_t res;
+    char why[4096];
+    int rc = sim_run(&o, &res, why, sizeof why);
+    rec_remove(db);
+    rmdir(dir);
+    if (rc != 0 && res.setup_failed) {
+        snprintf(err, errlen, "--emit-jobs: the jobs could not run: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
 int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *prefix,
                     const double *rates, int nrates, FILE *info, char *err, size_t errlen) {
     int reps = sw->n_seeds > 0 ? sw->n_seeds : 1, n = nrates * reps, rc = -1;
@@ -552,7 +586,9 @@ int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *pre
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (make_dir(jobs->dir, err, errlen)) goto done;
+    if (init_points(sw, prefix, rates, nrates, pts, err, errlen) ||
+        trial_run(sw, prefix, &pts[0], err, errlen) || make_dir(jobs->dir, err, errlen))
+        goto done;
     if (!(dir = realpath(jobs->dir, NULL))) {
         snprintf(err, errlen, "--emit-jobs: %s: %s", jobs->dir, strerror(errno));
         goto done;
@@ -567,7 +603,6 @@ int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *pre
     if (make_dir(path, err, errlen)) goto done;
     snprintf(path, sizeof path, "%s/log", dir);
     if (make_dir(path, err, errlen)) goto done;
-    if (init_points(sw, prefix, rates, nrates, pts, err, errlen)) goto done;
     int width = snprintf(NULL, 0, "%d", n - 1);
     if (width < 3) width = 3;
 
@@ -580,7 +615,6 @@ int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *pre
     }
     if (!(f = open_out(dir, "run.txt", path, sizeof path, err, errlen))) goto done;
     write_howto(f, sw, jobs, dir, prefix, nrates, n);
-    if (info) write_howto(info, sw, jobs, dir, prefix, nrates, n);
     if (fclose(f) != 0) {
         f = NULL;
         snprintf(err, errlen, "--emit-jobs: writing %s: %s", path, strerror(errno));
@@ -618,6 +652,10 @@ int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *pre
         goto done;
     }
     f = NULL;
+    if (info) {
+        fputc('\n', info);
+        write_howto(info, sw, jobs, dir, prefix, nrates, n);
+    }
     rc = 0;
 done:
     if (f) fclose(f);

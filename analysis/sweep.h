@@ -107,8 +107,9 @@ typedef struct {
  * ("sweep", and "experiment" with seeds) the point would have in sweep_run; dir/slurm.sh, a
  * job array whose task i runs line i + 1; dir/run.txt, how to run and merge them (also
  * written to info when not NULL). sw->sim's trace and policy paths must be absolute. Names
- * are unique against sw->sim.db_path when it exists (sw->db_optional). 0, or -1 with a
- * message. */
+ * are unique against sw->sim.db_path when it exists (sw->db_optional). The first point is
+ * first simulated on the trace's first two requests in a temporary database, so a setup the
+ * jobs could not run is refused before anything is written. 0, or -1 with a message. */
 int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *prefix,
                     const double *rates, int n, FILE *info, char *err, size_t errlen);
 

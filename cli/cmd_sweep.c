@@ -126,8 +126,9 @@ static int emit_jobs(sweep_t *sw, const char *dir, char **words, int nwords, con
     }
     sweep_jobs_t jobs = { .dir = dir, .bin = bin, .args = (const char *const *)words,
                           .n_args = nwords };
-    printf("sweep %s: %s, %lld requests at %.4g req/s (scale 1): jobs written, nothing run\n\n",
-           prefix, trace, (long long)nreq, sw->base_rate);
+    printf("sweep %s: %s, %lld requests at %.4g req/s (scale 1); jobs into %s, none run here\n",
+           prefix, trace, (long long)nreq, sw->base_rate, dir);
+    fflush(stdout);
     if (sweep_emit_jobs(sw, &jobs, prefix, rates, n, stdout, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve sweep: %s\n", err);
         goto done;

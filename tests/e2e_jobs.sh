@@ -6,8 +6,8 @@
 # and tokens rows), which report, compare and plot read as the sweep; the Slurm script is
 # valid bash with the right array range and runs the line of its task; merge renames a clashing sweep (said on stderr) and refuses another
 # schema version, a non-database and a missing file, leaving the output as it was; bad
-# input (--capacity with --emit-jobs, a folder that already holds jobs) gets a clear
-# message and a non-zero exit, as does a --config-json (the jobs' tags) that is not JSON.
+# input (--capacity with --emit-jobs, a folder that already holds jobs, a --set no job
+# could run, a --config-json that is not JSON) gets a clear message and a non-zero exit.
 # Without GNU parallel the list runs through bash, with a SKIP line for parallel.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_jobs
@@ -177,6 +177,12 @@ run twice "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" --rates
 want_rc 1
 want_err "$T/sl already holds a jobs.txt"
 [ "$(wc -l <"$T/sl/jobs.txt")" -eq 2 ] || bad " jobs.txt was overwritten"
+# A setup no job could run is found by a trial here, before anything is written.
+run badset "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" --rates 3,6 \
+    --db "$T/s.db" --set no_such_param=1 --emit-jobs "$T/badset"
+want_rc 1
+want_err "--emit-jobs: the jobs could not run:" "no_such_param"
+[ -e "$T/badset" ] && bad " created $T/badset"
 end
 
 e2e_finish e2e_jobs
