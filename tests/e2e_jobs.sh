@@ -17,7 +17,8 @@ e2e_setup e2e_jobs
 J=$T/jobs
 OPTS=(--rates 2,5,9 --repeat 2 --save-tokens --set max_seqs=8 --name S)
 have_parallel=1
-command -v parallel >/dev/null 2>&1 || {
+# moreutils ships another program named parallel: only GNU parallel takes a job list.
+parallel --version 2>/dev/null | grep -q "GNU parallel" || {
     have_parallel=0
     echo "SKIP: GNU parallel not found (Debian package 'parallel'): the job list runs through bash"
 }
