@@ -325,7 +325,7 @@ int plot_runs(sqlite3 *db, const int64_t *ids, size_t n, const plot_opts_t *o,
         goto done;
     }
     if (load_runs(&p, ids) || plot_cdfs(&p) || plot_steps(&p) || plot_tokens(&p) ||
-        plot_latency_rate(&p))
+        plot_latency_rate(&p) || plot_replicas(&p))
         goto done;
     res->figures = (int)p.nfig;
     if (p.nfig == 0) {

@@ -97,4 +97,7 @@ int plot_cdfs(plot_t *p);          /* cdf_ttft, cdf_tpot, cdf_e2e */
 int plot_tokens(plot_t *p);        /* cdf_itl and tbt_SLUG, for runs with a tokens table */
 int plot_latency_rate(plot_t *p);  /* latency_rate, for runs of sweeps */
 
+/* plot_replicas.c: replicas_SLUG, each cluster run's per-replica load over time */
+int plot_replicas(plot_t *p);
+
 #endif

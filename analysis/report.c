@@ -351,7 +351,7 @@ int report_load(sqlite3 *db, int64_t run_id, const report_slo_t *slo, report_t *
     if (load_itl(db, run_id, &out->itl, err, errlen) != 0) return -1;
     if (load_steps(db, run_id, out, err, errlen) != 0) return -1;
     if (report_load_spec(db, run_id, &out->spec, err, errlen) != 0) return -1;
-    return 0;
+    return report_replicas_load(db, run_id, &out->replicas, err, errlen);
 }
 
 /* ---------------------------------------------------------------- printing */
@@ -389,6 +389,7 @@ void report_print(FILE *f, const report_t *r) {
                 "request-step (%lld decoding request-steps)\n", 100 * sp->acceptance,
                 (long long)sp->accepted, (long long)sp->proposed, sp->tokens_per_step,
                 (long long)sp->decode_steps);
+    report_replicas_print(f, &r->replicas, r->base.makespan_s);
     if (!r->has_slo) return;
     fprintf(f, "SLO       ");
     const char *sep = "";
@@ -482,6 +483,7 @@ void report_json(FILE *f, const report_t *r) {
     json_dist(f, "itl_s", &r->itl);
     json_tw(f, "kv_utilisation", &r->kv_util);
     json_tw(f, "batch_size", &r->batch);
+    report_replicas_json(f, &r->replicas, r->base.makespan_s);
     const report_spec_t *sp = &r->spec;
     if (sp->proposed > 0) {
         fprintf(f, "  \"speculative\": {\"proposed\": %lld, \"accepted\": %lld, "

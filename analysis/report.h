@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analysis/report_replicas.h"
 #include "analysis/summary.h"
 
 struct sqlite3;
@@ -69,6 +70,7 @@ typedef struct {
     report_tw_t kv_util;            /* fraction of KV blocks in use, over time */
     report_tw_t batch;              /* sequences per step, over time */
     report_spec_t spec;             /* proposed == 0: no speculative decoding */
+    report_replicas_t replicas;     /* a cluster run's per replica (n <= 1: one replica) */
     /* more fields may follow */
 } report_t;
 

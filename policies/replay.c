@@ -86,6 +86,7 @@ static void sink(void *ud, const sched_req_t *q, const char *reason) {
         .deadline_s = q->deadline, .status = status, .reason = reason,
     };
     memcpy(row.tenant, q->tenant_name, sizeof row.tenant);
+    row.replica = rep->index;
     if (r->on_row) r->on_row(r->final_ud, q, &row);
     ledger_done(&r->live, q->id); /* locks out the watchdog while the row is handed over */
     if (rec_request(r->rec, r->run_id, &row) != 0 && !r->sink_failed) {
@@ -316,7 +317,7 @@ int replay_reject_unrouted(replay_t *r, const trace_req_t *q, const char *reason
         .req_id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
         .output_tokens = q->output_tokens, .first_scheduled_s = -1, .first_token_s = -1,
         .finish_s = -1, .priority = q->priority, .deadline_s = q->deadline_s,
-        .status = "rejected", .reason = reason,
+        .status = "rejected", .reason = reason, .replica = -1,
     };
     snprintf(row.tenant, sizeof row.tenant, "%s", q->tenant);
     r->requests++;
@@ -410,6 +411,7 @@ int replay_record_step_at(replay_t *r, int32_t i, rec_step_t *st) {
     st->kv_used = sched_kv_used(s);
     st->kv_total = sched_kv_total(s);
     st->num_waiting = sched_view(s)->n_waiting;
+    st->replica = i;
     if (rec_step(r->rec, r->run_id, st) != 0)
         return replay_fail(r, "recording step %lld: %s", (long long)st->step, rec_errmsg(r->rec));
     return 0;

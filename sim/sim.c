@@ -357,6 +357,26 @@ static int run_loop(sim_t *m) {
 
 /* ------------------------------------------------------------------ entry point */
 
+static const char *const role_names[] = { "mixed", "prefill", "decode" };
+
+/* The replicas table: one row per replica (schema.sql). */
+static int record_replicas(sim_t *m) {
+    for (int32_t i = 0; i < m->n_reps; i++) {
+        const sim_rep_t *r = &m->reps[i];
+        char hw[128];
+        snprintf(hw, sizeof hw, "%s x%d", r->hw.name, (int)r->spec.tp);
+        rec_replica_t x = {
+            .replica = i, .group = r->spec.group, .role = role_names[r->spec.role],
+            .model = r->model.name, .hardware = hw, .policy = r->spec.policy_path,
+            .params = lhost_params_json_for(m->rp.reps[i].host, "sim"), .tp = r->spec.tp,
+            .kv_blocks = r->num_blocks,
+        };
+        if (rec_replica(m->rp.rec, m->rp.run_id, &x) != 0)
+            return fail(m, "recording replica %d: %s", (int)i, rec_errmsg(m->rp.rec));
+    }
+    return 0;
+}
+
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     sim_t m = { .o = o };
     char *config = NULL;
@@ -447,7 +467,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     info.config = config;
     if (replay_begin(&m.rp, &info) != 0) goto done;
     res->run_id = m.rp.run_id;
-    run_loop(&m);
+    if (record_replicas(&m) == 0) run_loop(&m);
     replay_finish(&m.rp);
     res->requests = m.rp.requests;
     res->skipped = m.rp.trace ? trace_skipped(m.rp.trace) : 0;

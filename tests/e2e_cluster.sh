@@ -9,7 +9,10 @@
 #  3. Every shipped router runs a cluster to a done run; prefix_affinity raises the
 #     cluster's prefix-cache hit rate over round robin on the Mooncake conversation trace
 #     (SKIP when absent); both rates and the unlimited-cache bound are printed.
-#  4. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
+#  4. Records (schema 6): one replicas row per replica, requests and steps name their
+#     replica (a router's rejection none); report prints a per-replica breakdown for a
+#     cluster only; plot writes the per-replica load figure.
+#  5. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
 #     for a step to end; bad routers fail the run naming the router file and route's line
 #     (an unknown replica, no decision, holding with nothing in flight), and usage
 #     mistakes (a missing router, an unknown --set router.KEY, --router without
@@ -46,6 +49,10 @@ want_sql "$D" "select count(*) from requests where run_id = 1" 1500
 [ "$(differ "$D" 1 2 "$ROWS_REQ" requests)" = 0 ] || bad " requests rows differ"
 [ "$(differ "$D" 1 2 "$ROWS_STEP" steps)" = 0 ] || bad " steps rows differ"
 [ "$(sql "$D" "select count(*) from steps where run_id = 1")" -gt 100 ] || bad " too few steps"
+want_sql "$D" "select count(*) from requests where replica is not 0" 0
+want_sql "$D" "select count(*) from steps where replica is not 0" 0
+want_sql "$D" "select run_id || ' ' || replica || ' ' || role from replicas" "1 0 mixed
+2 0 mixed"
 end
 
 # mean TTFT and TPOT of a run's finished requests
@@ -123,6 +130,33 @@ print(round(hit / tot, 4))' 2>/dev/null)
 fi
 end
 
+begin "records: replicas, replica columns, report and plot per replica"
+D=$T/routers.db
+want_sql "$D" "select count(*) from replicas r join runs u on u.id = r.run_id
+               where u.name = 'least_loaded'" 4
+want_sql "$D" "select group_concat(distinct replica) from (select replica from requests r
+               join runs u on u.id = r.run_id where u.name = 'least_loaded' order by replica)" "0,1,2,3"
+want_sql "$D" "select count(distinct replica) from steps s join runs u on u.id = s.run_id
+               where u.name = 'least_loaded'" 4
+# step numbers stay unique within the run and count every replica's steps
+want_sql "$D" "select count(*) = max(step) + 1 from steps s join runs u on u.id = s.run_id
+               where u.name = 'least_loaded'" 1
+run rep "$BIN" report "$D" --run least_loaded
+want_rc 0
+want_out "replicas  4 (requests each served" "cache hit"
+[ "$(grep -cE '^ +[0-3] mixed +[0-9]+' "$T/rep.out")" = 4 ] || bad " not 4 replica rows"
+run repj "$BIN" report "$D" --run least_loaded --json
+want_rc 0
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["replicas"]) == 4
+assert sum(x["requests"] for x in d["replicas"]) == 2000' "$T/repj.out" || bad " JSON replicas"
+run rep1 "$BIN" report "$T/one.db" --run plain
+want_rc 0
+grep -q '^replicas' "$T/rep1.out" && bad " a one-replica run got a per-replica table"
+run plot "$BIN" plot "$D" --runs least_loaded --out "$T/plots"
+[ -f "$T/plots/replicas_least_loaded.gp" ] || bad " no replicas_least_loaded figure"
+[ "$(grep -c '^# replica' "$T/plots/replicas_least_loaded.dat")" = 4 ] || bad " not 4 replica blocks"
+end
+
 cat >"$T/reject.lua" <<'L'
 return { route = function(c, r)
     if r.prompt_tokens > 600 then return nil, "prompt over 600" end
@@ -157,7 +191,8 @@ sim rej --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name rej
 want_rc 0
 n_big=$(sql "$D" "select count(*) from requests where prompt_tokens > 600")
 [ "$n_big" -gt 0 ] || bad " no prompt over 600 in the sample"
-want_sql "$D" "select count(*) from requests where reason = 'router: prompt over 600'" "$n_big"
+want_sql "$D" "select count(*) from requests where reason = 'router: prompt over 600'
+               and replica is null" "$n_big"
 sim hold --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --name hold --replicas 2 \
     --router "$T/hold.lua" --limit 300
 want_rc 0

@@ -195,7 +195,7 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "5");
+                     "6");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -495,10 +495,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 6 is newer than this twinserve (5)", path);
+             "cannot open database '%s': schema_version 7 is newer than this twinserve (6)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -516,7 +516,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 1 is older than this twinserve (5)", path);
+             "cannot open database '%s': schema_version 1 is older than this twinserve (6)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     sqlite3 *old = peek(path);
@@ -536,7 +536,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 2 is older than this twinserve (5)", path);
+             "cannot open database '%s': schema_version 2 is older than this twinserve (6)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -552,7 +552,7 @@ START_TEST(test_incompatible_dbs) {
     make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 3 is older than this twinserve (5)", path);
+             "cannot open database '%s': schema_version 3 is older than this twinserve (6)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -570,13 +570,28 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 4 is older than this twinserve (5)", path);
+             "cannot open database '%s': schema_version 4 is older than this twinserve (6)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
     ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('requests') "
                                "WHERE name = 'tenant'"), 0);
     sqlite3_close(old);
+    testutil_unlink_db(path);
+
+    /* A version-5 database (before the cluster's columns and table): refused as older. */
+    tmpdb(path, sizeof path);
+    rec_close(open_ok(path));
+    make_foreign(path, "DROP VIEW request_metrics; ALTER TABLE requests DROP COLUMN replica; "
+                       "ALTER TABLE requests DROP COLUMN prefill_replica; ALTER TABLE requests "
+                       "DROP COLUMN kv_transfer_s; ALTER TABLE steps DROP COLUMN replica; "
+                       "DROP TABLE replicas; "
+                       "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+    r = rec_open(path);
+    snprintf(want, sizeof want,
+             "cannot open database '%s': schema_version 5 is older than this twinserve (6)", path);
+    ck_assert_str_eq(rec_errmsg(r), want);
+    rec_close(r);
     testutil_unlink_db(path);
 
     /* Someone else's runs table. */
@@ -616,6 +631,51 @@ START_TEST(test_incompatible_dbs) {
     ck_assert_int_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
     ck_assert_int_eq(rec_check_db(db, err, sizeof err), 0);
     sqlite3_close(db);
+}
+END_TEST
+
+/* Schema 6: the cluster's columns and the replicas table, through the asynchronous writer. */
+START_TEST(test_cluster_records) {
+    char path[256], s[256];
+    tmpdb(path, sizeof path);
+    rec_t *r = open_ok(path);
+    ck_assert_int_eq(rec_set_async(r, 1), 0);
+    rec_run_info_t in = info_named("cl");
+    int64_t id = begin_ok(r, &in);
+    rec_request_t q0 = req(0, 0.5, 0.75, 1.25, 3.25, 5, "finished");
+    q0.replica = 2;
+    rec_request_t q1 = req(1, 1.0, -1, -1, -1, 0, "rejected");
+    q1.replica = -1; /* a router rejected it: no replica */
+    q1.reason = "router: full";
+    rec_request_t q2 = req(2, 1.0, 1.5, 2.0, 2.5, 2, "finished");
+    q2.replica = 3;
+    q2.has_pd = 1;
+    q2.prefill_replica = 0;
+    q2.kv_transfer_s = 0.125;
+    ck_assert(rec_request(r, id, &q0) == 0 && rec_request(r, id, &q1) == 0 &&
+              rec_request(r, id, &q2) == 0);
+    rec_step_t st = {.step = 0, .start_s = 0.1, .dur_s = 0.05, .replica = 3};
+    ck_assert_msg(rec_step(r, id, &st) == 0, "%s", rec_errmsg(r));
+    rec_replica_t x = {.replica = 1, .group = "pre", .role = "prefill", .model = "m",
+                       .hardware = "h100 x2", .policy = "p.lua", .params = "{}", .tp = 2,
+                       .kv_blocks = 99};
+    ck_assert_msg(rec_replica(r, id, &x) == 0, "%s", rec_errmsg(r));
+    x.role = "banana";
+    x.replica = 2;
+    ck_assert_int_eq(rec_replica(r, id, &x), -1);
+    ck_assert_ptr_nonnull(strstr(rec_errmsg(r), "replica 2"));
+    rec_close(r);
+    sqlite3 *db = peek(path);
+    ck_assert_str_eq(qstr(db, "SELECT group_concat(ifnull(replica, 'N') || ':' || "
+                              "ifnull(prefill_replica, 'N') || ':' || ifnull(kv_transfer_s, 'N'), "
+                              "' ') FROM (SELECT * FROM requests ORDER BY req_id)", s, sizeof s),
+                     "2:N:N N:N:N 3:0:0.125");
+    ck_assert_int_eq(qint(db, "SELECT replica FROM steps"), 3);
+    ck_assert_str_eq(qstr(db, "SELECT replica || group_name || role || model || hardware || tp "
+                              "|| policy || kv_blocks || params FROM replicas", s, sizeof s),
+                     "1preprefillmh100 x22p.lua99{}");
+    sqlite3_close(db);
+    testutil_unlink_db(path);
 }
 END_TEST
 
@@ -769,6 +829,7 @@ static Suite *recorder_suite(void) {
     tcase_add_test(tc, test_unwritable_path);
     tcase_add_test(tc, test_not_sqlite);
     tcase_add_test(tc, test_incompatible_dbs);
+    tcase_add_test(tc, test_cluster_records);
     tcase_add_test(tc, test_reopen_many);
     tcase_add_test(tc, test_closed_db_is_plain);
     tcase_add_test(tc, test_memory_db);

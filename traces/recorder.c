@@ -246,14 +246,15 @@ static const char SQL_INS_REQ[] =
     "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
     "generated_tokens, first_scheduled_s, first_token_s, finish_s, ttft_s, tpot_s, e2e_s, "
     "queue_s, preemptions, spec_proposed, spec_accepted, status, reason, cached_tokens, "
-    "priority, tenant, deadline_s) "
+    "priority, tenant, deadline_s, replica, prefill_replica, kv_transfer_s) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19, ?20, ?21, ?22)";
+    "?19, ?20, ?21, ?22, ?23, ?24, ?25)";
 static const char SQL_INS_STEP[] =
     "INSERT INTO steps(run_id, step, start_s, dur_s, prefill_tokens, decode_tokens, "
     "pad_tokens, num_seqs, kv_used, kv_total, num_waiting, num_preempted, sched_s, tokens, "
-    "pass_seqs, sampled, kv_tokens, attn_pairs, host_s) VALUES "
-    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    "pass_seqs, sampled, kv_tokens, attn_pairs, host_s, replica) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+    "?20)";
 static const char SQL_INS_TOK[] =
     "INSERT INTO tokens(run_id, req_id, idx, token_id, t_s) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -659,6 +660,12 @@ int rec_write_request(rec_t *r, int64_t run_id, const rec_request_t *q) {
     else sqlite3_bind_null(st, 21);
     if (q->deadline_s > 0) sqlite3_bind_double(st, 22, q->deadline_s);
     else sqlite3_bind_null(st, 22);
+    if (q->replica >= 0) sqlite3_bind_int(st, 23, q->replica);
+    else sqlite3_bind_null(st, 23);
+    if (q->has_pd && q->prefill_replica >= 0) sqlite3_bind_int(st, 24, q->prefill_replica);
+    else sqlite3_bind_null(st, 24);
+    if (q->has_pd && q->kv_transfer_s >= 0) sqlite3_bind_double(st, 25, q->kv_transfer_s);
+    else sqlite3_bind_null(st, 25);
     return step_row(r, st, run_id, "request %d", (int)q->req_id);
 }
 
@@ -685,6 +692,7 @@ int rec_write_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
     sqlite3_bind_int64(st, 17, s->kv_tokens);
     sqlite3_bind_int64(st, 18, s->attn_pairs);
     bind_time(st, 19, s->host_s);
+    sqlite3_bind_int(st, 20, s->replica);
     return step_row(r, st, run_id, "step %lld", (long long)s->step);
 }
 
@@ -727,6 +735,30 @@ int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s) {
 int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t) {
     if (!r || !r->async) return rec_write_token(r, run_id, t);
     return push_row(r, REC_ROW_TOKEN, run_id, t);
+}
+
+int rec_replica(rec_t *r, int64_t run_id, const rec_replica_t *x) {
+    sqlite3_stmt *st = NULL;
+    if (!usable(r) || begin_rows(r) != 0) return -1;
+    if (sqlite3_prepare_v2(r->db, "INSERT INTO replicas(run_id, replica, group_name, role, "
+                           "model, hardware, tp, policy, kv_blocks, params) VALUES (?1, ?2, ?3, "
+                           "?4, ?5, ?6, ?7, ?8, ?9, ?10)", -1, &st, NULL) != SQLITE_OK) {
+        set_err(r, "cannot record replica %d: %s", (int)x->replica, sqlite3_errmsg(r->db));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int(st, 2, x->replica);
+    bind_text_or_null(st, 3, x->group);
+    bind_text_or_null(st, 4, x->role ? x->role : "mixed");
+    bind_text_or_null(st, 5, x->model);
+    bind_text_or_null(st, 6, x->hardware);
+    sqlite3_bind_int(st, 7, x->tp);
+    bind_text_or_null(st, 8, x->policy);
+    sqlite3_bind_int(st, 9, x->kv_blocks);
+    bind_text_or_null(st, 10, x->params);
+    int rc = step_row(r, st, run_id, "replica %d", (int)x->replica);
+    sqlite3_finalize(st);
+    return rc;
 }
 
 void rec_remove(const char *path) {

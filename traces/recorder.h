@@ -62,6 +62,13 @@ typedef struct {
     char tenant[REC_TENANT_MAX]; /* "": none (NULL) */
     const char *status;        /* "finished" | "rejected" | "aborted" */
     const char *reason;        /* why rejected/aborted, else NULL */
+    /* schema 6: the replica that served it (0 for one replica; -1: none, NULL), and in a
+     * disaggregated run the one that prefilled it and the KV transfer's seconds (has_pd 0:
+     * both NULL) */
+    int32_t replica;
+    int32_t prefill_replica;
+    double kv_transfer_s;
+    int has_pd;
 } rec_request_t;
 
 typedef struct {
@@ -80,7 +87,17 @@ typedef struct {
     /* the forward pass's work (schema.sql; the executors fill these from cost_features) */
     int64_t tokens, pass_seqs, sampled, kv_tokens, attn_pairs;
     double host_s;             /* CPU-side time before the pass (schema.sql) */
+    int32_t replica;           /* 0-based; 0 for one replica */
 } rec_step_t;
+
+/* One replica of a simulated run (schema.sql, table replicas). */
+typedef struct {
+    int32_t replica;
+    const char *group;         /* NULL: none */
+    const char *role;          /* "mixed" | "prefill" | "decode" */
+    const char *model, *hardware, *policy, *params;
+    int32_t tp, kv_blocks;
+} rec_replica_t;
 
 typedef struct {
     int32_t req_id;
@@ -97,6 +114,8 @@ int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id);
 int rec_request(rec_t *r, int64_t run_id, const rec_request_t *q);
 int rec_step(rec_t *r, int64_t run_id, const rec_step_t *s);
 int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t);
+/* Written synchronously (after the rows handed over before it), once per replica. */
+int rec_replica(rec_t *r, int64_t run_id, const rec_replica_t *x);
 int rec_flush(rec_t *r);
 /* ok != 0: 'done'; else 'failed' with error. Also sets wall_s and commits. */
 int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall_s);

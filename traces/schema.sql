@@ -1,4 +1,4 @@
--- twinserve record schema, version 5. The single source: the build compiles this file into
+-- twinserve record schema, version 6. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
 -- databases against the tables declared here, taking the version it accepts from the
 -- meta INSERT below.
@@ -8,7 +8,9 @@
 -- (tokens, pass_seqs, sampled, kv_tokens, attn_pairs) and host_s, which calibrate and
 -- validate read; 4 added runs.kind 'measured' (`twinserve import`: measurements taken
 -- elsewhere, with requests and optional tokens rows but no steps); 5 added the requests'
--- trace metadata (priority, tenant, deadline_s) that report --by groups by.
+-- trace metadata (priority, tenant, deadline_s) that report --by groups by; 6 added the
+-- cluster (issue #14): requests.replica, prefill_replica and kv_transfer_s, steps.replica,
+-- and the replicas table describing each replica of a run.
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -24,7 +26,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '5');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '6');
 
 -- One row per simulation, engine or measured (imported) run. Inserted with status 'running'
 -- and committed before any other row of the run, so a run that crashed stays visible as
@@ -96,6 +98,14 @@ CREATE TABLE IF NOT EXISTS requests (
     priority          INTEGER,
     tenant            TEXT,
     deadline_s        REAL,
+    -- The replica that served it (decoded it, in a disaggregated cluster), 0-based as in
+    -- replicas.replica; 0 for a single-replica run; NULL when a router rejected it before
+    -- any replica saw it. A disaggregated run adds the replica that prefilled it and the
+    -- seconds its KV transfer took, from the prefill's end to the decode replica holding
+    -- it (queueing on the link included); both NULL otherwise.
+    replica           INTEGER,
+    prefill_replica   INTEGER,
+    kv_transfer_s     REAL,
     PRIMARY KEY (run_id, req_id)
 ) WITHOUT ROWID;
 
@@ -128,7 +138,26 @@ CREATE TABLE IF NOT EXISTS steps (
     -- pass, or from the wake-up after an idle wait; sim: the cost model's host term, 0 for
     -- the roofline)
     host_s         REAL,
+    -- the replica that ran the step, 0-based (replicas.replica); step numbers stay unique
+    -- within the run, in the order the steps ended
+    replica        INTEGER,
     PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+-- One row per replica of a simulated run (engine and measured runs have none): what each
+-- replica of the cluster was. A single-replica run has one row, replica 0.
+CREATE TABLE IF NOT EXISTS replicas (
+    run_id     INTEGER NOT NULL REFERENCES runs(id),
+    replica    INTEGER NOT NULL,  -- 0-based, as requests.replica and steps.replica
+    group_name TEXT,              -- the --cluster group it belongs to; NULL with --replicas
+    role       TEXT NOT NULL CHECK (role = 'mixed' OR role = 'prefill' OR role = 'decode'),
+    model      TEXT,              -- model preset name
+    hardware   TEXT,              -- "GPU xTP", as runs.hardware
+    tp         INTEGER,           -- tensor-parallel degree
+    policy     TEXT,              -- policy file, as given
+    kv_blocks  INTEGER,           -- its KV capacity in blocks
+    params     TEXT,              -- its policy's effective params, a JSON object
+    PRIMARY KEY (run_id, replica)
 ) WITHOUT ROWID;
 
 -- Optional: one row per emitted output token (inter-token latency, output checks).
