@@ -47,7 +47,11 @@ static void usage(FILE *f) {
         "  --router FILE         the Lua router that picks each request's replica\n"
         "                        (policies/routers/{round_robin,least_loaded,power_of_two,\n"
         "                        prefix_affinity}.lua; default: round robin, built in);\n"
-        "                        --set router.KEY=VALUE overrides its params\n");
+        "                        --set router.KEY=VALUE overrides its params\n"
+        "  --cluster FILE        replica groups, each with its own count, model, hw, tp,\n"
+        "                        policy and params, KV size and role, and the router\n"
+        "                        (a key = value file with [cluster] and [group NAME]\n"
+        "                        sections: docs/cluster.md); instead of --replicas\n");
     cli_sim_usage(f);
     fprintf(f,
         "\n"
@@ -62,7 +66,7 @@ static void usage(FILE *f) {
 }
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP,
-       O_REPLICAS, O_ROUTER };
+       O_REPLICAS, O_ROUTER, O_CLUSTER };
 
 /* 1 when "{" members "}" is a JSON object: runs.config is CHECKed valid, and a bad
  * --config-json should be a usage error here, not a failed insert inside the run. */
@@ -104,7 +108,8 @@ int cmd_sim(int argc, char **argv) {
         { "name", 1, 0, O_NAME }, { "rate-scale", 1, 0, O_RATE }, { "quiet", 0, 0, 'q' },
         { "repeat", 1, 0, O_REPEAT }, { "config-json", 1, 0, O_CONFIG },
         { "help", 0, 0, O_HELP },
-        { "replicas", 1, 0, O_REPLICAS }, { "router", 1, 0, O_ROUTER }, CLI_SIM_OPTIONS,
+        { "replicas", 1, 0, O_REPLICAS }, { "router", 1, 0, O_ROUTER },
+        { "cluster", 1, 0, O_CLUSTER }, CLI_SIM_OPTIONS,
         { 0, 0, 0, 0 },
     };
     sim_opts_t o;
@@ -136,6 +141,7 @@ int cmd_sim(int argc, char **argv) {
             }
             break;
         case O_ROUTER: o.router_path = optarg; break;
+        case O_CLUSTER: o.cluster_path = optarg; break;
         case O_REPEAT: repeat = optarg; break;
         case O_CONFIG:
             if (!*optarg || !json_members_ok(optarg)) {

@@ -73,25 +73,34 @@ int kvfile_seen(const kv_table_t *t, const char *key) {
 }
 
 static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tables,
-                       kv_other_fn other, void *ud, char *err, size_t errlen);
+                       kv_other_fn other, kv_section_fn section, void *ud, char *err,
+                       size_t errlen);
+
+int kvfile_read_sections(const char *path, kv_section_fn section, kv_other_fn key, void *ud,
+                         char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return read_stream(f, path, NULL, 0, key, section, ud, err, errlen);
+}
 
 int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn other,
                 void *ud, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return read_stream(f, path, tables, n_tables, other, ud, err, errlen);
+    return read_stream(f, path, tables, n_tables, other, NULL, ud, err, errlen);
 }
 
 int kvfile_read_text(const char *name, const char *text, kv_table_t *tables, int n_tables,
                      kv_other_fn other, void *ud, char *err, size_t errlen) {
     FILE *f = fmemopen((void *)text, strlen(text), "r");
     if (!f) return fail(err, errlen, "%s: cannot read: %s", name, strerror(errno));
-    return read_stream(f, name, tables, n_tables, other, ud, err, errlen);
+    return read_stream(f, name, tables, n_tables, other, NULL, ud, err, errlen);
 }
 
 /* Reads f to its end and closes it; path names it in messages. */
 static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tables,
-                       kv_other_fn other, void *ud, char *err, size_t errlen) {
+                       kv_other_fn other, kv_section_fn section, void *ud, char *err,
+                       size_t errlen) {
     int rc = -1, lineno = 0, n_other = 0;
     char *buf = NULL, msg[512], *other_keys[MAX_OTHER] = {0};
     size_t cap = 0;
@@ -111,6 +120,19 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
         if (hash) *hash = '\0';
         char *line = trim(buf);
         if (!*line) continue;
+        size_t len = strlen(line);
+        if (section && line[0] == '[' && line[len - 1] == ']') {
+            line[len - 1] = '\0';
+            msg[0] = '\0';
+            if (section(ud, trim(line + 1), lineno, msg, sizeof msg) != 0) {
+                fail(err, errlen, "%s:%d: %s", path, lineno, msg);
+                goto done;
+            }
+            /* a key may appear once per section */
+            for (int i = 0; i < n_other; i++) free(other_keys[i]);
+            n_other = 0;
+            continue;
+        }
         char *eq = strchr(line, '=');
         if (!eq) {
             fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, line);

@@ -6,6 +6,10 @@
  * (a cost file holds a model shape, hardware figures and its own coefficients); keys no
  * table knows go to an optional handler, else they are an error.
  *
+ * Sections (kvfile_read_sections, for cluster files): a line `[HEADER]` starts a section,
+ * handed to a section callback with its line; keys may repeat across sections, not within
+ * one.
+ *
  * Every message names the file and line: "PATH:LINE: unknown key 'x'", "PATH:LINE: '1.5'
  * is not an integer (n_layers)", "PATH: missing required key 'd_model'".
  *
@@ -52,6 +56,15 @@ int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn 
 /* The same from text in memory (NUL-terminated); name stands for the path in messages. */
 int kvfile_read_text(const char *name, const char *text, kv_table_t *tables, int n_tables,
                      kv_other_fn other, void *ud, char *err, size_t errlen);
+
+/* A `[header]` line (the text between the brackets, trimmed) at line `line`: 0 accepted,
+ * -1 with the reason in msg (kvfile_read_sections adds "PATH:LINE: "). */
+typedef int (*kv_section_fn)(void *ud, const char *header, int line, char *msg, size_t msglen);
+
+/* A file of sections: every key goes to `key` (0 = unknown, an error), each `[...]` line
+ * to `section`; the same checks and messages as kvfile_read. */
+int kvfile_read_sections(const char *path, kv_section_fn section, kv_other_fn key, void *ud,
+                         char *err, size_t errlen);
 
 /* 1 when spec table t saw `key`. */
 int kvfile_seen(const kv_table_t *t, const char *key);

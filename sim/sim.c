@@ -176,10 +176,35 @@ static void client_json(FILE *f, const sim_t *m) {
 
 /* ------------------------------------------------------------------ setup */
 
-/* The replicas: --replicas N alike, from the options. */
+/* Group g's replicas from index *next on: the options, overridden by what g gives. */
+static int make_group(sim_t *m, int gi, int32_t *next) {
+    const sim_opts_t *o = m->o;
+    const sim_group_t *g = &m->cluster.groups[gi];
+    const char **sets = calloc((size_t)(g->n_sets + m->n_policy_sets) + 1, sizeof *sets);
+    if (!sets) return fail(m, "out of memory (replicas)");
+    m->group_sets[gi] = sets;
+    for (int i = 0; i < g->n_sets; i++) sets[i] = g->sets[i];
+    for (int i = 0; i < m->n_policy_sets; i++) sets[g->n_sets + i] = m->policy_sets[i];
+    for (int32_t k = 0; k < g->count; k++, (*next)++)
+        m->reps[*next] = (sim_rep_t){
+            .index = *next,
+            .spec = { .group = g->name, .group_index = gi, .role = g->role,
+                      .model = g->model[0] ? g->model : o->model,
+                      .hw = g->hw[0] ? g->hw : o->hw,
+                      .policy_path = g->policy[0] ? g->policy : o->policy_path,
+                      .sets = sets, .n_sets = g->n_sets + m->n_policy_sets,
+                      .tp = g->tp > 0 ? g->tp : o->tp,
+                      .kv_blocks = g->kv_blocks > 0 ? g->kv_blocks : o->kv_blocks,
+                      .gpu_util = g->gpu_util > 0 ? g->gpu_util : o->gpu_util },
+        };
+    return 0;
+}
+
+/* The replicas: the --cluster file's groups, or --replicas N alike, from the options. */
 static int make_replicas(sim_t *m) {
     const sim_opts_t *o = m->o;
-    int32_t n = o->replicas > 0 ? o->replicas : 1;
+    const sim_cluster_t *c = &m->cluster;
+    int32_t n = c->n_groups ? c->replicas : o->replicas > 0 ? o->replicas : 1;
     if (!(m->reps = calloc((size_t)n, sizeof *m->reps))) return fail(m, "out of memory (replicas)");
     m->n_reps = n;
     /* --set router.KEY=VALUE go to the router (sim_route.c), the rest to each policy */
@@ -188,21 +213,51 @@ static int make_replicas(sim_t *m) {
     m->policy_sets = sets;
     for (int i = 0; i < o->n_sets; i++)
         if (strncmp(o->sets[i], "router.", 7) != 0) sets[m->n_policy_sets++] = o->sets[i];
-    for (int32_t i = 0; i < n; i++)
-        m->reps[i] = (sim_rep_t){
-            .index = i,
-            .spec = { .model = o->model, .hw = o->hw, .policy_path = o->policy_path,
-                      .sets = sets, .n_sets = m->n_policy_sets, .tp = o->tp,
-                      .kv_blocks = o->kv_blocks, .gpu_util = o->gpu_util },
-        };
+    if (c->n_groups) {
+        if (!(m->group_sets = calloc((size_t)c->n_groups, sizeof *m->group_sets)))
+            return fail(m, "out of memory (replicas)");
+        int32_t next = 0;
+        for (int g = 0; g < c->n_groups; g++)
+            if (make_group(m, g, &next)) return -1;
+    } else {
+        for (int32_t i = 0; i < n; i++)
+            m->reps[i] = (sim_rep_t){
+                .index = i,
+                .spec = { .model = o->model, .hw = o->hw, .policy_path = o->policy_path,
+                          .sets = sets, .n_sets = m->n_policy_sets, .tp = o->tp,
+                          .kv_blocks = o->kv_blocks, .gpu_util = o->gpu_util },
+            };
+    }
     return replay_set_replicas(&m->rp, n);
+}
+
+/* --cluster: read the file; the router is --router, else the file's. */
+static int read_cluster(sim_t *m) {
+    const sim_opts_t *o = m->o;
+    char e[1024];
+    m->router_path = o->router_path;
+    if (!o->cluster_path) {
+        if (o->router_path && o->replicas < 1)
+            return fail(m, "--router needs --replicas N (or --cluster FILE)");
+        return 0;
+    }
+    if (o->replicas > 0) return fail(m, "--replicas and --cluster: give one of them");
+    if (sim_cluster_read(o->cluster_path, &m->cluster, e, sizeof e) != 0)
+        return fail(m, "--cluster: %s", e);
+    if (!m->router_path && m->cluster.router[0]) m->router_path = m->cluster.router;
+    if (m->cluster.disaggregated) {
+        const sim_group_t *g = m->cluster.groups;
+        while (g->role == SIM_ROLE_MIXED) g++;
+        return fail(m, "--cluster: %s:%d: group '%s' has role %s: prefill/decode "
+                    "disaggregation is not simulated yet (docs/cluster.md); use mixed "
+                    "groups", o->cluster_path, g->line, g->name, sim_role_name(g->role));
+    }
+    return 0;
 }
 
 /* Every replica, the client-side terms, the router, the trace. */
 static int setup(sim_t *m) {
-    if (m->o->router_path && m->o->replicas < 1)
-        return fail(m, "--router needs --replicas N (or --cluster)");
-    if (make_replicas(m)) return -1;
+    if (read_cluster(m) || make_replicas(m)) return -1;
     for (int32_t i = 0; i < m->n_reps; i++)
         if (sim_rep_setup(m, &m->reps[i])) return -1;
     if (pick_client(m)) return -1;
@@ -357,8 +412,6 @@ static int run_loop(sim_t *m) {
 
 /* ------------------------------------------------------------------ entry point */
 
-static const char *const role_names[] = { "mixed", "prefill", "decode" };
-
 /* The replicas table: one row per replica (schema.sql). */
 static int record_replicas(sim_t *m) {
     for (int32_t i = 0; i < m->n_reps; i++) {
@@ -366,7 +419,7 @@ static int record_replicas(sim_t *m) {
         char hw[128];
         snprintf(hw, sizeof hw, "%s x%d", r->hw.name, (int)r->spec.tp);
         rec_replica_t x = {
-            .replica = i, .group = r->spec.group, .role = role_names[r->spec.role],
+            .replica = i, .group = r->spec.group, .role = sim_role_name(r->spec.role),
             .model = r->model.name, .hardware = hw, .policy = r->spec.policy_path,
             .params = lhost_params_json_for(m->rp.reps[i].host, "sim"), .tp = r->spec.tp,
             .kv_blocks = r->num_blocks,
@@ -448,10 +501,14 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     /* How over-long requests were treated: the load differs between the two. */
     fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");
     if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
-    if (o->replicas > 0 || m.router) {
-        /* a cluster (--replicas, even of 1): the router and its params */
+    if (o->replicas > 0 || m.router || o->cluster_path) {
+        /* a cluster (--replicas, even of 1, or --cluster): the router and its params */
         fprintf(cf, ",\"replicas\":%d,", (int)m.n_reps);
-        replay_json_path(cf, "router", o->router_path ? o->router_path : "(round robin)");
+        if (o->cluster_path) {
+            replay_json_path(cf, "cluster", o->cluster_path);
+            fputc(',', cf);
+        }
+        replay_json_path(cf, "router", m.router_path ? m.router_path : "(round robin)");
         fprintf(cf, ",\"router_params\":%s", m.router ? router_params_json(m.router) : "{}");
     }
     if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
@@ -490,6 +547,9 @@ done:
     for (int32_t i = 0; i < m.n_reps; i++) sim_rep_free(&m.reps[i]);
     free(m.reps);
     free(m.policy_sets);
+    for (int g = 0; m.group_sets && g < m.cluster.n_groups; g++) free(m.group_sets[g]);
+    free(m.group_sets);
+    sim_cluster_free(&m.cluster);
     sim_heap_free(&m.heap);
     free(m.seqs);
     free(m.accepted);

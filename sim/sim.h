@@ -134,7 +134,9 @@ typedef struct {
     sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
     int32_t replicas;         /* > 0: a cluster of this many replicas alike (0: one, and
                                * exactly the single-replica records) */
-    const char *router_path;  /* NULL: round robin over the replicas */
+    const char *router_path;  /* NULL: the cluster file's, else round robin */
+    const char *cluster_path; /* NULL, or a --cluster file of replica groups (sim/cluster.h),
+                               * instead of replicas */
     lhost_limits_t limits;
     int progress;             /* progress line on stderr when it is a terminal */
     const volatile sig_atomic_t *interrupt; /* NULL, or a flag a signal handler sets */

@@ -17,6 +17,7 @@
 
 #include "policies/replay.h"
 #include "policies/router.h"
+#include "sim/cluster.h"
 #include "sim/cost_file.h"
 #include "sim/heap.h"
 #include "sim/presets.h"
@@ -62,6 +63,9 @@ typedef struct {
     int32_t n_reps;
     const char **policy_sets; /* the --set options that are not router.* */
     int n_policy_sets;
+    sim_cluster_t cluster;    /* --cluster; n_groups 0 without */
+    const char ***group_sets; /* [n_groups]: a group's set.KEY, then policy_sets */
+    const char *router_path;  /* --router, else the cluster file's; NULL: round robin */
     sim_heap_t heap;
     cost_seq_t *seqs;
     int32_t seqs_cap;

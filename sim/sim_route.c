@@ -29,16 +29,19 @@ int sim_route_setup(sim_t *m) {
         m->reps[i].dirty = 1;
     }
     m->view = (router_view_t){ .n = m->n_reps, .rep = m->vrep, .scheds = m->scheds };
-    if (!o->router_path) return 0;
-    /* --set router.KEY=VALUE are the router's; the rest went to the policies */
-    const char **sets = calloc((size_t)o->n_sets + 1, sizeof *sets);
+    if (!m->router_path) return 0;
+    /* the cluster file's set.KEY, then --set router.KEY=VALUE (the rest went to the
+     * policies), so that the command line overrides the file */
+    const sim_cluster_t *c = &m->cluster;
+    const char **sets = calloc((size_t)(o->n_sets + c->n_router_sets) + 1, sizeof *sets);
     if (!sets) return sim_fail(m, "out of memory (router)");
     int n = 0;
+    for (int i = 0; i < c->n_router_sets; i++) sets[n++] = c->router_sets[i];
     for (int i = 0; i < o->n_sets; i++)
         if (!strncmp(o->sets[i], "router.", 7)) sets[n++] = o->sets[i] + 7;
     lhost_limits_t lim;
     replay_limits(&m->rp, &o->limits, &lim);
-    m->router = router_open(o->router_path, sets, n, &lim);
+    m->router = router_open(m->router_path, sets, n, &lim);
     free(sets);
     if (!m->router) return sim_fail(m, "out of memory loading the router");
     if (router_errmsg(m->router)) return sim_fail(m, "%s", router_errmsg(m->router));

@@ -12,7 +12,10 @@
 #  4. Records (schema 6): one replicas row per replica, requests and steps name their
 #     replica (a router's rejection none); report prints a per-replica breakdown for a
 #     cluster only; plot writes the per-replica load figure.
-#  5. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
+#  5. --cluster FILE: groups with their own model, hardware, tp and params, the router
+#     from the file; bad files (an unknown key, a role without replicas, prefill/decode
+#     not simulated yet) exit 2 naming file:line and record nothing.
+#  6. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
 #     for a step to end; bad routers fail the run naming the router file and route's line
 #     (an unknown replica, no decision, holding with nothing in flight), and usage
 #     mistakes (a missing router, an unknown --set router.KEY, --router without
@@ -238,6 +241,59 @@ sim norep --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" \
     --router "$RT/round_robin.lua"
 want_rc 2
 want_err "--router needs --replicas"
+[ -f "$D" ] && bad " a database was left behind"
+end
+
+begin "--cluster: groups of their own, the file's router"
+D=$T/cl.db
+cat >"$T/two.conf" <<L
+# two groups behind the least-loaded router
+[cluster]
+router = $RT/least_loaded.lua
+
+[group fast]
+count = 2
+model = llama-3-8b
+hw = h100
+
+[group slow]
+count = 1
+model = llama-2-13b
+tp = 2
+set.max_seqs = 64
+L
+sim cl --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$D" --name cl \
+    --cluster "$T/two.conf" --limit 2000
+want_rc 0
+want_sql "$D" "select group_concat(replica || ':' || group_name || ':' || model || ':' ||
+               hardware || ':' || json_extract(params, '$.max_seqs'), ' ') from replicas" \
+    "0:fast:llama-3-8b:h100 x1:256 1:fast:llama-3-8b:h100 x1:256 2:slow:llama-2-13b:a100-80g x2:64"
+want_sql "$D" "select json_extract(config, '$.replicas') || ' ' ||
+               (json_extract(config, '$.router') like '%least_loaded.lua') from runs" "3 1"
+# the slower replica gets fewer requests from a least-loaded router
+[ "$(sql "$D" "select (select count(*) from requests where replica = 2) <
+               (select count(*) from requests where replica = 0)")" = 1 ] ||
+    bad " the slow replica was not given less"
+end
+
+begin "bad cluster files exit 2 naming file and line, and record nothing"
+D=$T/clbad.db
+printf '[cluster]\nrouter = x.lua\nbandwidth = 3\n[group a]\ncount = 2\n' >"$T/bad1.conf"
+sim cb1 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/bad1.conf"
+want_rc 2
+want_err "$T/bad1.conf:3: unknown key 'bandwidth' in [cluster]"
+printf '[group a]\ncount = 2\n\n[group p]\ncount = 1\nrole = prefill\n' >"$T/bad2.conf"
+sim cb2 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/bad2.conf"
+want_rc 2
+want_err "$T/bad2.conf:4: group 'p' has role prefill, but no group has role decode"
+printf '[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 1\nrole = decode\n' >"$T/bad3.conf"
+sim cb3 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/bad3.conf"
+want_rc 2
+want_err "$T/bad3.conf:1: group 'p' has role prefill: prefill/decode disaggregation is not simulated yet"
+sim cb4 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/two.conf" \
+    --replicas 2
+want_rc 2
+want_err "--replicas and --cluster: give one of them"
 [ -f "$D" ] && bad " a database was left behind"
 end
 
