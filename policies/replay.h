@@ -20,6 +20,11 @@
  *    the run with "interrupted by SIGINT at t=T s", which replay_finish gives every
  *    unfinished request as its abort reason.
  *
+ *  - Replicas (the simulator's cluster): each has its own policy host and scheduler, and
+ *    its rows say which (requests.replica, steps.replica); everything else (database,
+ *    trace, ledger, failure state) is the run's. The engine has one replica, reps[0],
+ *    also reachable as host and sched.
+ *
  * Ownership: replay_t is embedded by the executor; replay_close frees what it holds. Option
  * strings are borrowed for the replay's lifetime. */
 #ifndef TWIN_REPLAY_H

@@ -6,6 +6,16 @@
  * flight per replica. Events at the same time are all applied before the policy is asked
  * for the next step. The trace is streamed: one arrival is read ahead at a time.
  *
+ * A cluster (--replicas N, or --cluster FILE: sim/cluster.h) is N replicas, each with its
+ * own scheduler, policy instance, KV cache and cost model (sim/replica.c), behind a router
+ * (sim/sim_route.c: round robin built in, or a Lua router, policies/router.h). One heap
+ * drives them all; after the events of an instant, each replica an event touched (an
+ * arrival routed to it, its step's end, its wake-up) and that is idle asks its policy for
+ * a step, in the order they were touched. Step numbers are the run's, in the order steps
+ * end. With neither option the run is the single-replica simulator: identical requests
+ * and steps rows (replica 0) and one replicas row. The client-side front end below is the
+ * cluster's (one API gateway before the router).
+ *
  * Invariants:
  *  - Deterministic: same trace, policy, params, presets and seed => identical records
  *    (speculative acceptances are drawn per (seed, request, position)).
