@@ -524,7 +524,7 @@ function host.has(name) return policy[name] ~= nil end
 -- A router file returns { route = function(c, r) ... end, params = {...} } (and optionally
 -- route_decode(c, r) for disaggregated clusters); it runs in the same sandbox with the same
 -- limits. c is a read-only view of the cluster (policies/router.h): c.n replicas, c.now,
--- c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r) and c:random().
+-- c.held (requests held at the router), c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r) and c:random().
 -- r is the arriving request as policies see it (its limit, never its true length).
 
 local ROUTER_VIEW = ffi.typeof("router_view_t *")
@@ -604,7 +604,7 @@ end
 
 -- To C: (0, replica, decode replica or 0) routed, (1, reason) rejected, (2) held.
 function host.route(ptr, fname)
-    c.now = RVIEW.now
+    c.now, c.held = RVIEW.now, RVIEW.n_held
     local a, b = policy[fname](c, ffi.cast(PTR, ptr)[0])
     if a == "hold" then return 2 end
     if a == nil or a == false then

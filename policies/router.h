@@ -15,7 +15,8 @@
  * prompt tokens (not yet prefilled) and decode tokens (the context of requests past their
  * prefill: what each decode step re-reads), its role and group; c:prefix_hit(i, r), the
  * prompt tokens replica i's prefix cache would serve the request now (looked up without
- * changing the cache); c.n, c.now; and c:random(), seeded by the run's seed. The request r
+ * changing the cache); c.n, c.now, c.held (requests held at the router); and c:random(),
+ * seeded by the run's seed. The request r
  * is what policies see: its limit, never its true output length.
  *
  * Invariants: router_replica_t and the head of router_view_t are declared to the LuaJIT

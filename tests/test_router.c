@@ -29,6 +29,7 @@ static sched_t *no_scheds[3];
 static void view_init(router_view_t *v) {
     memset(v, 0, sizeof *v);
     v->now = 12.5;
+    v->n_held = 4;
     v->n = 3;
     v->rep = reps;
     v->scheds = no_scheds;
@@ -49,7 +50,7 @@ static sched_req_t req(int32_t id, int32_t prompt, int32_t limit) {
 START_TEST(route_sees_the_view) {
     router_t *rt = open_src(
         "return { route = function(c, r)\n"
-        "  return nil, string.format('%d %g %d %d %d %d %g %g %s %d %g %d %d', c.n, c.now,\n"
+        "  return nil, string.format('%d %d %g %d %d %d %d %g %g %s %d %g %d %d', c.n, c.held, c.now,\n"
         "    c:waiting(2), c:running(2), c:free_blocks(2), c:total_blocks(2),\n"
         "    c:prompt_tokens(2), c:decode_tokens(2), c:role(2), c:group(2), c:load(1),\n"
         "    r.prompt_tokens, r.output_tokens)\n"
@@ -62,7 +63,7 @@ START_TEST(route_sees_the_view) {
     router_decision_t d;
     ck_assert_int_eq(router_route(rt, 0, &r, &d), 0);
     ck_assert_int_eq(d.verdict, ROUTER_REJECT);
-    ck_assert_str_eq(d.reason, "3 12.5 5 6 700 800 1.5 2.5 prefill 2 30 123 456");
+    ck_assert_str_eq(d.reason, "3 4 12.5 5 6 700 800 1.5 2.5 prefill 2 30 123 456");
     router_close(rt);
 }
 END_TEST
