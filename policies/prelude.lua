@@ -522,9 +522,10 @@ function host.has(name) return policy[name] ~= nil end
 -- ------------------------------------------------------------------ routers
 --
 -- A router file returns { route = function(c, r) ... end, params = {...} } (and optionally
--- route_decode(c, r) for disaggregated clusters); it runs in the same sandbox with the same
--- limits. c is a read-only view of the cluster (policies/router.h): c.n replicas, c.now,
--- c.held (requests held at the router), c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r) and c:random().
+-- route_decode(c, r), reserved for disaggregated clusters: checked, not called yet); it
+-- runs in the same sandbox with the same limits. c is a read-only view of the cluster
+-- (policies/router.h): c.n replicas, c.now, c.held (requests held at the router),
+-- c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r), c:random().
 -- r is the arriving request as policies see it (its limit, never its true length).
 
 local ROUTER_VIEW = ffi.typeof("router_view_t *")
