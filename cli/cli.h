@@ -16,6 +16,7 @@ int cmd_report(int argc, char **argv);    /* cli/cmd_report.c */
 int cmd_compare(int argc, char **argv);   /* cli/cmd_compare.c */
 int cmd_plot(int argc, char **argv);      /* cli/cmd_plot.c */
 int cmd_sweep(int argc, char **argv);     /* cli/cmd_sweep.c */
+int cmd_upgrade(int argc, char **argv);   /* cli/cmd_upgrade.c: an older database brought up to date */
 int cmd_merge(int argc, char **argv);     /* cli/cmd_merge.c: runs of databases into one */
 int cmd_explain(int argc, char **argv);   /* cli/cmd_explain.c */
 int cmd_generate(int argc, char **argv);  /* cli/cmd_generate.c */

@@ -19,6 +19,7 @@ static const command_t commands[] = {
     { "plot", cmd_plot, "CDFs, step timelines, KV and queue over time (gnuplot PNG/SVG)" },
     { "sweep", cmd_sweep, "simulate over request rates; --capacity finds the SLO knee" },
     { "merge", cmd_merge, "merge databases into one (e.g. a sweep's jobs run on a cluster)" },
+    { "upgrade", cmd_upgrade, "bring a database written by an older twinserve up to date" },
     { "explain", cmd_explain, "step by step: what a policy schedules on a small trace" },
     { "engine", cmd_engine, "replay a trace through a policy on the real engine" },
     { "generate", cmd_generate, "generate text from a model (llama2.c .bin, GGUF, dummy:PRESET)" },

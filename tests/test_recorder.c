@@ -579,18 +579,44 @@ START_TEST(test_incompatible_dbs) {
     sqlite3_close(old);
     testutil_unlink_db(path);
 
-    /* A version-5 database (before the cluster's columns and table): refused as older. */
+    /* A version-5 database (before the cluster's columns and table): a reader refuses it
+     * with the hint; the recorder upgrades it in place (rec_upgrade_db), its rows becoming
+     * replica 0's, and the replicas table is created. */
     tmpdb(path, sizeof path);
-    rec_close(open_ok(path));
+    r = open_ok(path);
+    int64_t id5;
+    ck_assert_int_eq(rec_run_begin(r, &(rec_run_info_t){ .kind = "sim", .policy = "p.lua" },
+                                   &id5), 0);
+    ck_assert_int_eq(rec_request(r, id5, &(rec_request_t){ .req_id = 0, .arrival_s = 0,
+                     .prompt_tokens = 4, .output_tokens = 2, .first_scheduled_s = -1,
+                     .first_token_s = -1, .finish_s = -1, .status = "rejected",
+                     .reason = "x" }), 0);
+    ck_assert_int_eq(rec_run_end(r, id5, 1, NULL, 0.1), 0);
+    rec_close(r);
     make_foreign(path, "DROP VIEW request_metrics; ALTER TABLE requests DROP COLUMN replica; "
                        "ALTER TABLE requests DROP COLUMN prefill_replica; ALTER TABLE requests "
                        "DROP COLUMN kv_transfer_s; ALTER TABLE steps DROP COLUMN replica; "
                        "DROP TABLE replicas; "
                        "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+    old = peek(path);
+    char why[512];
+    ck_assert_int_eq(rec_check_db(old, why, sizeof why), -1);
+    ck_assert_str_eq(why, "schema_version 5 is older than this twinserve (6): `twinserve "
+                          "upgrade DB` brings it up to date in place, keeping every row");
+    sqlite3_close(old);
     r = rec_open(path);
-    snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 5 is older than this twinserve (6)", path);
-    ck_assert_str_eq(rec_errmsg(r), want);
+    ck_assert_ptr_null(rec_errmsg(r));
+    ck_assert_int_eq(rec_upgraded_from(r), 5);
+    rec_close(r);
+    old = peek(path);
+    ck_assert_int_eq(qint(old, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM requests WHERE replica = 0 AND "
+                               "prefill_replica IS NULL AND reason = 'x'"), 1);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('replicas')"), 10);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM request_metrics"), 1);
+    sqlite3_close(old);
+    r = rec_open(path); /* current now: nothing to do */
+    ck_assert_int_eq(rec_upgraded_from(r), 0);
     rec_close(r);
     testutil_unlink_db(path);
 

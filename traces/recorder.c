@@ -51,6 +51,7 @@ struct rec {
     char err[REC_ERR_LEN];
     rec_async_t *async;     /* background writer, when rec_set_async is on */
     int write_failed;       /* the writer failed since the last rec_run_end (sticky) */
+    long long upgraded_from; /* schema_version rec_open upgraded from; 0: none */
 };
 
 static void set_err(rec_t *r, const char *fmt, ...) {
@@ -210,8 +211,10 @@ int rec_check_db(sqlite3 *db, char *err, size_t errlen) {
                 goto done;
             }
             if (ver != known) {
-                snprintf(err, errlen, "schema_version %lld is %s than this twinserve (%lld)", ver,
-                         ver > known ? "newer" : "older", known);
+                snprintf(err, errlen, "schema_version %lld is %s than this twinserve (%lld)%s", ver,
+                         ver > known ? "newer" : "older", known,
+                         rec_upgradable(ver) ? ": `twinserve upgrade DB` brings it up to date "
+                                               "in place, keeping every row" : "");
                 goto done;
             }
             has_version = 1;
@@ -299,6 +302,7 @@ rec_t *rec_open(const char *path) {
         snprintf(why, sizeof why, "file is read-only");
         goto fail;
     }
+    if (rec_upgrade_db(r->db, &r->upgraded_from, why, sizeof why) != 0) goto fail;
     if (rec_check_db(r->db, why, sizeof why) != 0) goto fail;
     /* WAL: readers (analysis, a second terminal) never block the writer. :memory: answers
      * "memory", which is fine. */
@@ -327,6 +331,10 @@ fail:
     set_err(r, "cannot open database '%s': %s", path, why);
     close_db(r);
     return r;
+}
+
+long long rec_upgraded_from(const rec_t *r) {
+    return r ? r->upgraded_from : 0;
 }
 
 const char *rec_errmsg(const rec_t *r) {

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 typedef struct rec rec_t;
+struct sqlite3;
 
 typedef struct {
     const char *name;     /* NULL: "<kind>-<policy stem>-<run id>" */
@@ -106,7 +107,20 @@ typedef struct {
     double t_s;
 } rec_token_t;
 
+/* Opens (creating if needed) a database to record into. A database of an older schema
+ * version whose changes since were additive (rec_upgradable) is upgraded in place first,
+ * keeping every row; rec_upgraded_from then says from which version (0: none was needed). */
 rec_t *rec_open(const char *path);
+long long rec_upgraded_from(const rec_t *r);
+
+/* 1 when a database of this schema_version can be brought up to this build's by
+ * rec_upgrade_db (its changes since were new columns and tables only). */
+int rec_upgradable(long long version);
+/* Upgrades db (opened read-write) in place, in one transaction, when its version is
+ * rec_upgradable; *from is the version it had, or 0 when nothing was done (already current,
+ * newer, empty, not ours: rec_check_db reports those). 0, or -1 with a message (nothing
+ * changed). New tables are created by the schema afterwards (rec_open applies it). */
+int rec_upgrade_db(struct sqlite3 *db, long long *from, char *err, size_t errlen);
 const char *rec_errmsg(const rec_t *r);   /* NULL when no error happened */
 
 /* Each returns 0 on success, -1 on error (message on the object). */
