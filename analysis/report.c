@@ -462,10 +462,10 @@ void report_json(FILE *f, const report_t *r) {
             (long long)s->aborted, (long long)s->preempted_requests, (long long)s->preemptions,
             (long long)s->steps);
     fprintf(f, "  \"rejected_by\": {\"context\": %lld, \"kv\": %lld, \"step_budget\": %lld, "
-               "\"empty\": %lld, \"other\": %lld}, \"clip_to_context\": %s,\n",
+               "\"empty\": %lld, \"router\": %lld, \"other\": %lld}, \"clip_to_context\": %s,\n",
             (long long)s->rejected_by[SUMMARY_REJ_CONTEXT], (long long)s->rejected_by[SUMMARY_REJ_KV],
             (long long)s->rejected_by[SUMMARY_REJ_STEP], (long long)s->rejected_by[SUMMARY_REJ_EMPTY],
-            (long long)s->rejected_by[SUMMARY_REJ_OTHER],
+            (long long)s->rejected_by[SUMMARY_REJ_ROUTER], (long long)s->rejected_by[SUMMARY_REJ_OTHER],
             s->clip_to_context < 0 ? "null" : s->clip_to_context ? "true" : "false");
     fprintf(f, "  \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"cached_tokens\": %lld, "
                "\"prefix_caching\": %s,\n  ",

@@ -370,7 +370,8 @@ static const char SQL_REJECTED[] =
     " WHEN reason LIKE '%KV blocks but one request can have at most%' THEN 1"
     " WHEN reason LIKE '%exceeds the step budget%' THEN 2"
     " WHEN reason LIKE 'empty prompt%' OR reason LIKE 'no output tokens%' THEN 3"
-    " ELSE 4 END AS cls, count(*) "
+    " WHEN replica IS NULL THEN 4"
+    " ELSE 5 END AS cls, count(*) "
     "FROM requests WHERE run_id = ?1 AND status = 'rejected' GROUP BY cls";
 /* Aborts by reason class (SUMMARY_ABT_*), from replay.h's and sim.h's fixed wording. */
 static const char SQL_ABORTED[] =
@@ -461,7 +462,7 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     sqlite3_bind_int64(st, 1, run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int cls = sqlite3_column_int(st, 0);
-        if (cls >= 0 && cls <= SUMMARY_REJ_OTHER) out->rejected_by[cls] = sqlite3_column_int64(st, 1);
+        if (cls >= 0 && cls < SUMMARY_REJ_CLASSES) out->rejected_by[cls] = sqlite3_column_int64(st, 1);
     }
     if (rc != SQLITE_DONE) goto sql_error;
     sqlite3_finalize(st);
@@ -584,6 +585,9 @@ static void summary_print_dropped(FILE *f, const summary_t *s) {
                                "--set max_tokens=N or chunked_prefill.lua" },
         [SUMMARY_REJ_EMPTY] = { "empty prompt or no output in the trace", NULL,
                                 "the trace's rows with an empty prompt or no output" },
+        [SUMMARY_REJ_ROUTER] = { "refused by the router", "its reasons are in the requests "
+                                 "table's reason column", "the router's reasons, in the "
+                                 "requests table's reason column" },
         [SUMMARY_REJ_OTHER] = { "other reasons", "the requests table's reason column",
                                 "the requests table's reason column says why" },
     };
@@ -593,7 +597,7 @@ static void summary_print_dropped(FILE *f, const summary_t *s) {
         [SUMMARY_ABT_FAILED] = "unfinished when the run failed (the error above)",
     };
     const char *head = "rejected ";
-    for (int i = 0; i <= SUMMARY_REJ_OTHER; i++) {
+    for (int i = 0; i < SUMMARY_REJ_CLASSES; i++) {
         int64_t n = s->rejected_by[i];
         if (n == 0) continue;
         double pct = share_pct(s, n);

@@ -27,6 +27,17 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
+/* The reasons rejections are counted by: sched_add's and the shipped policies' messages. */
+enum {
+    SUMMARY_REJ_CONTEXT,   /* prompt + output past the context length */
+    SUMMARY_REJ_KV,        /* more KV blocks than one request may hold */
+    SUMMARY_REJ_STEP,      /* a whole prompt past a non-chunked policy's step budget */
+    SUMMARY_REJ_EMPTY,     /* an empty prompt or no output */
+    SUMMARY_REJ_ROUTER,    /* refused by a cluster's router, before any replica saw it */
+    SUMMARY_REJ_OTHER,     /* anything else (a policy's own reason) */
+    SUMMARY_REJ_CLASSES
+};
+
 typedef struct {
     int64_t run_id;
     char name[256];
@@ -70,7 +81,7 @@ typedef struct {
     /* Rejections by reason (SUMMARY_REJ_*, counts indexed by it), so a run that lost
      * requests says why and what option would keep them; clip_to_context: the config's
      * "clip_to_context" (1 over-long requests were clipped, 0 rejected, -1 unsaid). */
-    int64_t rejected_by[5];
+    int64_t rejected_by[SUMMARY_REJ_CLASSES];
     int clip_to_context;
     /* Aborts by reason (SUMMARY_ABT_*): requests a run left unfinished when it ended early;
      * max_model_len: the config's context length (0 when unsaid), for the hints. */
@@ -89,14 +100,6 @@ enum {
  * a comparison of runs that each dropped this much compares different workloads. */
 #define SUMMARY_LARGE_SHARE 0.05
 
-/* The reasons rejections are counted by: sched_add's and the shipped policies' messages. */
-enum {
-    SUMMARY_REJ_CONTEXT,   /* prompt + output past the context length */
-    SUMMARY_REJ_KV,        /* more KV blocks than one request may hold */
-    SUMMARY_REJ_STEP,      /* a whole prompt past a non-chunked policy's step budget */
-    SUMMARY_REJ_EMPTY,     /* an empty prompt or no output */
-    SUMMARY_REJ_OTHER      /* anything else (a policy's own reason) */
-};
 
 /* Opens any existing SQLite file read-only: the one open of every reader, so that readers
  * work on a read-only file or in a read-only directory and create nothing (a recorder leaves

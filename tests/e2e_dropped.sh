@@ -112,4 +112,18 @@ want_rc 2
 want_sql "$T/k.db" "select group_concat(name) from runs" first
 end
 
+begin "a cluster's router refusing requests: counted as the router's, with its share"
+cat >"$T/odd.lua" <<'LUA'
+return { route = function(c, r) if r.id % 2 == 1 then return nil, "odd ids go elsewhere" end return 1 end }
+LUA
+run router "$BIN" sim --trace "$T/long2.csv" --policy "$CONT" --db "$T/r.db" --replicas 2 \
+    --router "$T/odd.lua"
+want_rc 0
+want_out "rejected  25 (50.0%) refused by the router" \
+    "WARNING   50.0% of the trace was rejected (refused by the router)"
+want_sql "$T/r.db" "select count(*) from requests where replica is null and reason like 'router: odd%'" 25
+run router_json "$BIN" report "$T/r.db" --json
+want_out '"router": 25'
+end
+
 e2e_finish e2e_dropped
