@@ -13,6 +13,9 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_MODEL: o->model = arg; break;
     case CLI_SIM_HW: o->hw = arg; break;
     case CLI_SIM_TP: ok = cli_int(arg, 1, 1024, &o->tp); break;
+    case CLI_SIM_REPLICAS: ok = cli_int(arg, 1, 1 << 20, &o->replicas); break;
+    case CLI_SIM_ROUTER: o->router_path = arg; break;
+    case CLI_SIM_CLUSTER: o->cluster_path = arg; break;
     case CLI_SIM_SEED: ok = cli_u64(arg, &o->seed); break;
     case CLI_SIM_START: ok = cli_double(arg, 0, 1e12, &o->trace_opts.start_s); break;
     case CLI_SIM_DURATION: ok = cli_double(arg, 0, 1e12, &o->trace_opts.duration_s); break;
@@ -110,5 +113,16 @@ void cli_sim_usage(FILE *f) {
         "                        scheduler, and per streamed output token (default: the\n"
         "                        cost file's client_*_s, else 0 = server-side metrics)\n"
         "  --policy-time-limit S limit per policy call (2 s)\n"
-        "  --policy-mem-mb M     policy memory cap (256 MB)\n");
+        "  --policy-mem-mb M     policy memory cap (256 MB)\n"
+        "  --replicas N          a cluster of N identical replicas of this configuration,\n"
+        "                        each with its own scheduler, policy instance, KV cache and\n"
+        "                        cost model, behind a router (docs/cluster.md)\n"
+        "  --router FILE         the Lua router that picks each request's replica\n"
+        "                        (policies/routers/{round_robin,least_loaded,power_of_two,\n"
+        "                        prefix_affinity}.lua; default: round robin, built in);\n"
+        "                        --set router.KEY=VALUE overrides its params\n"
+        "  --cluster FILE        replica groups, each with its own count, model, hw, tp,\n"
+        "                        policy and params, KV size and role, and the router\n"
+        "                        (a key = value file with [cluster] and [group NAME]\n"
+        "                        sections: docs/cluster.md); instead of --replicas\n");
 }

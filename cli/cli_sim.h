@@ -22,6 +22,7 @@ enum {
     CLI_SIM_PREFIX, CLI_SIM_SAVETOK, CLI_SIM_COST, CLI_SIM_KVB, CLI_SIM_MAXP, CLI_SIM_MAXO,
     CLI_SIM_CREQ, CLI_SIM_CPROMPT, CLI_SIM_CTOK, CLI_SIM_ROOFLINE,
     CLI_SIM_MAXOUTTOK, CLI_SIM_ORACLE, CLI_SIM_CLIP,
+    CLI_SIM_REPLICAS, CLI_SIM_ROUTER, CLI_SIM_CLUSTER,
     CLI_SIM_END
 };
 
@@ -43,7 +44,9 @@ enum {
     { "client-prompt-token", 1, 0, CLI_SIM_CPROMPT }, { "client-token", 1, 0, CLI_SIM_CTOK }, \
     { "roofline", 0, 0, CLI_SIM_ROOFLINE }, \
     { "max-output-tokens", 1, 0, CLI_SIM_MAXOUTTOK }, { "oracle-lengths", 0, 0, CLI_SIM_ORACLE }, \
-    { "clip-to-context", 0, 0, CLI_SIM_CLIP }
+    { "clip-to-context", 0, 0, CLI_SIM_CLIP }, \
+    { "replicas", 1, 0, CLI_SIM_REPLICAS }, { "router", 1, 0, CLI_SIM_ROUTER }, \
+    { "cluster", 1, 0, CLI_SIM_CLUSTER }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */

@@ -40,18 +40,7 @@ static void usage(FILE *f) {
         "                        `sweep --emit-jobs` gives each job's run, so the merged runs\n"
         "                        are a sweep (and experiment) for plot, report and compare\n"
         "                        (not with --repeat)\n"
-        "  -q, --quiet           no progress line or summary\n"
-        "  --replicas N          a cluster of N identical replicas of this configuration,\n"
-        "                        each with its own scheduler, policy instance, KV cache and\n"
-        "                        cost model, behind a router (docs/cluster.md)\n"
-        "  --router FILE         the Lua router that picks each request's replica\n"
-        "                        (policies/routers/{round_robin,least_loaded,power_of_two,\n"
-        "                        prefix_affinity}.lua; default: round robin, built in);\n"
-        "                        --set router.KEY=VALUE overrides its params\n"
-        "  --cluster FILE        replica groups, each with its own count, model, hw, tp,\n"
-        "                        policy and params, KV size and role, and the router\n"
-        "                        (a key = value file with [cluster] and [group NAME]\n"
-        "                        sections: docs/cluster.md); instead of --replicas\n");
+        "  -q, --quiet           no progress line or summary\n");
     cli_sim_usage(f);
     fprintf(f,
         "\n"
@@ -65,8 +54,7 @@ static void usage(FILE *f) {
         "second signal ends the process at once; the database stays valid).\n");
 }
 
-enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP,
-       O_REPLICAS, O_ROUTER, O_CLUSTER };
+enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATE, O_REPEAT, O_CONFIG, O_HELP };
 
 /* 1 when "{" members "}" is a JSON object: runs.config is CHECKed valid, and a bad
  * --config-json should be a usage error here, not a failed insert inside the run. */
@@ -107,9 +95,7 @@ int cmd_sim(int argc, char **argv) {
         { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
         { "name", 1, 0, O_NAME }, { "rate-scale", 1, 0, O_RATE }, { "quiet", 0, 0, 'q' },
         { "repeat", 1, 0, O_REPEAT }, { "config-json", 1, 0, O_CONFIG },
-        { "help", 0, 0, O_HELP },
-        { "replicas", 1, 0, O_REPLICAS }, { "router", 1, 0, O_ROUTER },
-        { "cluster", 1, 0, O_CLUSTER }, CLI_SIM_OPTIONS,
+        { "help", 0, 0, O_HELP }, CLI_SIM_OPTIONS,
         { 0, 0, 0, 0 },
     };
     sim_opts_t o;
@@ -134,14 +120,6 @@ int cmd_sim(int argc, char **argv) {
             }
             break;
         case 'q': quiet = 1; break;
-        case O_REPLICAS:
-            if (!cli_int(optarg, 1, 1 << 20, &o.replicas)) {
-                fprintf(stderr, "twinserve sim: bad value '%s' for --replicas\n", optarg);
-                goto done;
-            }
-            break;
-        case O_ROUTER: o.router_path = optarg; break;
-        case O_CLUSTER: o.cluster_path = optarg; break;
         case O_REPEAT: repeat = optarg; break;
         case O_CONFIG:
             if (!*optarg || !json_members_ok(optarg)) {

@@ -37,6 +37,18 @@ want_err_re "sweep-continuous@3rps done \\(1 of 2, [0-9.e+-]+ s, about [0-9.e+-]
 want_err_re "sweep-continuous@6rps done \\(2 of 2, [0-9.e+-]+ s\\)\$"
 end
 
+begin "a sweep over clusters: --replicas and --router reach every point (and emitted jobs)"
+sw fleet --rates 6,12 --db "$T/fleet.db" --replicas 2 --router "$POL/routers/least_loaded.lua"
+want_rc 0
+want_sql "$T/fleet.db" "select group_concat(n, ' ') from (select count(*) n from replicas group by run_id order by run_id)" "2 2"
+want_sql "$T/fleet.db" "select count(distinct replica) from steps" 2
+(cd "$POL" && "$BIN" sweep -q --trace "$T/t.csv" --policy continuous.lua --rates 6 --replicas 2 \
+    --router routers/least_loaded.lua --emit-jobs "$T/fleetjobs" --db "$T/fj.db") >/dev/null 2>&1 ||
+    bad " --emit-jobs with --replicas failed"
+grep -qF -- "--replicas 2 --router $POL/routers/least_loaded.lua" "$T/fleetjobs/jobs.txt" ||
+    bad " the emitted job lacks --replicas 2 and the router's absolute path"
+end
+
 begin "a second sweep into the same database gets a fresh name"
 sw again --rates 3 --db "$T/a.db"
 want_rc 0
