@@ -26,6 +26,7 @@ typedef struct slot {
     uint8_t leaving;     /* reached a final state in this step or commit: remove + recycle */
     uint8_t preempted_now;
     uint8_t admitted_now; /* moved from the queue into this step's plan */
+    uint8_t handoff;      /* prefill only: handed off after its first token */
     prefix_t *prefix;     /* prompt block hashes, only with prefix caching (kept out of
                            * line: the per-step loops touch every slot) */
     struct slot *next_free;
@@ -58,6 +59,11 @@ struct sched {
 
     queue_t waiting;
     queue_t running;
+    queue_t transit;      /* SCHED_TRANSFER: handed off (prefill) or reserved (decode) */
+    sched_handoff_fn handoff_fn;
+    void *handoff_ud;
+    int32_t reserved;     /* transit members reserved here (decode side): they count as
+                           * running sequences, so that max_seqs holds when they arrive */
 
     sched_entry_t *entries;
     sched_pad_t *pads;
@@ -87,6 +93,7 @@ const char *sched_state_name(int32_t st) {
     case SCHED_FINISHED: return "finished";
     case SCHED_REJECTED: return "rejected";
     case SCHED_ABORTED: return "aborted";
+    case SCHED_TRANSFER: return "transfer";
     default: return "unknown";
     }
 }
@@ -262,6 +269,7 @@ void sched_free(sched_t *s) {
     free(s->map);
     free(s->waiting.v);
     free(s->running.v);
+    free(s->transit.v);
     free(s->entries);
     free(s->pads);
     free(s->scratch);
@@ -314,6 +322,26 @@ void sched_clip_lengths(int32_t *prompt, int32_t *output, int32_t ctx) {
     *output = o < 1 ? 1 : (int32_t)o;
 }
 
+/* A request that is not running may only take blocks beyond the watermark
+ * (sched_can_allocate), so that is the most one request can ever be given. */
+int sched_can_ever_hold(const sched_t *s, int64_t prompt, int64_t out, char *why, size_t len) {
+    int64_t need = prompt + out;
+    int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
+    int32_t most = s->cfg.num_blocks - s->view.watermark_blocks;
+    if (prompt < 1)
+        snprintf(why, len, "empty prompt (%lld tokens)", (long long)prompt);
+    else if (need > s->cfg.max_model_len)
+        snprintf(why, len, "prompt + output = %lld tokens exceeds the context length %d",
+                 (long long)need, s->cfg.max_model_len);
+    else if (blocks > most)
+        snprintf(why, len, "needs %lld KV blocks but one request can have at most %d "
+                 "(a cache of %d minus the watermark of %d)", (long long)blocks, most,
+                 s->cfg.num_blocks, s->view.watermark_blocks);
+    else
+        return 1;
+    return 0;
+}
+
 static void clip_to_context(sched_new_req_t *r, int32_t ctx) {
     sched_clip_lengths(&r->prompt_tokens, &r->output_tokens, ctx);
     if (r->hash_block > 0 && (int64_t)r->n_hash * r->hash_block > r->prompt_tokens)
@@ -363,25 +391,15 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
     q->first_scheduled_s = q->first_token_s = q->finish_s = -1;
     s->num_unfinished++;
 
-    /* Requests that can never run are rejected here, with the reason recorded. A request
-     * that is not running may only take blocks beyond the watermark (sched_can_allocate),
-     * so that is the most one request can ever be given. These checks use the true length
-     * (a trace row that no server could have produced), and no policy sees it. */
+    x->handoff = r->handoff != 0;
+    /* Requests that can never run are rejected here, with the reason recorded. These
+     * checks use the true length (a trace row that no server could have produced), and no
+     * policy sees it. */
     char why[200] = "";
-    int64_t need = (int64_t)r->prompt_tokens + out;
-    int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
-    int32_t most = s->cfg.num_blocks - s->view.watermark_blocks;
-    if (r->prompt_tokens < 1)
-        snprintf(why, sizeof why, "empty prompt (%d tokens)", r->prompt_tokens);
-    else if (r->output_tokens < 1)
+    if (r->output_tokens < 1)
         snprintf(why, sizeof why, "no output tokens requested (%d)", r->output_tokens);
-    else if (need > s->cfg.max_model_len)
-        snprintf(why, sizeof why, "prompt + output = %lld tokens exceeds the context length %d",
-                 (long long)need, s->cfg.max_model_len);
-    else if (blocks > most)
-        snprintf(why, sizeof why, "needs %lld KV blocks but one request can have at most %d "
-                 "(a cache of %d minus the watermark of %d)", (long long)blocks, most,
-                 s->cfg.num_blocks, s->view.watermark_blocks);
+    else
+        sched_can_ever_hold(s, r->prompt_tokens, out, why, sizeof why);
     if (why[0]) {
         reject(s, x, why);
         slot_put(s, x); /* never queued */
@@ -428,6 +446,7 @@ static void compact_lists_and_recycle(sched_t *s) {
         slot_t *x = queue_at(R, i);
         if (x->pub.state == SCHED_RUNNING) R->v[R->head + w++] = x;
         else if (x->pub.state == SCHED_PREEMPTED) s->scratch[npre++] = x;
+        else if (x->pub.state == SCHED_TRANSFER) queue_push_back(&s->transit, x); /* reserved */
         else slot_put(s, x);
     }
     R->n = w;
@@ -756,6 +775,11 @@ void sched_wake_at(sched_t *s, double t) {
 int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, double now) {
     int rc = 0;
     s->view.now = now;
+    /* room for every entry to be handed off, so that the compaction cannot fail */
+    if (queue_reserve(&s->transit, 0, plan->n)) {
+        sched_set_error(s, "out of memory committing step %lld", (long long)plan->step);
+        return -1;
+    }
     for (int32_t i = 0; i < plan->n; i++) {
         const sched_entry_t *e = &plan->entries[i];
         slot_t *x = (slot_t *)e->req;
@@ -789,6 +813,10 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
             q->finish_s = now;
             finalize(s, x, SCHED_FINISHED, NULL);
             if (s->policy.on_finish && s->policy.on_finish(s->policy.ud, s, q) != 0) rc = -1;
+        } else if (x->handoff) { /* prefilled: its blocks stay until sched_release */
+            q->state = SCHED_TRANSFER;
+            if (s->handoff_fn) s->handoff_fn(s->handoff_ud, q);
+            if (s->policy.on_finish && s->policy.on_finish(s->policy.ud, s, q) != 0) rc = -1;
         }
     }
     s->need_compact = 1;
@@ -797,6 +825,12 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
 }
 
 void sched_abort_all(sched_t *s, const char *reason) {
+    while (s->transit.n > 0) { /* not in the lists below: ended and recycled here */
+        slot_t *x = queue_at(&s->transit, --s->transit.n);
+        finalize(s, x, SCHED_ABORTED, reason);
+        slot_put(s, x);
+    }
+    s->reserved = 0;
     queue_t *lists[2] = { &s->running, &s->waiting };
     for (int l = 0; l < 2; l++)
         for (int32_t i = 0; i < lists[l]->n; i++) {
@@ -859,7 +893,8 @@ double sched_random(sched_t *s) { return rng_uniform(&s->rng); }
 /* Inside a step the running list still holds this step's preemptions and lacks its
  * admissions (they move at the end of the step). */
 int32_t sched_running_seqs(const sched_t *s) {
-    return s->in_step ? s->running.n - s->plan.num_preempted + s->admitted : s->running.n;
+    return s->reserved +
+           (s->in_step ? s->running.n - s->plan.num_preempted + s->admitted : s->running.n);
 }
 int32_t sched_num_unfinished(const sched_t *s) { return s->num_unfinished; }
 int32_t sched_kv_used(const sched_t *s) { return kv_num_used(s->kv); }
@@ -868,3 +903,118 @@ const struct kv *sched_kv(const sched_t *s) { return s->kv; }
 int sched_stalled(const sched_t *s) { return s->stalled; }
 double sched_wakeup(const sched_t *s) { return s->view.wake_at; }
 int64_t sched_total_preemptions(const sched_t *s) { return s->total_preemptions; }
+
+/* ------------------------------------------------------------------ disaggregation */
+
+void sched_set_handoff(sched_t *s, sched_handoff_fn fn, void *ud) {
+    s->handoff_fn = fn;
+    s->handoff_ud = ud;
+}
+
+int32_t sched_num_transit(const sched_t *s) { return s->transit.n; }
+
+/* The transit member with this id, or NULL (a short list: bounded by the back-pressure). */
+static int32_t transit_index(const sched_t *s, int32_t id) {
+    for (int32_t i = 0; i < s->transit.n; i++)
+        if (queue_at(&s->transit, i)->pub.id == id) return i;
+    return -1;
+}
+
+static slot_t *transit_take(sched_t *s, int32_t id, const char *what) {
+    int32_t i = transit_index(s, id);
+    if (i < 0) {
+        sched_set_error(s, "%s: request %d is not in transit here", what, id);
+        return NULL;
+    }
+    slot_t *x = queue_at(&s->transit, i);
+    slot_t **v = s->transit.v + s->transit.head;
+    memmove(v + i, v + i + 1, sizeof *v * (size_t)(s->transit.n - i - 1));
+    s->transit.n--;
+    return x;
+}
+
+int sched_add_transfer(sched_t *s, const sched_req_t *from, double now) {
+    s->view.now = now;
+    char why[200];
+    if (from->state != SCHED_TRANSFER) {
+        sched_set_error(s, "transfer of request %d, which is %s (not handed off)", from->id,
+                        sched_state_name(from->state));
+        return -1;
+    }
+    if (map_get(s, from->id)) {
+        sched_set_error(s, "duplicate request id %d", from->id);
+        return -1;
+    }
+    if (!sched_can_ever_hold(s, from->prompt_tokens, from->true_output_tokens, why,
+                             sizeof why)) {
+        sched_set_error(s, "transfer of request %d: it can never run here: %s", from->id, why);
+        return -1;
+    }
+    /* the blocks the prefill side holds after its commit: the computed tokens and the
+     * first sampled one, whose K/V the first decode step computes */
+    int32_t want = kv_blocks_for(from->computed + 1, s->cfg.block_size);
+    if (want > kv_num_free(s->kv) - s->view.watermark_blocks ||
+        sched_running_seqs(s) >= s->cfg.max_seqs)
+        return 1;
+    slot_t *x = NULL;
+    if (queue_reserve(&s->transit, 0, 1) || queue_reserve(&s->running, 0, 1) ||
+        !(x = slot_get(s)))
+        goto oom;
+    x->pub = *from;
+    x->pub.num_blocks = 0;
+    x->pub.scheduled = x->pub.spec = 0;
+    if (map_put(s, x)) {
+        x->next_free = s->free_slots;
+        s->free_slots = x;
+        goto oom;
+    }
+    /* blocks it computes here are keyed by its id, as any request's (no prompt hashes:
+     * the prompt's blocks arrive computed) */
+    if (grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
+        (s->cfg.prefix_caching &&
+         (!(x->prefix = calloc(1, sizeof *x->prefix)) ||
+          prefix_set(x->prefix, from->id, NULL, 0, 0, from->prompt_tokens,
+                     s->cfg.block_size) != 0))) {
+        slot_put(s, x);
+        goto oom;
+    }
+    kv_alloc(s->kv, want, x->blocks); /* checked free above */
+    x->pub.num_blocks = want;
+    s->transit.v[s->transit.head + s->transit.n++] = x; /* reserved above */
+    s->num_unfinished++;
+    s->reserved++;
+    view_sync(s);
+    return 0;
+oom:
+    sched_set_error(s, "out of memory reserving request %d", from->id);
+    return -1;
+}
+
+int sched_transfer_done(sched_t *s, int32_t id, double now) {
+    s->view.now = now;
+    slot_t *x = transit_take(s, id, "transfer done");
+    if (!x) return -1;
+    x->pub.state = SCHED_RUNNING;
+    s->reserved--;
+    /* sched_add_transfer reserved room in the running list; a step since may have used it */
+    if (queue_push_back(&s->running, x)) {
+        finalize(s, x, SCHED_ABORTED, "out of memory joining the running list");
+        slot_put(s, x);
+        view_sync(s);
+        sched_set_error(s, "out of memory admitting transferred request %d", id);
+        return -1;
+    }
+    view_sync(s);
+    return 0;
+}
+
+int sched_release(sched_t *s, int32_t id) {
+    slot_t *x = transit_take(s, id, "release");
+    if (!x) return -1;
+    if (x->pub.num_blocks) kv_release(s->kv, x->blocks, x->pub.num_blocks);
+    x->pub.num_blocks = 0;
+    s->num_unfinished--;
+    slot_put(s, x);
+    view_sync(s);
+    return 0;
+}

@@ -36,6 +36,22 @@
  *  - Output lengths: a request ends when it has true_output_tokens (the trace's length,
  *    clipped to its limit), as EOS would end it. Policies see output_tokens, the limit,
  *    unless the config asks for the oracle; the true length never reaches them otherwise.
+ *  - Disaggregation (prefill/decode replicas, each its own sched_t; the executor moves
+ *    the KV between them). A request added with `handoff` set is prefilled here and, at the
+ *    commit that emits its first token (unless that token ends it), handed off instead of
+ *    finished: it leaves the running list, the policy's on_finish sees it (state
+ *    SCHED_TRANSFER), the handoff hook is called, and its blocks stay held (they count
+ *    against this replica's KV) until sched_release. The decode side takes it with
+ *    sched_add_transfer, which reserves its blocks (prompt + the first token) before the
+ *    transfer starts, all or nothing, leaving the watermark free as any admission: 1 when
+ *    they are not free now (back-pressure: nothing changed, try again after a step), never
+ *    an overflow. The reserved request is in no list (policies do not see it) until
+ *    sched_transfer_done puts it at the end of the running list: a running decode whose
+ *    first token was emitted on the prefill replica (first_token_s and cached_tokens kept),
+ *    without an on_arrival call. Preempted there, it recomputes prompt and generated tokens
+ *    on the decode replica, as any preemption. A request in transit counts as unfinished on
+ *    both replicas; sched_abort_all ends it on each (the executor releases the prefill
+ *    side's copy first when the decode side owns the request).
  *
  * Ownership: sched_new copies the config; the policy hooks' user data is borrowed for the
  * scheduler's lifetime. A sched_req_t view is owned by the core and valid until the request
@@ -44,6 +60,7 @@
 #ifndef TWIN_SCHED_H
 #define TWIN_SCHED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Bytes of a tenant name, NUL included (equal to the trace's TRACE_TENANT_MAX). */
@@ -55,7 +72,8 @@ typedef enum {
     SCHED_PREEMPTED = 2, /* back in the queue after its KV was freed; will recompute */
     SCHED_FINISHED = 3,
     SCHED_REJECTED = 4,
-    SCHED_ABORTED = 5    /* the run failed before the request finished */
+    SCHED_ABORTED = 5,   /* the run failed before the request finished */
+    SCHED_TRANSFER = 6   /* disaggregation: KV in transit (handed off, or reserved) */
 } sched_state_t;
 
 /* The read-only view of a request that policies see. This exact layout is declared to the
@@ -123,6 +141,7 @@ typedef struct {
     const int64_t *hash_ids;
     int32_t n_hash;
     int32_t hash_block;
+    int32_t handoff;           /* 1: prefill only, handed off after its first token */
 } sched_new_req_t;
 
 typedef struct {
@@ -222,6 +241,27 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
 /* Ends every request not in a final state with status aborted (the run failed). */
 void sched_abort_all(sched_t *s, const char *reason);
 
+/* --- disaggregation (see the invariants above) --------------------------------------- */
+/* Called once per handed-off request, inside sched_commit; r stays valid until
+ * sched_release. The executor starts the transfer after the commit returns. */
+typedef void (*sched_handoff_fn)(void *ud, const sched_req_t *r);
+void sched_set_handoff(sched_t *s, sched_handoff_fn fn, void *ud);
+/* 1 when a request of prompt + output tokens could ever run here (context length, KV
+ * capacity less the watermark: the checks sched_add rejects with); else 0 and why. */
+int sched_can_ever_hold(const sched_t *s, int64_t prompt, int64_t output, char *why,
+                        size_t len);
+/* The decode side: reserves from's blocks (from: a handed-off request of another sched_t,
+ * state SCHED_TRANSFER, copied). 0 reserved, 1 not enough free blocks now (nothing
+ * changed), -1 with the message (a duplicate id, a request that can never fit here:
+ * check sched_can_ever_hold at arrival, out of memory). */
+int sched_add_transfer(sched_t *s, const sched_req_t *from, double now);
+/* The transfer of a reserved request ended: it joins the running list. 0, or -1. */
+int sched_transfer_done(sched_t *s, int32_t id, double now);
+/* The prefill side: frees a handed-off request's blocks and forgets it. 0, or -1. */
+int sched_release(sched_t *s, int32_t id);
+/* Requests in transit here (handed off, or reserved and not yet arrived). */
+int32_t sched_num_transit(const sched_t *s);
+
 /* --- plan building, for policies (only inside the schedule hook) --------------------- */
 int sched_plan_schedule(sched_t *s, int32_t id, int32_t num_tokens, int32_t num_spec);
 int sched_plan_preempt(sched_t *s, int32_t id);
@@ -247,8 +287,8 @@ int sched_can_allocate(const sched_t *s, int32_t id, int32_t n);
  * lookup. Memory short of the idle hits can make the core take fewer (see above). Pure. */
 int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 double sched_random(sched_t *s);
-/* Requests running now, counting this step's admissions and not its preemptions: what
- * max_seqs bounds. */
+/* Requests running now, counting this step's admissions and not its preemptions, and
+ * transfers reserved here (they arrive running): what max_seqs bounds. */
 int32_t sched_running_seqs(const sched_t *s);
 
 /* The live state, read directly by the Lua FFI views. Arrays hold borrowed pointers,
