@@ -327,8 +327,8 @@ int replay_reject_unrouted(replay_t *r, const trace_req_t *q, const char *reason
     return 0;
 }
 
-int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
-                  double now) {
+static int add(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block, int handoff,
+               double now) {
     sched_t *s = r->reps[i].sched;
     sched_new_req_t n = {
         .id = q->id, .arrival_s = q->arrival_s, .prompt_tokens = q->prompt_tokens,
@@ -337,13 +337,23 @@ int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_blo
         .priority = q->priority, .deadline_s = q->deadline_s,
         .tenant = q->tenant[0] ? q->tenant : NULL,
         .hash_ids = q->hash_ids, .n_hash = q->n_hash,
-        .hash_block = hash_block,
+        .hash_block = hash_block, .handoff = handoff,
     };
     r->requests++;
     r->idle_calls = 0;   /* the idle bound is on calls without any new input */
     ledger_add(&r->live, q);
     if (sched_add(s, &n, now) != 0) return replay_fail(r, "%s", sched_errmsg(s));
     return r->failed ? -1 : 0;
+}
+
+int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
+                  double now) {
+    return add(r, i, q, hash_block, 0, now);
+}
+
+int replay_add_prefill(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
+                       double now) {
+    return add(r, i, q, hash_block, 1, now);
 }
 
 int replay_after_step(replay_t *r, const sched_plan_t *p) {

@@ -168,6 +168,10 @@ int replay_add(replay_t *r, const trace_req_t *q, int32_t hash_block, double now
 /* The same on replica i. */
 int replay_add_at(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
                   double now);
+/* The same on prefill replica i of a disaggregated cluster: the request is handed off
+ * after its first token (sched.h), and its row is written by the replica that ends it. */
+int replay_add_prefill(replay_t *r, int32_t i, const trace_req_t *q, int32_t hash_block,
+                       double now);
 /* A request a router rejected before any replica saw it: its row, status rejected. */
 int replay_reject_unrouted(replay_t *r, const trace_req_t *q, const char *reason);
 /* Requests not yet final on every replica. */

@@ -112,8 +112,15 @@ static int key(void *ud, const char *k, const char *val, char *msg, size_t len) 
             c->link_bandwidth = d * 1e9;
             return 1;
         }
+        if (!strcmp(k, "links")) {
+            if (strcmp(val, "pair") && strcmp(val, "shared"))
+                return msgf(msg, len, "links must be pair (one link per prefill->decode "
+                            "pair) or shared (one for the cluster), got '%s'", val, "");
+            c->link_shared = !strcmp(val, "shared");
+            return 1;
+        }
         return msgf(msg, len, "unknown key '%s' in [cluster] (router, set.KEY, "
-                    "link_latency_s, link_bandwidth_gbps)", k, "");
+                    "link_latency_s, link_bandwidth_gbps, links)", k, "");
     }
     if (is_set) return add_set(&g->sets, &g->n_sets, k + 4, val, msg, len);
     if (!strcmp(k, "count") || !strcmp(k, "tp") || !strcmp(k, "kv_blocks")) {

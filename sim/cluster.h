@@ -5,6 +5,7 @@
  *     set.prefix_weight = 3            # the router's params (as --set router.KEY=VALUE)
  *     link_latency_s = 0.00005         # KV transfers between replicas (disaggregation)
  *     link_bandwidth_gbps = 50         # GB/s per link
+ *     links = pair                     # pair: a link per prefill->decode pair; shared: one
  *
  *     [group big]                      # one or more groups, each NAME unique
  *     count = 4                        # replicas in the group (required, >= 1)
@@ -53,6 +54,7 @@ typedef struct {
     int n_router_sets;
     double link_latency_s;    /* default 0 */
     double link_bandwidth;    /* bytes/s; default 50 GB/s */
+    int link_shared;          /* 1: one link for every transfer; 0 (default): per pair */
     int32_t replicas;         /* sum of the groups' counts */
     int disaggregated;        /* has prefill and decode groups */
 } sim_cluster_t;

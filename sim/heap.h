@@ -6,7 +6,10 @@
 
 #include <stdint.h>
 
-typedef enum { SIM_EV_ARRIVAL = 0, SIM_EV_STEP_DONE = 1, SIM_EV_WAKE = 2 } sim_event_type_t;
+/* SIM_EV_TRANSFER: a KV transfer ends (arg: the request id; sim_disagg.c) */
+typedef enum {
+    SIM_EV_ARRIVAL = 0, SIM_EV_STEP_DONE = 1, SIM_EV_WAKE = 2, SIM_EV_TRANSFER = 3
+} sim_event_type_t;
 
 typedef struct {
     double t;

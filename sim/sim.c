@@ -154,11 +154,13 @@ static int draft_track(sim_t *m, int32_t id) {
     return 0;
 }
 
-/* A request's row in client mode: its first token reached the client token_s after the
+/* A request's row: in a disaggregated run its prefill replica and KV transfer time
+ * (sim_disagg.c); in client mode its first token reached the client token_s after the
  * step that produced it (c_1), its last at the stream's clock (c_n). */
 static void client_row(void *ud, const sched_req_t *q, rec_request_t *row) {
     sim_t *m = ud;
-    if (q->generated == 0) return;
+    sim_disagg_row(m, q, row);
+    if (!m->client_on || q->generated == 0) return;
     row->first_token_s = q->first_token_s + m->client.token_s;
     if (q->finish_s >= 0) row->finish_s = m->client_last[q->id];
 }
@@ -245,13 +247,6 @@ static int read_cluster(sim_t *m) {
     if (sim_cluster_read(o->cluster_path, &m->cluster, e, sizeof e) != 0)
         return fail(m, "--cluster: %s", e);
     if (!m->router_path && m->cluster.router[0]) m->router_path = m->cluster.router;
-    if (m->cluster.disaggregated) {
-        const sim_group_t *g = m->cluster.groups;
-        while (g->role == SIM_ROLE_MIXED) g++;
-        return fail(m, "--cluster: %s:%d: group '%s' has role %s: prefill/decode "
-                    "disaggregation is not simulated yet (docs/cluster.md); use mixed "
-                    "groups", o->cluster_path, g->line, g->name, sim_role_name(g->role));
-    }
     return 0;
 }
 
@@ -261,9 +256,9 @@ static int setup(sim_t *m) {
     for (int32_t i = 0; i < m->n_reps; i++)
         if (sim_rep_setup(m, &m->reps[i])) return -1;
     if (pick_client(m)) return -1;
-    if (sim_route_setup(m)) return -1;
+    if (sim_route_setup(m) || sim_disagg_setup(m)) return -1;
     m->rp.on_final = final_hook;
-    if (m->client_on) m->rp.on_row = client_row;
+    if (m->client_on || m->disagg) m->rp.on_row = client_row;
     m->rp.final_ud = m;
     return replay_open_trace(&m->rp, m->o->trace_path, &m->o->trace_opts);
 }
@@ -304,6 +299,7 @@ static int step_done(sim_t *m, sim_rep_t *r, double now) {
     if ((m->o->save_tokens || m->client_on) && emit_tokens(m, r, plan, now)) return -1;
     if (sched_commit(s, plan, r->draft_cost ? m->accepted : NULL, now) != 0)
         return fail(m, "%s", sched_errmsg(s));
+    if (sim_disagg_after_commit(m, r->index, now)) return -1;
     /* step numbers are the run's (one replica: the scheduler's own) */
     rec_step_t st = {
         .step = m->steps, .start_s = r->step_start, .dur_s = now - r->step_start,
@@ -374,6 +370,8 @@ static int run_loop(sim_t *m) {
                 if (push_next_arrival(m, &next)) return -1;
             } else if (ev.type == SIM_EV_STEP_DONE) {
                 if (step_done(m, &m->reps[ev.replica], now)) return -1;
+            } else if (ev.type == SIM_EV_TRANSFER) {
+                if (sim_disagg_transfer_done(m, (int32_t)ev.arg, now)) return -1;
             } else if (ev.type == SIM_EV_WAKE) {
                 m->reps[ev.replica].pushed_wake = INFINITY;
                 sim_poke(m, ev.replica);
@@ -525,6 +523,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     if (replay_begin(&m.rp, &info) != 0) goto done;
     res->run_id = m.rp.run_id;
     if (record_replicas(&m) == 0) run_loop(&m);
+    if (m.rp.failed) sim_disagg_abort(&m);
     replay_finish(&m.rp);
     res->requests = m.rp.requests;
     res->skipped = m.rp.trace ? trace_skipped(m.rp.trace) : 0;
@@ -543,6 +542,7 @@ done:
     res->interrupted = m.rp.interrupted;
     if (m.rp.failed) snprintf(err, errlen, "%s", m.rp.err);
     sim_route_free(&m);
+    sim_disagg_free(&m);
     replay_close(&m.rp);
     for (int32_t i = 0; i < m.n_reps; i++) sim_rep_free(&m.reps[i]);
     free(m.reps);

@@ -56,6 +56,15 @@ typedef struct {
     int64_t *hash;            /* owned copy of q.hash_ids */
 } sim_held_t;
 
+/* A request of a disaggregated run: where it was prefilled and is decoded, and its KV's
+ * journey (SIM_PD_*); t is the hand-off time, then the transfer's end. */
+enum { SIM_PD_NONE = 0, SIM_PD_ROUTED, SIM_PD_PENDING, SIM_PD_MOVING, SIM_PD_LANDED };
+typedef struct {
+    int32_t prefill, decode;
+    int32_t stage;
+    double handoff_s, end_s;
+} sim_pd_t;
+
 typedef struct {
     const sim_opts_t *o;
     replay_t rp;
@@ -90,6 +99,17 @@ typedef struct {
     int32_t n_held, held_cap, held_head;
     int32_t *poked;           /* replicas with an event at this instant */
     int32_t n_poked;
+    /* prefill/decode disaggregation (sim_disagg.c); disagg 0 otherwise */
+    int disagg;
+    int64_t rr_decode;        /* the built-in round robin's next decode pick */
+    sim_pd_t *pd;             /* indexed by request id, like client_last */
+    int64_t pd_cap;
+    int32_t *handed;          /* ids handed off in the commit being applied */
+    int32_t n_handed, handed_cap;
+    int32_t *pending;         /* handed off, waiting for room on their decode replica (FIFO) */
+    int32_t n_pending, pending_cap;
+    double *link_free;        /* when each link is next free: [prefill * n + decode], or [0] */
+    int has_route_decode;     /* the router defines route_decode */
 } sim_t;
 
 #define sim_fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
@@ -110,5 +130,20 @@ int sim_route_arrival(sim_t *m, const trace_req_t *q, double now);
 int sim_route_held(sim_t *m, double now);
 void sim_poke(sim_t *m, int32_t i);
 void sim_route_free(sim_t *m);
+
+/* sim_disagg.c: prefill/decode disaggregation */
+int sim_disagg_setup(sim_t *m);
+/* The decode replica for a request routed to prefill replica `prefill` (recorded). */
+int sim_disagg_routed(sim_t *m, const trace_req_t *q, int32_t prefill, int32_t decode);
+/* 1 when some decode replica could ever hold q (else 0 and why); the arrival's check. */
+int sim_disagg_fits(sim_t *m, const trace_req_t *q, int32_t decode, char *why, size_t len);
+/* After replica r's commit: start or queue the hand-offs it made; retry its pending ones. */
+int sim_disagg_after_commit(sim_t *m, int32_t r, double now);
+int sim_disagg_transfer_done(sim_t *m, int32_t id, double now);
+void sim_disagg_row(sim_t *m, const sched_req_t *q, rec_request_t *row);
+/* A failed run: the prefill side's copies of transfers the decode side owns are dropped,
+ * so that aborting each replica writes one row per request. */
+void sim_disagg_abort(sim_t *m);
+void sim_disagg_free(sim_t *m);
 
 #endif

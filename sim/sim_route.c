@@ -94,9 +94,94 @@ static void request_view(const sim_t *m, const trace_req_t *q, sched_req_t *r) {
     r->first_scheduled_s = r->first_token_s = r->finish_s = -1;
 }
 
+/* The next replica of this role in index order after *rr (the built-in round robin). */
+static int32_t next_of_role(sim_t *m, int64_t *rr, int32_t role) {
+    for (;;) {
+        int32_t i = (int32_t)((*rr)++ % m->n_reps);
+        if (m->reps[i].spec.role == role) return i;
+    }
+}
+
+/* Replica i must have this role: else the router's error, naming it and its function. */
+static int check_role(sim_t *m, const trace_req_t *q, const char *fname, int32_t i,
+                      int32_t role) {
+    if (m->reps[i].spec.role == role) return 0;
+    return sim_fail(m, "router %s: %s() for request %d returned replica %d, a %s replica: "
+                    "%s() picks a %s replica (c:role(i))", router_path(m->router), fname,
+                    q->id, (int)i + 1, sim_role_name(m->reps[i].spec.role), fname,
+                    sim_role_name(role));
+}
+
+/* A disaggregated cluster: the prefill replica (*pick) and the decode replica, from the
+ * router's route (a second value) or route_decode. 0 routed, 1 held, 2 rejected, -1. */
+static int route_pd(sim_t *m, const trace_req_t *q, const sched_req_t *r, int32_t *pick) {
+    char e[200], why[300];
+    int32_t dec;
+    if (!sim_disagg_fits(m, q, -1, e, sizeof e)) {
+        snprintf(why, sizeof why, "no decode replica can ever hold it: %s", e);
+        return replay_reject_unrouted(&m->rp, q, why) ? -1 : 2;
+    }
+    if (!m->router) {
+        *pick = next_of_role(m, &m->rr, SIM_ROLE_PREFILL);
+        dec = next_of_role(m, &m->rr_decode, SIM_ROLE_DECODE);
+    } else {
+        router_decision_t d;
+        if (router_route(m->router, 0, r, &d) != 0)
+            return sim_fail(m, "%s", router_errmsg(m->router));
+        if (d.verdict == ROUTER_HOLD) return 1;
+        if (d.verdict == ROUTER_REJECT) {
+            snprintf(why, sizeof why, "router: %s", d.reason);
+            return replay_reject_unrouted(&m->rp, q, why) ? -1 : 2;
+        }
+        *pick = d.replica;
+        dec = d.decode;
+        if (check_role(m, q, "route", *pick, SIM_ROLE_PREFILL)) return -1;
+        const char *fname = "route";
+        if (dec < 0) {
+            if (!m->has_route_decode)
+                return sim_fail(m, "router %s: route() for request %d gave no decode replica: "
+                                "a disaggregated cluster needs one (return it as route's "
+                                "second value, or define route_decode(c, r))",
+                                router_path(m->router), q->id);
+            fname = "route_decode";
+            if (router_route(m->router, 1, r, &d) != 0)
+                return sim_fail(m, "%s", router_errmsg(m->router));
+            if (d.verdict != ROUTER_ROUTED)
+                return sim_fail(m, "router %s: route_decode() for request %d did not return a "
+                                "replica (it cannot hold or reject: route does)",
+                                router_path(m->router), q->id);
+            dec = d.replica;
+        }
+        if (check_role(m, q, fname, dec, SIM_ROLE_DECODE)) return -1;
+    }
+    if (!sim_disagg_fits(m, q, dec, e, sizeof e)) {
+        snprintf(why, sizeof why, "decode replica %d can never hold it: %s", (int)dec, e);
+        return replay_reject_unrouted(&m->rp, q, why) ? -1 : 2;
+    }
+    return sim_disagg_routed(m, q, *pick, dec);
+}
+
 /* 0 routed or rejected, 1 held, -1 failed. */
 static int route_one(sim_t *m, const trace_req_t *q, double now) {
-    int32_t pick;
+    int32_t pick = 0;
+    if (m->disagg) {
+        sched_req_t r;
+        if (m->router) {
+            for (int32_t i = 0; i < m->n_reps; i++)
+                if (m->reps[i].dirty) refresh(m, i);
+            m->view.now = now;
+            m->view.n_held = m->n_held;
+            router_view_request(&m->view, q->id, q->prompt_tokens, q->hash_ids, q->n_hash,
+                                q->hash_block);
+            request_view(m, q, &r);
+        }
+        int rc = route_pd(m, q, &r, &pick);
+        if (rc != 0) return rc == 2 ? 0 : rc;
+        m->hashed_requests += q->n_hash > 0;
+        if (replay_add_prefill(&m->rp, pick, q, q->hash_block, now)) return -1;
+        sim_poke(m, pick);
+        return 0;
+    }
     if (m->n_reps == 1) {
         pick = 0;
     } else if (!m->router) {
