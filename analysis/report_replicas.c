@@ -12,10 +12,15 @@ static const char SQL_N[] =
     "  ifnull((SELECT max(replica) + 1 FROM requests WHERE run_id = ?1), 0), "
     "  ifnull((SELECT max(replica) + 1 FROM steps WHERE run_id = ?1), 0))";
 static const char SQL_ROLES[] = "SELECT replica, role FROM replicas WHERE run_id = ?1";
+/* A disaggregated run's requests count on both sides: at the replica that decoded (or
+ * ended) them and, when another, at the one that prefilled them (its prompts, its cache
+ * hits and the first tokens it emitted). */
 static const char SQL_REQS[] =
-    "SELECT replica, count(*), sum(status = 'finished'), sum(cached_tokens), "
-    "sum(prompt_tokens), avg(ttft_s) FROM requests WHERE run_id = ?1 AND replica IS NOT NULL "
-    "GROUP BY replica";
+    "SELECT r, count(*), sum(status = 'finished'), sum(cached_tokens), "
+    "sum(prompt_tokens), avg(ttft_s) FROM (SELECT replica AS r, * FROM requests "
+    "WHERE run_id = ?1 AND replica IS NOT NULL UNION ALL SELECT prefill_replica AS r, * "
+    "FROM requests WHERE run_id = ?1 AND prefill_replica IS NOT NULL "
+    "AND prefill_replica IS NOT replica) GROUP BY r";
 static const char SQL_STEPS[] =
     "SELECT replica, count(*), sum(dur_s), "
     "sum(CASE WHEN kv_total > 0 THEN dur_s * kv_used / kv_total END), "

@@ -13,13 +13,20 @@
 #     replica (a router's rejection none); report prints a per-replica breakdown for a
 #     cluster only; plot writes the per-replica load figure.
 #  5. --cluster FILE: groups with their own model, hardware, tp and params, the router
-#     from the file; bad files (an unknown key, a role without replicas, prefill/decode
-#     not simulated yet) exit 2 naming file:line and record nothing.
+#     from the file; bad files (an unknown key, a role without replicas, a bad links
+#     value) exit 2 naming file:line and record nothing.
 #  6. A router's decisions: a reason rejects (recorded as "router: REASON"), "hold" waits
 #     for a step to end; bad routers fail the run naming the router file and route's line
 #     (an unknown replica, no decision, holding with nothing in flight), and usage
 #     mistakes (a missing router, an unknown --set router.KEY, --router without
 #     --replicas) exit 2 and record nothing.
+#  7. Prefill/decode disaggregation: one request by hand (TTFT = the prefill step;
+#     kv_transfer_s = latency + KV bytes / bandwidth; the decode steps on the decode
+#     replica from the landing on), transfers queued FIFO on a link (per pair, or shared);
+#     back-pressure from a small decode pool with consistent records (outputs complete,
+#     KV never over any cache, report per role); routers giving an unknown, missing or
+#     wrong-role replica fail the run naming the router; a decode pool too small for a
+#     request rejects it at arrival with the reason.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_cluster
 
@@ -286,10 +293,10 @@ printf '[group a]\ncount = 2\n\n[group p]\ncount = 1\nrole = prefill\n' >"$T/bad
 sim cb2 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/bad2.conf"
 want_rc 2
 want_err "$T/bad2.conf:4: group 'p' has role prefill, but no group has role decode"
-printf '[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 1\nrole = decode\n' >"$T/bad3.conf"
+printf '[cluster]\nlinks = ring\n[group p]\ncount = 1\nrole = prefill\n' >"$T/bad3.conf"
 sim cb3 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/bad3.conf"
 want_rc 2
-want_err "$T/bad3.conf:1: group 'p' has role prefill: prefill/decode disaggregation is not simulated yet"
+want_err "$T/bad3.conf:2: links must be pair (one link per prefill->decode pair) or shared"
 sim cb4 --trace "$T/one.csv" --policy "$POL/continuous.lua" --db "$D" --cluster "$T/two.conf" \
     --replicas 2
 want_rc 2
@@ -298,3 +305,118 @@ want_err "--replicas and --cluster: give one of them"
 end
 
 e2e_finish e2e_cluster
+
+# --- prefill/decode disaggregation (item 3)
+PD="[cluster]\nlink_latency_s = 0.001\nlink_bandwidth_gbps = 10\n"
+PD1="$PD[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 1\nrole = decode\n"
+LLAMA=(--model llama-3-8b --hw h100 --policy "$POL/continuous.lua")
+# near A B: |A - B| < 1e-9
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 1e-9 && d > -1e-9) }'; }
+
+begin "disaggregation: one request by hand (TTFT = the prefill step, transfer = latency + bytes / bandwidth)"
+D=$T/pd.db
+printf "$PD1" >"$T/pd1.conf"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,1000,5\n' >"$T/pd1.csv"
+sim pd1 --trace "$T/pd1.csv" "${LLAMA[@]}" --db "$D" --name pd1 --cluster "$T/pd1.conf"
+want_rc 0
+want_sql "$D" "select replica || ' ' || prefill_replica || ' ' || status || ' ' || generated_tokens
+               from requests where run_id = 1" "1 0 finished 5"
+# llama-3-8b: 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131072 bytes per token
+near "$(sql "$D" "select kv_transfer_s from requests where run_id = 1")" \
+    "$(awk 'BEGIN { print 0.001 + 1000 * 131072 / 10e9 }')" || bad " kv_transfer_s is not 0.001 + 1000 x 131072 / 10e9"
+want_sql "$D" "select count(*) from steps where run_id = 1 and replica = 0" 1
+want_sql "$D" "select prefill_tokens from steps where run_id = 1 and replica = 0" 1000
+near "$(sql "$D" "select ttft_s from requests where run_id = 1")" \
+    "$(sql "$D" "select start_s + dur_s from steps where run_id = 1 and replica = 0")" ||
+    bad " TTFT is not the end of the prefill step"
+# 4 decode steps on the decode replica, the first once the KV has landed
+want_sql "$D" "select count(*) || ' ' || sum(decode_tokens) || ' ' || sum(prefill_tokens) from steps
+               where run_id = 1 and replica = 1" "4 4 0"
+near "$(sql "$D" "select min(start_s) from steps where run_id = 1 and replica = 1")" \
+    "$(sql "$D" "select first_token_s + kv_transfer_s from requests where run_id = 1")" ||
+    bad " decoding did not start when the transfer ended"
+want_sql "$D" "select group_concat(role, ' ') from (select role from replicas where run_id = 1
+               order by replica)" "prefill decode"
+# two requests prefilled together queue on their one link (FIFO); a shared link is one queue
+printf 'arrival_s,prompt_tokens,output_tokens\n0,1000,5\n0,1000,5\n' >"$T/pd2.csv"
+sim pd2 --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name pd2 --cluster "$T/pd1.conf"
+want_rc 0
+near "$(sql "$D" "select max(kv_transfer_s) - 2 * min(kv_transfer_s) from requests where run_id = 2")" 0 ||
+    bad " the second transfer did not wait for the first"
+printf "$PD[group p]\ncount = 2\nrole = prefill\n[group d]\ncount = 2\nrole = decode\n" >"$T/pd22.conf"
+sim pair --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name pair --cluster "$T/pd22.conf"
+want_rc 0
+near "$(sql "$D" "select max(kv_transfer_s) - min(kv_transfer_s) from requests where run_id = 3")" 0 ||
+    bad " separate pairs' links queued"
+printf "$PD\nlinks = shared\n[group p]\ncount = 2\nrole = prefill\n[group d]\ncount = 2\nrole = decode\n" \
+    >"$T/shared.conf"
+sim shared --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name shared --cluster "$T/shared.conf"
+want_rc 0
+near "$(sql "$D" "select max(kv_transfer_s) - 2 * min(kv_transfer_s) from requests where run_id = 4")" 0 ||
+    bad " a shared link did not queue"
+end
+
+begin "disaggregation: back-pressure from a small decode pool, records consistent"
+D=$T/bp.db
+printf "$PD[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 2\nrole = decode\nkv_blocks = 300\n" \
+    >"$T/bp.conf"
+"$BIN" trace gen --n 300 --rate 20 --seed 3 --prompt lognormal:800:0.8 --output lognormal:80:0.8 \
+    --out "$T/bp.csv" >/dev/null || bad " trace gen"
+sim bp --trace "$T/bp.csv" "${LLAMA[@]}" --db "$D" --name bp --cluster "$T/bp.conf"
+want_rc 0
+want_sql "$D" "select status from runs" done
+# every finished request has its output; each was prefilled on 0 and decoded on 1 or 2
+want_sql "$D" "select count(*) from requests where status = 'finished' and
+               (generated_tokens != output_tokens or prefill_replica != 0 or replica not in (1, 2)
+                or kv_transfer_s is null)" 0
+[ "$(sql "$D" "select count(*) from requests where status = 'finished'")" -gt 250 ] ||
+    bad " too few finished"
+# the KV never exceeds any replica's cache
+want_sql "$D" "select count(*) from steps where kv_used > kv_total" 0
+want_sql "$D" "select count(distinct kv_total) from steps where replica > 0" 1
+# back-pressure: some transfers waited for decode room well beyond their link time
+[ "$(sql "$D" "select count(*) from requests where kv_transfer_s >
+              0.001 + prompt_tokens * 131072 / 10e9 + 0.5")" -gt 10 ] || bad " no back-pressure seen"
+# requests no decode replica could ever hold are rejected at arrival, saying why
+want_sql "$D" "select count(*) from requests where status = 'rejected' and replica is null and
+               reason like 'no decode replica can ever hold it: needs % KV blocks%'" 4
+run report "$BIN" report "$D"
+want_rc 0
+want_out_re "0 prefill +295 +295"
+want_out_re "1 decode +148 +148"
+end
+
+begin "disaggregation: bad routers and pools fail or reject naming why"
+D=$T/pdbad.db
+printf 'return { route = function(c, r) return 1, 5 end }\n' >"$T/pd_range.lua"
+printf 'return { route = function(c, r) return 1 end }\n' >"$T/pd_one.lua"
+printf 'return { route = function(c, r) return 2, 2 end }\n' >"$T/pd_role.lua"
+printf 'return {\n  route = function(c, r) return 1 end,\n  route_decode = function(c, r) return 2 end,\n}\n' \
+    >"$T/pd_hook.lua"
+sim prange --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name prange --cluster "$T/pd1.conf" \
+    --router "$T/pd_range.lua"
+want_rc 1
+want_err "$T/pd_range.lua:1: route returned replica 5, but the cluster has replicas 1..2"
+sim pone --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name pone --cluster "$T/pd1.conf" \
+    --router "$T/pd_one.lua"
+want_rc 1
+want_err "route() for request 0 gave no decode replica"
+sim prole --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name prole --cluster "$T/pd1.conf" \
+    --router "$T/pd_role.lua"
+want_rc 1
+want_err "route() for request 0 returned replica 2, a decode replica: route() picks a prefill replica"
+want_sql "$D" "select group_concat(status, ' ') from runs" "failed failed failed"
+want_sql "$D" "select count(*) from requests where status != 'aborted'" 0
+sim phook --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name phook --cluster "$T/pd1.conf" \
+    --router "$T/pd_hook.lua"
+want_rc 0
+want_sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id where u.name = 'phook'
+               and replica = 1 and prefill_replica = 0 and r.status = 'finished'" 2
+# a decode pool too small for any request: each is rejected at arrival with the reason
+printf "${PD1}kv_blocks = 10\n" >"$T/tiny.conf"
+sim ptiny --trace "$T/pd2.csv" "${LLAMA[@]}" --db "$D" --name ptiny --cluster "$T/tiny.conf"
+want_rc 0
+want_sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id where u.name = 'ptiny'
+               and r.status = 'rejected' and replica is null and reason like
+               'no decode replica can ever hold it: needs 63 KV blocks but one request can have at most 10 %'" 2
+end
