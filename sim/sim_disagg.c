@@ -83,8 +83,18 @@ static sim_pd_t *pd_of(sim_t *m, int32_t id) {
 int sim_disagg_routed(sim_t *m, const trace_req_t *q, int32_t prefill, int32_t decode) {
     sim_pd_t *x = pd_of(m, q->id);
     if (!x) return sim_fail(m, "out of memory (disaggregation)");
-    *x = (sim_pd_t){ .prefill = prefill, .decode = decode, .stage = SIM_PD_ROUTED };
+    *x = (sim_pd_t){ .prefill = prefill, .decode = decode, .stage = SIM_PD_ROUTED,
+                     .prompt = q->prompt_tokens };
+    m->reps[decode].incoming += x->prompt;
+    m->reps[decode].dirty = 1;
     return 0;
+}
+
+/* The request no longer weighs on its decode replica's incoming load (landed or ended). */
+static void uncount(sim_t *m, sim_pd_t *x) {
+    m->reps[x->decode].incoming -= x->prompt;
+    m->reps[x->decode].dirty = 1;
+    x->prompt = 0;
 }
 
 /* Reserves id on its decode replica and starts its transfer: 0, 1 no room, -1 failed. */
@@ -169,6 +179,7 @@ int sim_disagg_transfer_done(sim_t *m, int32_t id, double now) {
     if (sched_release(pre, id) != 0)
         return sim_fail(m, "prefill replica %d: %s", x->prefill, sched_errmsg(pre));
     x->stage = SIM_PD_LANDED;
+    uncount(m, x);
     sim_poke(m, x->decode);
     sim_poke(m, x->prefill);
     return 0;
@@ -176,7 +187,8 @@ int sim_disagg_transfer_done(sim_t *m, int32_t id, double now) {
 
 void sim_disagg_row(sim_t *m, const sched_req_t *q, rec_request_t *row) {
     if (!m->disagg || q->id >= m->pd_cap || m->pd[q->id].stage == SIM_PD_NONE) return;
-    const sim_pd_t *x = &m->pd[q->id];
+    sim_pd_t *x = &m->pd[q->id];
+    if (x->prompt) uncount(m, x); /* ended before its KV landed */
     row->has_pd = 1;
     row->prefill_replica = x->prefill;
     /* from the hand-off to the landing: back-pressure, the link's queue, the transfer */

@@ -49,6 +49,7 @@ typedef struct {
     cost_features_t feat;
     double host_s, step_start, step_sched, pushed_wake;
     int busy, poked, dirty;
+    double incoming;          /* decode side: prompt tokens routed here, KV not landed yet */
 } sim_rep_t;
 
 typedef struct {
@@ -62,6 +63,7 @@ enum { SIM_PD_NONE = 0, SIM_PD_ROUTED, SIM_PD_PENDING, SIM_PD_MOVING, SIM_PD_LAN
 typedef struct {
     int32_t prefill, decode;
     int32_t stage;
+    int32_t prompt;           /* counted in its decode replica's incoming until it lands */
     double handoff_s, end_s;
 } sim_pd_t;
 

@@ -69,7 +69,9 @@ static void refresh(sim_t *m, int32_t i) {
     x->free_blocks = v->free_blocks;
     x->total_blocks = v->num_blocks;
     x->prompt_tokens = prompt;
-    x->decode_tokens = decode;
+    /* a decode replica's coming work too: routing happens at arrival, long before the
+     * KV lands, and a burst would otherwise all look at the same idle replica */
+    x->decode_tokens = decode + m->reps[i].incoming;
     m->reps[i].dirty = 0;
 }
 

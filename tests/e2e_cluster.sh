@@ -304,7 +304,6 @@ want_err "--replicas and --cluster: give one of them"
 [ -f "$D" ] && bad " a database was left behind"
 end
 
-e2e_finish e2e_cluster
 
 # --- prefill/decode disaggregation (item 3)
 PD="[cluster]\nlink_latency_s = 0.001\nlink_bandwidth_gbps = 10\n"
@@ -384,6 +383,18 @@ run report "$BIN" report "$D"
 want_rc 0
 want_out_re "0 prefill +295 +295"
 want_out_re "1 decode +148 +148"
+# the shipped round_robin.lua takes prefill and decode replicas in turn, as the default
+sim bprr --trace "$T/bp.csv" "${LLAMA[@]}" --db "$D" --name bprr --cluster "$T/bp.conf" \
+    --router "$RT/round_robin.lua"
+want_rc 0
+[ "$(differ "$D" 1 2 "$ROWS_REQ, replica, prefill_replica, kv_transfer_s" requests)" = 0 ] ||
+    bad " round_robin.lua routes otherwise than the default"
+for r in least_loaded power_of_two prefix_affinity; do
+    sim "bp_$r" --trace "$T/bp.csv" "${LLAMA[@]}" --db "$D" --name "bp_$r" --cluster "$T/bp.conf" \
+        --router "$RT/$r.lua"
+    want_rc 0
+done
+want_sql "$D" "select count(*) from runs where status = 'done'" 5
 end
 
 begin "disaggregation: bad routers and pools fail or reject naming why"
@@ -420,3 +431,4 @@ want_sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id wh
                and r.status = 'rejected' and replica is null and reason like
                'no decode replica can ever hold it: needs 63 KV blocks but one request can have at most 10 %'" 2
 end
+e2e_finish e2e_cluster
