@@ -1,8 +1,9 @@
 /* router: a cluster's Lua router, which picks the replica for each arriving request.
  *
  * A router file returns { route = function(c, r) ... end, params = {...} } and optionally
- * route_decode(c, r), reserved for disaggregated clusters (checked at load; the simulator
- * does not run prefill/decode groups yet, sim/cluster.h). It runs in the policies' sandbox
+ * route_decode(c, r), which picks the decode replica of a disaggregated cluster when route
+ * gives one replica (called right after route; the simulator checks the roles:
+ * sim/sim_route.c). It runs in the policies' sandbox
  * with their limits and watchdog (lua_host.h: the same host, loaded as a router); --set
  * router.KEY=VALUE overrides its params as --set does a policy's. route returns
  *   - a replica index (1-based), optionally a second one (the decode replica),
