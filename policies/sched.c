@@ -856,7 +856,7 @@ int32_t sched_kv_refcount(const sched_t *s, int32_t block) { return kv_refcount(
 
 const sched_req_t *sched_find(const sched_t *s, int32_t id) {
     slot_t *x = map_get(s, id);
-    return x ? &x->pub : NULL;
+    return x && x->pub.state != SCHED_TRANSFER ? &x->pub : NULL;
 }
 
 /* 64-bit: n comes from policy code and may be anything. Saturates at INT32_MAX. */

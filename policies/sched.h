@@ -270,6 +270,8 @@ int sched_plan_pad(sched_t *s, int32_t num_tokens, int32_t ctx);
 void sched_wake_at(sched_t *s, double t);
 
 /* --- queries ------------------------------------------------------------------------ */
+/* A waiting or running request (NULL once final or in transit: it has left this
+ * replica's policy; the handoff hook's view stays valid until sched_release). */
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
 /* A live request's block table (*n = its num_blocks), or NULL for an unknown id. Borrowed:
  * valid until the request is next scheduled, preempted or finished. With prefix caching,

@@ -32,6 +32,7 @@ static void on_handoff(void *ud, const sched_req_t *r) {
         m->handed_cap = cap;
     }
     m->handed[m->n_handed++] = r->id;
+    m->pd[r->id].held = r; /* routed here, so pd covers the id */
 }
 
 int sim_disagg_setup(sim_t *m) {
@@ -101,7 +102,7 @@ static void uncount(sim_t *m, sim_pd_t *x) {
 static int start(sim_t *m, int32_t id, double now) {
     sim_pd_t *x = &m->pd[id];
     sched_t *dec = m->scheds[x->decode];
-    const sched_req_t *from = sched_find(m->scheds[x->prefill], id);
+    const sched_req_t *from = x->held;
     if (!from) return sim_fail(m, "request %d is not held by prefill replica %d", id, x->prefill);
     int rc = sched_add_transfer(dec, from, now);
     if (rc < 0) return sim_fail(m, "decode replica %d: %s", x->decode, sched_errmsg(dec));
@@ -179,6 +180,7 @@ int sim_disagg_transfer_done(sim_t *m, int32_t id, double now) {
     if (sched_release(pre, id) != 0)
         return sim_fail(m, "prefill replica %d: %s", x->prefill, sched_errmsg(pre));
     x->stage = SIM_PD_LANDED;
+    x->held = NULL;
     uncount(m, x);
     sim_poke(m, x->decode);
     sim_poke(m, x->prefill);

@@ -64,6 +64,7 @@ typedef struct {
     int32_t prefill, decode;
     int32_t stage;
     int32_t prompt;           /* counted in its decode replica's incoming until it lands */
+    const sched_req_t *held;  /* the prefill side's view from the hand-off to the release */
     double handoff_s, end_s;
 } sim_pd_t;
 

@@ -17,7 +17,7 @@ START_TEST(reads_groups) {
     sim_cluster_t c;
     char err[512];
     int rc = read_src("# a comment\n[cluster]\nrouter = r.lua\nset.w = 3\nset.k = x\n"
-                      "link_latency_s = 0.001\nlink_bandwidth_gbps = 25\n\n"
+                      "link_latency_s = 0.001\nlink_bandwidth_gbps = 25\nlinks = shared\n\n"
                       "[group pre]\ncount = 2\nrole = prefill\nmodel = llama-3-8b\nhw = h100\n"
                       "tp = 2\npolicy = p.lua\nset.chunk = 256\nkv_blocks = 999\n"
                       "gpu_util = 0.8\n[ group dec ]\ncount = 3\nrole = decode\n",
@@ -32,9 +32,10 @@ START_TEST(reads_groups) {
     ck_assert_str_eq(c.router_sets[1], "k=x");
     ck_assert_double_eq_tol(c.link_latency_s, 0.001, 1e-15);
     ck_assert_double_eq_tol(c.link_bandwidth, 25e9, 1e-3);
+    ck_assert_int_eq(c.link_shared, 1);
     const sim_group_t *g = &c.groups[0];
     ck_assert_str_eq(g->name, "pre");
-    ck_assert_int_eq(g->line, 9);
+    ck_assert_int_eq(g->line, 10);
     ck_assert_int_eq(g->count, 2);
     ck_assert_int_eq(g->role, SIM_ROLE_PREFILL);
     ck_assert_str_eq(g->model, "llama-3-8b");
@@ -57,6 +58,7 @@ START_TEST(reads_groups) {
     ck_assert_int_eq(c.replicas, 4);
     ck_assert_int_eq(c.disaggregated, 0);
     ck_assert_int_eq(c.groups[0].role, SIM_ROLE_MIXED);
+    ck_assert_int_eq(c.link_shared, 0); /* a link per prefill->decode pair by default */
     ck_assert_str_eq(c.router, "");
     ck_assert_double_eq_tol(c.link_bandwidth, 50e9, 1e-3);
     sim_cluster_free(&c);
@@ -97,6 +99,8 @@ START_TEST(mistakes_name_file_and_line) {
     refused("[group m]\ncount = 1\n[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 1\n"
             "role = decode\n", 1, "group 'm' is mixed beside prefill and decode groups");
     refused("[group a]\ncount 1\n", 2, "expected 'key = value'");
+    refused("[cluster]\nlinks = mesh\n[group a]\ncount = 1\n", 2,
+            "links must be pair (one link per prefill->decode pair) or shared");
     sim_cluster_t c;
     char err[512];
     ck_assert_int_eq(sim_cluster_read("/nonexistent/c.conf", &c, err, sizeof err), -1);

@@ -515,13 +515,18 @@ END_TEST
 
 /* ------------------------------------------------------------------ disaggregation */
 
-typedef struct { int calls; int32_t id, state; } handoff_probe_t;
+typedef struct {
+    int calls;
+    int32_t id, state;
+    const sched_req_t *views[8]; /* by id: valid from the hand-off until sched_release */
+} handoff_probe_t;
 
 static void on_handoff(void *ud, const sched_req_t *r) {
     handoff_probe_t *h = ud;
     h->calls++;
     h->id = r->id;
     h->state = r->state;
+    if (r->id >= 0 && r->id < 8) h->views[r->id] = r;
 }
 
 static void add_prefill(sched_t *s, int32_t id, double t, int32_t prompt, int32_t out) {
@@ -537,8 +542,8 @@ static const sched_req_t *prefill(sched_t *P, handoff_probe_t *h, int32_t id, do
     ck_assert_int_eq(sched_commit(P, plan, NULL, t), 0);
     ck_assert_int_eq(h->calls, calls + 1);
     ck_assert_int_eq(h->id, id);
-    const sched_req_t *r = sched_find(P, id);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_null(sched_find(P, id)); /* gone from the policy's sight */
+    const sched_req_t *r = h->views[id];
     ck_assert_int_eq(r->state, SCHED_TRANSFER);
     return r;
 }
@@ -619,9 +624,9 @@ START_TEST(transfer_waits_for_decode_room) {
     ck_assert_int_eq(sched_commit(P, plan, NULL, 1), 0);
     ck_assert_int_eq(h.calls, 2);
     ck_assert_int_eq(sched_kv_used(P), 6);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 1), 1), 0);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[1], 1), 0);
     /* 3 more blocks do not fit in the 2 left: nothing changes, the KV stays on P */
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), 1), 1);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[2], 1), 1);
     ck_assert_ptr_null(sched_find(D, 2));
     ck_assert_int_eq(sched_kv_used(D), 3);
     ck_assert_int_eq(sched_num_unfinished(D), 1);
@@ -631,12 +636,12 @@ START_TEST(transfer_waits_for_decode_room) {
     ck_assert_int_eq(sched_kv_used(P), 3);
     double t = 2;
     while (pd.finished == 0) { /* request 1 decodes to its end and frees D */
-        ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), t), 1);
+        ck_assert_int_eq(sched_add_transfer(D, h.views[2], t), 1);
         plan = step(D, t);
         ck_assert_int_le(sched_kv_used(D), sched_kv_total(D));
         ck_assert_int_eq(sched_commit(D, plan, NULL, t += 1), 0);
     }
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), t), 0);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[2], t), 0);
     ck_assert_int_eq(sched_kv_used(D), 3);
     /* a request that could never fit here is an error, not a wait */
     add_prefill(P, 3, t, 100, 20);
@@ -646,10 +651,11 @@ START_TEST(transfer_waits_for_decode_room) {
     ck_assert_int_eq(sched_can_ever_hold(D, 100, 20, why, sizeof why), 0);
     ck_assert_ptr_nonnull(strstr(why, "KV blocks"));
     ck_assert_int_eq(sched_can_ever_hold(D, 40, 20, why, sizeof why), 1);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 3), t + 1), -1);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[3], t + 1), -1);
     ck_assert_ptr_nonnull(strstr(sched_errmsg(D), "can never run here"));
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), t + 1), -1); /* duplicate */
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(D, 2), t + 1), -1); /* not handed off */
+    ck_assert_int_eq(sched_add_transfer(D, h.views[2], t + 1), -1); /* duplicate */
+    add(D, 7, t, 10, 5);
+    ck_assert_int_eq(sched_add_transfer(D, sched_find(D, 7), t + 1), -1); /* not handed off */
     sched_free(P);
     sched_free(D);
 }
@@ -666,8 +672,8 @@ START_TEST(reserved_transfers_count_against_max_seqs) {
     add_prefill(P, 2, 0, 10, 5);
     const sched_plan_t *plan = step(P, 0);
     ck_assert_int_eq(sched_commit(P, plan, NULL, 1), 0);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 1), 1), 0);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), 1), 1); /* blocks free, no seq */
+    ck_assert_int_eq(sched_add_transfer(D, h.views[1], 1), 0);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[2], 1), 1); /* blocks free, no seq */
     /* nor can a waiting request take the reserved sequence (the core refuses the plan) */
     add(D, 9, 1, 10, 5);
     ck_assert_int_eq(sched_running_seqs(D), 1);
@@ -696,8 +702,8 @@ START_TEST(transit_requests_abort_and_recompute) {
     add_prefill(P, 2, 0, 40, 5);
     const sched_plan_t *plan = step(P, 0);
     ck_assert_int_eq(sched_commit(P, plan, NULL, 1), 0);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 1), 1), 0);
-    ck_assert_int_eq(sched_add_transfer(D, sched_find(P, 2), 1), 0);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[1], 1), 0);
+    ck_assert_int_eq(sched_add_transfer(D, h.views[2], 1), 0);
     ck_assert_int_eq(sched_transfer_done(D, 1, 2), 0);
     ck_assert_int_eq(sched_release(P, 1), 0);
     /* preempted on the decode replica: recomputes prompt + first token there */
