@@ -2,7 +2,10 @@
  * replica steps, with at most one step in flight each and step numbers unique in the run;
  * a seeded router routes the same way twice and differently under another seed; the
  * built-in round robin deals requests in turn; a router that returns nothing fails the
- * run, naming the router's line, with every request recorded. */
+ * run, naming the router's line, with every request recorded; a prefill/decode cluster
+ * with a small decode pool keeps every replica's KV within its cache, prefills only on
+ * the prefill replica, decodes every token after the first on the decode replicas, and
+ * applies back-pressure (transfers that waited for room). */
 #include "sim/sim.h"
 #include "tests/testutil.h"
 
@@ -131,6 +134,59 @@ START_TEST(a_router_without_a_decision_fails_the_run) {
 }
 END_TEST
 
+/* Per step of a disaggregated run: KV within the cache, what each role computed. */
+typedef struct {
+    int over;
+    long long decode_on_prefill, prefill_on_decode, decode_on_decode;
+} pd_seen_t;
+
+static int on_pd_step(void *ud, const sim_step_info_t *si) {
+    pd_seen_t *s = ud;
+    if (si->kv_used > si->kv_total) s->over = 1;
+    if (si->replica == 0) s->decode_on_prefill += si->plan->decode_tokens;
+    else {
+        s->prefill_on_decode += si->plan->prefill_tokens;
+        s->decode_on_decode += si->plan->decode_tokens;
+    }
+    return 0;
+}
+
+START_TEST(disaggregation_keeps_kv_within_each_cache) {
+    char err[1024], conf[256];
+    ck_assert_ptr_nonnull(testutil_write_tmp(conf, sizeof conf, ".conf",
+        "[cluster]\nlink_latency_s = 0.001\nlink_bandwidth_gbps = 5\n"
+        "[group p]\ncount = 1\nrole = prefill\n"
+        "[group d]\ncount = 2\nrole = decode\nkv_blocks = 120\n"));
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    o.trace_path = trace;
+    o.policy_path = "policies/continuous.lua";
+    o.db_path = db;
+    o.model = "llama-3-8b";
+    o.hw = "h100";
+    o.cluster_path = conf;
+    pd_seen_t s = {0};
+    o.on_step = on_pd_step;
+    o.hook_ud = &s;
+    sim_result_t res;
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(s.over, 0);
+    ck_assert_int_eq(s.decode_on_prefill, 0);
+    ck_assert_int_eq(q("SELECT count(*) FROM requests WHERE status != 'finished' OR "
+                       "generated_tokens != output_tokens OR prefill_replica != 0 OR "
+                       "(output_tokens > 1 AND replica NOT IN (1, 2))"), 0);
+    /* every token after the first comes from a decode replica: a decode step's, or (once
+     * per preemption there) the sampled end of its recompute, a prefill on that replica */
+    long long pre = q("SELECT sum(preemptions) FROM requests");
+    ck_assert_int_eq(s.decode_on_decode + pre, q("SELECT sum(output_tokens - 1) FROM requests"));
+    ck_assert_int_eq(pre > 0, s.prefill_on_decode > 0);
+    /* back-pressure: some transfers waited well beyond their link time */
+    ck_assert_int_gt(q("SELECT count(*) FROM requests WHERE kv_transfer_s > "
+                       "0.001 + prompt_tokens * 131072 / 5e9 + 0.01"), 0);
+    unlink(conf);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sim_cluster");
     TCase *tc = tcase_create("core");
@@ -139,6 +195,7 @@ int main(void) {
     tcase_add_test(tc, every_replica_steps_one_at_a_time);
     tcase_add_test(tc, a_seeded_router_routes_the_same_way);
     tcase_add_test(tc, a_router_without_a_decision_fails_the_run);
+    tcase_add_test(tc, disaggregation_keeps_kv_within_each_cache);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }
