@@ -2,9 +2,9 @@
  * and a Lua policy, costs each planned step with a cost model (roofline by default) instead
  * of running it, and writes the same records as the engine.
  *
- * Events (arrivals, step completions, policy wake-ups) sit on a binary heap; one step is in
- * flight per replica. Events at the same time are all applied before the policy is asked
- * for the next step. The trace is streamed: one arrival is read ahead at a time.
+ * Events (arrivals, step completions, policy wake-ups, KV transfers' ends) sit on a binary
+ * heap; one step is in flight per replica. Events at the same time are all applied before
+ * the policy is asked for the next step. The trace is streamed: one arrival is read ahead at a time.
  *
  * A cluster (--replicas N, or --cluster FILE: sim/cluster.h) is N replicas, each with its
  * own scheduler, policy instance, KV cache and cost model (sim/replica.c), behind a router
@@ -14,7 +14,9 @@
  * a step, in the order they were touched. Step numbers are the run's, in the order steps
  * end. With neither option the run is the single-replica simulator: identical requests
  * and steps rows (replica 0) and one replicas row. The client-side front end below is the
- * cluster's (one API gateway before the router).
+ * cluster's (one API gateway before the router). A cluster of prefill and decode groups
+ * prefills each request on one replica and decodes it on another after a KV transfer
+ * (sim/sim_disagg.c: routing at arrival, back-pressure, links; docs/cluster.md).
  *
  * Invariants:
  *  - Deterministic: same trace, policy, params, presets and seed => identical records
