@@ -13,14 +13,18 @@ static const char SQL_N[] =
     "  ifnull((SELECT max(replica) + 1 FROM steps WHERE run_id = ?1), 0))";
 static const char SQL_ROLES[] = "SELECT replica, role FROM replicas WHERE run_id = ?1";
 /* A disaggregated run's requests count on both sides: at the replica that decoded (or
- * ended) them and, when another, at the one that prefilled them (its prompts, its cache
- * hits and the first tokens it emitted). */
+ * ended) them and, when another, at the one that prefilled them, which alone has their
+ * prompts, cache hits and first tokens (so a decode replica shows none). */
 static const char SQL_REQS[] =
-    "SELECT r, count(*), sum(status = 'finished'), sum(cached_tokens), "
-    "sum(prompt_tokens), avg(ttft_s) FROM (SELECT replica AS r, * FROM requests "
-    "WHERE run_id = ?1 AND replica IS NOT NULL UNION ALL SELECT prefill_replica AS r, * "
-    "FROM requests WHERE run_id = ?1 AND prefill_replica IS NOT NULL "
-    "AND prefill_replica IS NOT replica) GROUP BY r";
+    "SELECT r, count(*), sum(status = 'finished'), sum(cached), sum(prompt), avg(ttft) "
+    "FROM (SELECT replica AS r, status, "
+    "  CASE WHEN prefill_replica != replica THEN NULL ELSE cached_tokens END AS cached, "
+    "  CASE WHEN prefill_replica != replica THEN NULL ELSE prompt_tokens END AS prompt, "
+    "  CASE WHEN prefill_replica != replica THEN NULL ELSE ttft_s END AS ttft "
+    "  FROM requests WHERE run_id = ?1 AND replica IS NOT NULL "
+    "UNION ALL SELECT prefill_replica, status, cached_tokens, prompt_tokens, ttft_s "
+    "  FROM requests WHERE run_id = ?1 AND prefill_replica IS NOT NULL "
+    "  AND prefill_replica IS NOT replica) GROUP BY r";
 static const char SQL_STEPS[] =
     "SELECT replica, count(*), sum(dur_s), "
     "sum(CASE WHEN kv_total > 0 THEN dur_s * kv_used / kv_total END), "

@@ -382,7 +382,7 @@ want_sql "$D" "select count(*) from requests where status = 'rejected' and repli
 run report "$BIN" report "$D"
 want_rc 0
 want_out_re "0 prefill +295 +295"
-want_out_re "1 decode +148 +148"
+want_out_re "1 decode +148 +148 +[0-9]+ +[0-9.]+% +[0-9.]+% +- +-$"
 # the shipped round_robin.lua takes prefill and decode replicas in turn, as the default
 sim bprr --trace "$T/bp.csv" "${LLAMA[@]}" --db "$D" --name bprr --cluster "$T/bp.conf" \
     --router "$RT/round_robin.lua"
