@@ -1,8 +1,9 @@
-/* sched: see sched.h. Requests live in a chunked pool (views never move), indexed by id in
- * an open-addressing table; the waiting queue and the running list hold pointers into it.
- * Queue surgery decided while a plan is built (admissions, preemptions, policy rejections)
- * is deferred to the end of sched_step so that the policy's indexes stay stable during its
- * call. */
+/* sched: see sched.h (disaggregation's hand-offs are in sched_transfer.c; the state both
+ * share is in sched_internal.h). Requests live in a chunked pool (views never move),
+ * indexed by id in an open-addressing table; the waiting queue and the running list hold
+ * pointers into it. Queue surgery decided while a plan is built (admissions, preemptions,
+ * policy rejections) is deferred to the end of sched_step so that the policy's indexes
+ * stay stable during its call. */
 #include "policies/sched.h"
 
 #include <math.h>
@@ -11,77 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/kv.h"
-#include "policies/prefix.h"
-#include "policies/rng.h"
-
-enum { POOL_CHUNK = 1024 };
-
-/* Private part of a request; the public view comes first so the two convert freely. */
-typedef struct slot {
-    sched_req_t pub;
-    int32_t *blocks;
-    int32_t blocks_cap;
-    uint8_t in_plan;     /* scheduled in the plan being built */
-    uint8_t leaving;     /* reached a final state in this step or commit: remove + recycle */
-    uint8_t preempted_now;
-    uint8_t admitted_now; /* moved from the queue into this step's plan */
-    uint8_t handoff;      /* prefill only: handed off after its first token */
-    prefix_t *prefix;     /* prompt block hashes, only with prefix caching (kept out of
-                           * line: the per-step loops touch every slot) */
-    struct slot *next_free;
-} slot_t;
-
-typedef struct chunk {
-    struct chunk *next;
-    slot_t slots[POOL_CHUNK];
-} chunk_t;
-
-typedef struct {
-    slot_t **v;
-    int32_t head, n, cap; /* items v[head .. head+n-1] */
-} queue_t;
-
-struct sched {
-    sched_config_t cfg;
-    sched_policy_t policy;
-    sched_sink_fn sink;
-    void *sink_ud;
-    kv_t *kv;
-    rng_t rng;
-    char err[8192]; /* policy errors carry a Lua traceback */
-
-    chunk_t *chunks;
-    slot_t *free_slots;
-    /* id -> slot, linear probing with backward-shift deletion; cap is a power of two */
-    slot_t **map;
-    int32_t map_cap, map_n;
-
-    queue_t waiting;
-    queue_t running;
-    queue_t transit;      /* SCHED_TRANSFER: handed off (prefill) or reserved (decode) */
-    sched_handoff_fn handoff_fn;
-    void *handoff_ud;
-    int32_t reserved;     /* transit members reserved here (decode side): they count as
-                           * running sequences, so that max_seqs holds when they arrive */
-
-    sched_entry_t *entries;
-    sched_pad_t *pads;
-    int32_t entries_cap, pads_cap;
-    sched_plan_t plan;
-    int64_t steps;
-    int in_step;          /* inside the schedule hook: plan calls allowed */
-    int need_compact;     /* waiting/running contain slots that must move */
-    int stalled;
-    int64_t total_preemptions;
-    int32_t num_unfinished;
-    int32_t wait_out;     /* queue members that left the queue since the last compaction */
-    int32_t admitted;     /* requests admitted in the plan being built */
-    slot_t **scratch;     /* preempted slots during compaction */
-    int32_t scratch_cap;
-
-    sched_view_t view;
-};
+#include "policies/sched_internal.h"
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -108,7 +39,7 @@ void sched_set_error(sched_t *s, const char *fmt, ...) {
 const char *sched_errmsg(const sched_t *s) { return s->err; }
 const sched_config_t *sched_config(const sched_t *s) { return &s->cfg; }
 
-static int queue_reserve(queue_t *q, int32_t need_front, int32_t need_back) {
+int sched_queue_reserve(queue_t *q, int32_t need_front, int32_t need_back) {
     if (q->head >= need_front && q->head + q->n + need_back <= q->cap) return 0;
     /* Slack at the front too: preemptions prepend, and every step reserves room for them. */
     int32_t front = need_front + need_front / 2 + 16;
@@ -123,13 +54,13 @@ static int queue_reserve(queue_t *q, int32_t need_front, int32_t need_back) {
     return 0;
 }
 
-static int queue_push_back(queue_t *q, slot_t *x) {
-    if (queue_reserve(q, 0, 1)) return -1;
+int sched_queue_push_back(queue_t *q, slot_t *x) {
+    if (sched_queue_reserve(q, 0, 1)) return -1;
     q->v[q->head + q->n++] = x;
     return 0;
 }
 
-static slot_t *queue_at(const queue_t *q, int32_t i) { return q->v[q->head + i]; }
+slot_t *sched_queue_at(const queue_t *q, int32_t i) { return q->v[q->head + i]; }
 
 /* ------------------------------------------------------------------ id map */
 
@@ -152,7 +83,7 @@ static int map_grow(sched_t *s) {
     return 0;
 }
 
-static slot_t *map_get(const sched_t *s, int32_t id) {
+slot_t *sched_map_get(const sched_t *s, int32_t id) {
     if (!s->map_cap) return NULL;
     uint32_t mask = (uint32_t)s->map_cap - 1, h = map_hash(id) & mask;
     for (slot_t *x; (x = s->map[h]); h = (h + 1) & mask)
@@ -160,7 +91,7 @@ static slot_t *map_get(const sched_t *s, int32_t id) {
     return NULL;
 }
 
-static int map_put(sched_t *s, slot_t *x) {
+int sched_map_put(sched_t *s, slot_t *x) {
     if ((s->map_n + 1) * 2 > s->map_cap && map_grow(s)) return -1;
     uint32_t mask = (uint32_t)s->map_cap - 1, h = map_hash(x->pub.id) & mask;
     while (s->map[h]) h = (h + 1) & mask;
@@ -189,7 +120,7 @@ static void map_del(sched_t *s, int32_t id) {
 
 /* ------------------------------------------------------------------ pool */
 
-static slot_t *slot_get(sched_t *s) {
+slot_t *sched_slot_get(sched_t *s) {
     if (!s->free_slots) {
         chunk_t *c = calloc(1, sizeof *c);
         if (!c) return NULL;
@@ -209,7 +140,7 @@ static slot_t *slot_get(sched_t *s) {
     return x;
 }
 
-static void slot_put(sched_t *s, slot_t *x) {
+void sched_slot_put(sched_t *s, slot_t *x) {
     map_del(s, x->pub.id);
     if (x->prefix) prefix_clear(x->prefix);
     free(x->prefix);
@@ -281,7 +212,7 @@ void sched_set_sink(sched_t *s, sched_sink_fn fn, void *ud) {
     s->sink_ud = ud;
 }
 
-static void view_sync(sched_t *s) {
+void sched_view_sync(sched_t *s) {
     s->view.waiting = (const sched_req_t *const *)(s->waiting.v ? s->waiting.v + s->waiting.head : NULL);
     s->view.n_waiting = s->waiting.n;
     s->view.running = (const sched_req_t *const *)(s->running.v ? s->running.v + s->running.head : NULL);
@@ -295,7 +226,7 @@ const sched_view_t *sched_view(const sched_t *s) { return &s->view; }
  * happen in compact(), after the current call. */
 static void compact_lists_and_recycle(sched_t *s);
 
-static void finalize(sched_t *s, slot_t *x, int32_t state, const char *reason) {
+void sched_finalize(sched_t *s, slot_t *x, int32_t state, const char *reason) {
     if (x->pub.num_blocks && kv_release(s->kv, x->blocks, x->pub.num_blocks) != 0) {
         /* Cannot happen unless the block tables are corrupt; keep going, but say so. */
         fprintf(stderr, "twinserve: internal error: bad KV release for request %d\n", x->pub.id);
@@ -308,7 +239,7 @@ static void finalize(sched_t *s, slot_t *x, int32_t state, const char *reason) {
 }
 
 static void reject(sched_t *s, slot_t *x, const char *reason) {
-    finalize(s, x, SCHED_REJECTED, reason);
+    sched_finalize(s, x, SCHED_REJECTED, reason);
 }
 
 /* Vidur's trace loader: a request longer than the context loses the excess from prompt and
@@ -356,17 +287,17 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         clip_to_context(&clipped, s->cfg.max_model_len);
         r = &clipped;
     }
-    if (map_get(s, r->id)) {
+    if (sched_map_get(s, r->id)) {
         sched_set_error(s, "duplicate request id %d", r->id);
         return -1;
     }
     /* Room in the queue first, so that a failure leaves no half-added request behind. */
-    if (queue_reserve(&s->waiting, 0, 1)) goto oom;
-    slot_t *x = slot_get(s);
+    if (sched_queue_reserve(&s->waiting, 0, 1)) goto oom;
+    slot_t *x = sched_slot_get(s);
     if (!x) goto oom;
     sched_req_t *q = &x->pub;
     q->id = r->id;
-    if (map_put(s, x)) {
+    if (sched_map_put(s, x)) {
         x->next_free = s->free_slots;
         s->free_slots = x;
         goto oom;
@@ -402,8 +333,8 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         sched_can_ever_hold(s, r->prompt_tokens, out, why, sizeof why);
     if (why[0]) {
         reject(s, x, why);
-        slot_put(s, x); /* never queued */
-        view_sync(s);   /* the queue_reserve above may have moved the waiting list */
+        sched_slot_put(s, x); /* never queued */
+        sched_view_sync(s);   /* the queue_reserve above may have moved the waiting list */
         return 0;
     }
     /* With caching on every request keys its blocks, hashed or not: its own blocks (the
@@ -412,13 +343,13 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now) {
         (!(x->prefix = calloc(1, sizeof *x->prefix)) ||
          prefix_set(x->prefix, r->id, r->hash_ids, r->n_hash, r->hash_block, r->prompt_tokens,
                     s->cfg.block_size) != 0)) {
-        finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
-        slot_put(s, x);
-        view_sync(s);
+        sched_finalize(s, x, SCHED_REJECTED, "out of memory for its prefix hashes");
+        sched_slot_put(s, x);
+        sched_view_sync(s);
         return 0;
     }
     s->waiting.v[s->waiting.head + s->waiting.n++] = x; /* reserved above */
-    view_sync(s);
+    sched_view_sync(s);
     if (s->policy.on_arrival && s->policy.on_arrival(s->policy.ud, s, q) != 0) return -1;
     return 0;
 oom:
@@ -437,26 +368,26 @@ static int keep_waiting(const slot_t *x) {
  * final ones leave and are recycled. */
 static void compact_lists_and_recycle(sched_t *s) {
     if (!s->need_compact) {
-        view_sync(s);
+        sched_view_sync(s);
         return;
     }
     queue_t *R = &s->running, *W = &s->waiting;
     int32_t w = 0, npre = 0; /* scratch holds every preemption: sched_plan_preempt grew it */
     for (int32_t i = 0; i < R->n; i++) {
-        slot_t *x = queue_at(R, i);
+        slot_t *x = sched_queue_at(R, i);
         if (x->pub.state == SCHED_RUNNING) R->v[R->head + w++] = x;
         else if (x->pub.state == SCHED_PREEMPTED) s->scratch[npre++] = x;
-        else if (x->pub.state == SCHED_TRANSFER) queue_push_back(&s->transit, x); /* reserved */
-        else slot_put(s, x);
+        else if (x->pub.state == SCHED_TRANSFER) sched_queue_push_back(&s->transit, x); /* reserved */
+        else sched_slot_put(s, x);
     }
     R->n = w;
 
     /* Admissions are usually a prefix of the queue (FCFS): pop those in O(k) and scan the
      * rest only when some members left from further back. */
     int32_t left = s->wait_out;
-    while (left > 0 && W->n > 0 && !keep_waiting(queue_at(W, 0))) {
-        slot_t *x = queue_at(W, 0);
-        if (x->leaving) slot_put(s, x);
+    while (left > 0 && W->n > 0 && !keep_waiting(sched_queue_at(W, 0))) {
+        slot_t *x = sched_queue_at(W, 0);
+        if (x->leaving) sched_slot_put(s, x);
         W->head++;
         W->n--;
         left--;
@@ -464,15 +395,15 @@ static void compact_lists_and_recycle(sched_t *s) {
     if (left > 0) {
         w = 0;
         for (int32_t i = 0; i < W->n; i++) {
-            slot_t *x = queue_at(W, i);
+            slot_t *x = sched_queue_at(W, i);
             if (keep_waiting(x)) W->v[W->head + w++] = x;
-            else if (x->leaving) slot_put(s, x);
+            else if (x->leaving) sched_slot_put(s, x);
         }
         W->n = w;
     }
     s->wait_out = 0;
 
-    if (npre && queue_reserve(W, npre, 0) == 0) {
+    if (npre && sched_queue_reserve(W, npre, 0) == 0) {
         for (int32_t i = npre - 1; i >= 0; i--) {
             s->scratch[i]->preempted_now = 0;
             W->v[--W->head] = s->scratch[i];
@@ -483,10 +414,10 @@ static void compact_lists_and_recycle(sched_t *s) {
         slot_t *x = (slot_t *)s->entries[i].req;
         if (!x->admitted_now) continue;
         x->admitted_now = 0;
-        if (x->pub.state == SCHED_RUNNING) queue_push_back(R, x);
+        if (x->pub.state == SCHED_RUNNING) sched_queue_push_back(R, x);
     }
     s->need_compact = 0;
-    view_sync(s);
+    sched_view_sync(s);
 }
 
 /* ------------------------------------------------------------------ the step */
@@ -499,12 +430,12 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
     s->admitted = 0;
     /* The queue moves this step can make (every waiting request admitted, every running one
      * preempted) get their room now, so the compaction after the policy cannot fail. */
-    if (queue_reserve(&s->running, 0, s->waiting.n) ||
-        queue_reserve(&s->waiting, s->running.n, 0)) {
+    if (sched_queue_reserve(&s->running, 0, s->waiting.n) ||
+        sched_queue_reserve(&s->waiting, s->running.n, 0)) {
         sched_set_error(s, "out of memory before step %lld", (long long)s->steps);
         return -1;
     }
-    view_sync(s);
+    sched_view_sync(s);
     s->in_step = 1;
     int rc = s->policy.schedule(s->policy.ud, s, now);
     s->in_step = 0;
@@ -536,7 +467,7 @@ static int plan_guard(sched_t *s, const char *what) {
 }
 
 static slot_t *plan_lookup(sched_t *s, int32_t id, const char *what) {
-    slot_t *x = map_get(s, id);
+    slot_t *x = sched_map_get(s, id);
     if (!x) {
         sched_set_error(s, "illegal plan: %s of unknown request id %d (not waiting or running: "
                         "finished, rejected, or not arrived yet)", what, id);
@@ -550,7 +481,7 @@ static slot_t *plan_lookup(sched_t *s, int32_t id, const char *what) {
     return x;
 }
 
-static int grow(void **v, int32_t *cap, int32_t need, size_t size) {
+int sched_grow(void **v, int32_t *cap, int32_t need, size_t size) {
     if (need <= *cap) return 0;
     int32_t c = *cap ? *cap * 2 : 64;
     while (c < need) c *= 2;
@@ -622,7 +553,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
     if (x->prefix && q->computed == 0 && q->num_blocks == 0) {
         int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
-        if (grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
+        if (sched_grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
         hits = prefix_match(x->prefix, s->kv, most, x->blocks, &idle);
         /* Taking an idle cached block uses up a free one. Take fewer hits rather than fail:
          * with none the call needs exactly what sched_can_allocate checked. */
@@ -644,8 +575,8 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                         kv_num_free(s->kv));
         return -1;
     }
-    if (grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
-        grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t)))
+    if (sched_grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
+        sched_grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t)))
         goto oom;
     if (hits) {
         for (int32_t j = 0; j < hits; j++) kv_cache_acquire(s->kv, x->blocks[j]);
@@ -704,7 +635,7 @@ int sched_plan_preempt(sched_t *s, int32_t id) {
     }
     /* Room to move it to the queue at the end of the step, reserved now so that the
      * compaction itself cannot fail. */
-    if (grow((void **)&s->scratch, &s->scratch_cap, s->plan.num_preempted + 1, sizeof(slot_t *))) {
+    if (sched_grow((void **)&s->scratch, &s->scratch_cap, s->plan.num_preempted + 1, sizeof(slot_t *))) {
         sched_set_error(s, "out of memory preempting request %d", id);
         return -1;
     }
@@ -732,7 +663,7 @@ int sched_plan_reject(sched_t *s, int32_t id, const char *reason) {
     }
     char why[256];
     snprintf(why, sizeof why, "rejected by policy: %s", reason && *reason ? reason : "no reason given");
-    finalize(s, x, SCHED_REJECTED, why);
+    sched_finalize(s, x, SCHED_REJECTED, why);
     s->wait_out++;
     s->plan.num_rejected++;
     return 0;
@@ -754,7 +685,7 @@ int sched_plan_pad(sched_t *s, int32_t n, int32_t ctx) {
     }
     /* Padding fills slots of the batch's shape; it costs tokens but is not a sequence. */
     if (budget_check(s, n, 0, -1)) return -1;
-    if (grow((void **)&s->pads, &s->pads_cap, s->plan.n_pads + 1, sizeof(sched_pad_t))) {
+    if (sched_grow((void **)&s->pads, &s->pads_cap, s->plan.n_pads + 1, sizeof(sched_pad_t))) {
         sched_set_error(s, "out of memory padding the plan");
         return -1;
     }
@@ -776,7 +707,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
     int rc = 0;
     s->view.now = now;
     /* room for every entry to be handed off, so that the compaction cannot fail */
-    if (queue_reserve(&s->transit, 0, plan->n)) {
+    if (sched_queue_reserve(&s->transit, 0, plan->n)) {
         sched_set_error(s, "out of memory committing step %lld", (long long)plan->step);
         return -1;
     }
@@ -811,7 +742,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
         }
         if (q->generated >= q->true_output_tokens) {
             q->finish_s = now;
-            finalize(s, x, SCHED_FINISHED, NULL);
+            sched_finalize(s, x, SCHED_FINISHED, NULL);
             if (s->policy.on_finish && s->policy.on_finish(s->policy.ud, s, q) != 0) rc = -1;
         } else if (x->handoff) { /* prefilled: its blocks stay until sched_release */
             q->state = SCHED_TRANSFER;
@@ -826,17 +757,17 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
 
 void sched_abort_all(sched_t *s, const char *reason) {
     while (s->transit.n > 0) { /* not in the lists below: ended and recycled here */
-        slot_t *x = queue_at(&s->transit, --s->transit.n);
-        finalize(s, x, SCHED_ABORTED, reason);
-        slot_put(s, x);
+        slot_t *x = sched_queue_at(&s->transit, --s->transit.n);
+        sched_finalize(s, x, SCHED_ABORTED, reason);
+        sched_slot_put(s, x);
     }
     s->reserved = 0;
     queue_t *lists[2] = { &s->running, &s->waiting };
     for (int l = 0; l < 2; l++)
         for (int32_t i = 0; i < lists[l]->n; i++) {
-            slot_t *x = queue_at(lists[l], i);
+            slot_t *x = sched_queue_at(lists[l], i);
             if (x->pub.state < SCHED_FINISHED) {
-                finalize(s, x, SCHED_ABORTED, reason);
+                sched_finalize(s, x, SCHED_ABORTED, reason);
                 if (l == 1) s->wait_out++;
             }
         }
@@ -847,7 +778,7 @@ void sched_abort_all(sched_t *s, const char *reason) {
 /* ------------------------------------------------------------------ queries */
 
 const int32_t *sched_req_blocks(const sched_t *s, int32_t id, int32_t *n) {
-    const slot_t *x = map_get(s, id);
+    const slot_t *x = sched_map_get(s, id);
     *n = x ? x->pub.num_blocks : 0;
     return x ? x->blocks : NULL;
 }
@@ -855,7 +786,7 @@ const int32_t *sched_req_blocks(const sched_t *s, int32_t id, int32_t *n) {
 int32_t sched_kv_refcount(const sched_t *s, int32_t block) { return kv_refcount(s->kv, block); }
 
 const sched_req_t *sched_find(const sched_t *s, int32_t id) {
-    slot_t *x = map_get(s, id);
+    slot_t *x = sched_map_get(s, id);
     return x && x->pub.state != SCHED_TRANSFER ? &x->pub : NULL;
 }
 
@@ -867,19 +798,19 @@ static int32_t blocks_needed(const sched_t *s, const slot_t *x, int64_t n) {
 }
 
 int32_t sched_blocks_needed(const sched_t *s, int32_t id, int32_t n) {
-    const slot_t *x = map_get(s, id);
+    const slot_t *x = sched_map_get(s, id);
     return x ? blocks_needed(s, x, n) : -1;
 }
 
 int sched_can_allocate(const sched_t *s, int32_t id, int32_t n) {
-    const slot_t *x = map_get(s, id);
+    const slot_t *x = sched_map_get(s, id);
     if (!x || x->pub.state >= SCHED_FINISHED) return 0;
     int32_t reserve = x->pub.state == SCHED_RUNNING ? 0 : s->view.watermark_blocks;
     return blocks_needed(s, x, n) <= kv_num_free(s->kv) - reserve;
 }
 
 int32_t sched_prefix_hit(const sched_t *s, int32_t id) {
-    const slot_t *x = map_get(s, id);
+    const slot_t *x = sched_map_get(s, id);
     if (!x || !x->prefix || x->pub.state >= SCHED_FINISHED || x->pub.computed != 0 ||
         x->pub.num_blocks != 0 || x->in_plan)
         return 0;
@@ -903,118 +834,3 @@ const struct kv *sched_kv(const sched_t *s) { return s->kv; }
 int sched_stalled(const sched_t *s) { return s->stalled; }
 double sched_wakeup(const sched_t *s) { return s->view.wake_at; }
 int64_t sched_total_preemptions(const sched_t *s) { return s->total_preemptions; }
-
-/* ------------------------------------------------------------------ disaggregation */
-
-void sched_set_handoff(sched_t *s, sched_handoff_fn fn, void *ud) {
-    s->handoff_fn = fn;
-    s->handoff_ud = ud;
-}
-
-int32_t sched_num_transit(const sched_t *s) { return s->transit.n; }
-
-/* The transit member with this id, or NULL (a short list: bounded by the back-pressure). */
-static int32_t transit_index(const sched_t *s, int32_t id) {
-    for (int32_t i = 0; i < s->transit.n; i++)
-        if (queue_at(&s->transit, i)->pub.id == id) return i;
-    return -1;
-}
-
-static slot_t *transit_take(sched_t *s, int32_t id, const char *what) {
-    int32_t i = transit_index(s, id);
-    if (i < 0) {
-        sched_set_error(s, "%s: request %d is not in transit here", what, id);
-        return NULL;
-    }
-    slot_t *x = queue_at(&s->transit, i);
-    slot_t **v = s->transit.v + s->transit.head;
-    memmove(v + i, v + i + 1, sizeof *v * (size_t)(s->transit.n - i - 1));
-    s->transit.n--;
-    return x;
-}
-
-int sched_add_transfer(sched_t *s, const sched_req_t *from, double now) {
-    s->view.now = now;
-    char why[200];
-    if (from->state != SCHED_TRANSFER) {
-        sched_set_error(s, "transfer of request %d, which is %s (not handed off)", from->id,
-                        sched_state_name(from->state));
-        return -1;
-    }
-    if (map_get(s, from->id)) {
-        sched_set_error(s, "duplicate request id %d", from->id);
-        return -1;
-    }
-    if (!sched_can_ever_hold(s, from->prompt_tokens, from->true_output_tokens, why,
-                             sizeof why)) {
-        sched_set_error(s, "transfer of request %d: it can never run here: %s", from->id, why);
-        return -1;
-    }
-    /* the blocks the prefill side holds after its commit: the computed tokens and the
-     * first sampled one, whose K/V the first decode step computes */
-    int32_t want = kv_blocks_for(from->computed + 1, s->cfg.block_size);
-    if (want > kv_num_free(s->kv) - s->view.watermark_blocks ||
-        sched_running_seqs(s) >= s->cfg.max_seqs)
-        return 1;
-    slot_t *x = NULL;
-    if (queue_reserve(&s->transit, 0, 1) || queue_reserve(&s->running, 0, 1) ||
-        !(x = slot_get(s)))
-        goto oom;
-    x->pub = *from;
-    x->pub.num_blocks = 0;
-    x->pub.scheduled = x->pub.spec = 0;
-    if (map_put(s, x)) {
-        x->next_free = s->free_slots;
-        s->free_slots = x;
-        goto oom;
-    }
-    /* blocks it computes here are keyed by its id, as any request's (no prompt hashes:
-     * the prompt's blocks arrive computed) */
-    if (grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
-        (s->cfg.prefix_caching &&
-         (!(x->prefix = calloc(1, sizeof *x->prefix)) ||
-          prefix_set(x->prefix, from->id, NULL, 0, 0, from->prompt_tokens,
-                     s->cfg.block_size) != 0))) {
-        slot_put(s, x);
-        goto oom;
-    }
-    kv_alloc(s->kv, want, x->blocks); /* checked free above */
-    x->pub.num_blocks = want;
-    s->transit.v[s->transit.head + s->transit.n++] = x; /* reserved above */
-    s->num_unfinished++;
-    s->reserved++;
-    view_sync(s);
-    return 0;
-oom:
-    sched_set_error(s, "out of memory reserving request %d", from->id);
-    return -1;
-}
-
-int sched_transfer_done(sched_t *s, int32_t id, double now) {
-    s->view.now = now;
-    slot_t *x = transit_take(s, id, "transfer done");
-    if (!x) return -1;
-    x->pub.state = SCHED_RUNNING;
-    s->reserved--;
-    /* sched_add_transfer reserved room in the running list; a step since may have used it */
-    if (queue_push_back(&s->running, x)) {
-        finalize(s, x, SCHED_ABORTED, "out of memory joining the running list");
-        slot_put(s, x);
-        view_sync(s);
-        sched_set_error(s, "out of memory admitting transferred request %d", id);
-        return -1;
-    }
-    view_sync(s);
-    return 0;
-}
-
-int sched_release(sched_t *s, int32_t id) {
-    slot_t *x = transit_take(s, id, "release");
-    if (!x) return -1;
-    if (x->pub.num_blocks) kv_release(s->kv, x->blocks, x->pub.num_blocks);
-    x->pub.num_blocks = 0;
-    s->num_unfinished--;
-    slot_put(s, x);
-    view_sync(s);
-    return 0;
-}
