@@ -246,6 +246,12 @@ int cmd_explain(int argc, char **argv) {
         fprintf(stderr, "twinserve explain: --trace and --policy are required\n");
         goto done;
     }
+    if (compare && (o.replicas > 1 || o.cluster_path)) {
+        fprintf(stderr, "twinserve explain: --compare shows one replica per policy; "
+                        "explain a cluster (--replicas, --cluster) without it\n");
+        goto done;
+    }
+    xa.cluster = o.replicas > 1 || o.cluster_path;
     rc = 1;
     window_t w = { 0 };
     if (!slice_given && o.trace_opts.limit > 0) {
@@ -298,7 +304,11 @@ int cmd_explain(int argc, char **argv) {
     if (!compare) {
         printf("  prefill = prompt tokens computed (a chunk when only part of the prompt);\n"
                "  decode = one new output token per request; KV blocks hold %d tokens each."
-               "\n\n", o.block_size);
+               "\n", o.block_size);
+        if (xa.cluster)
+            printf("  a cluster: each step names its replica (step numbers count per replica)\n"
+                   "  and is listed when it ends; an arrival names the replica it was routed to.\n");
+        printf("\n");
         xa.stream = stdout;
         xa.stop_when_full = 1;
         if ((rc = run_one(&o, &xa, "", 0, &ra)) != 0) goto done;

@@ -131,12 +131,16 @@ static void announce(explain_rec_t *x, const sched_req_t *r, double before, int 
         return;
     }
     x->cur_event = 1;
+    char routed[48] = "";
+    /* A request first shows up in the queue (or, disaggregated, the running list) of the
+     * replica the router sent it to. */
+    if (x->cluster) snprintf(routed, sizeof routed, ", routed to replica %d", (int)x->cur_replica);
     if (x->narrow)
         put(x, &x->cur, " + r%d arrives %.3fs (P%d, out %d)", r->id, r->arrival_s,
             r->prompt_tokens, r->true_output_tokens);
     else
-        put(x, &x->cur, "  t=%.4f s  r%d arrives: prompt %d tokens, wants %d output tokens%s",
-            r->arrival_s, r->id, r->prompt_tokens, r->true_output_tokens,
+        put(x, &x->cur, "  t=%.4f s  r%d arrives: prompt %d tokens, wants %d output tokens%s%s",
+            r->arrival_s, r->id, r->prompt_tokens, r->true_output_tokens, routed,
             after ? " (during the step)" : "");
 }
 
@@ -244,8 +248,10 @@ static void header(explain_rec_t *x, const sim_step_info_t *si) {
         return;
     }
     if (p->pad_tokens) snprintf(pad, sizeof pad, " + %d padding", p->pad_tokens);
-    put(x, &x->cur, "step %lld  t=%.4f s  took %.2f ms  %d tokens = %d prefill + %d decode%s"
-        "  (%d seq%s)%s", (long long)p->step, si->start_s, si->dur_s * 1e3, p->num_tokens,
+    char rep[24] = "";
+    if (x->cluster) snprintf(rep, sizeof rep, "replica %d  ", (int)si->replica);
+    put(x, &x->cur, "step %lld  %st=%.4f s  took %.2f ms  %d tokens = %d prefill + %d decode%s"
+        "  (%d seq%s)%s", (long long)p->step, rep, si->start_s, si->dur_s * 1e3, p->num_tokens,
         p->prefill_tokens, p->decode_tokens, pad, p->n, p->n == 1 ? "" : "s",
         mixed ? "   <- mixed: prefill and decodes in one batch" : "");
 }
@@ -294,6 +300,7 @@ int explain_on_step(void *ud, const sim_step_info_t *si) {
     if (x->oom) return 1;
     if (x->full) return x->stop_when_full;
     x->steps++;
+    x->cur_replica = si->replica;
     if (x->narrow) arrivals(x, si->view, si->start_s, 0);
     x->cur_open = 1;
     x->cur_event = x->pending_event;

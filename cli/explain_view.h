@@ -44,6 +44,7 @@ typedef struct {
 typedef struct {
     /* set by the caller before sim_run */
     int narrow;             /* the narrow form, for a column of the side-by-side view */
+    int cluster;            /* more than one replica: steps and arrivals name theirs */
     int skip_quiet;
     int64_t max_shown;      /* shown blocks before the recorder is full (>= 1) */
     int stop_when_full;     /* full: stop the run (else: keep it going, record nothing) */
@@ -61,6 +62,7 @@ typedef struct {
     /* private */
     explain_block_t cur, pending; /* the step in progress; text waiting for the next step */
     int cur_open, cur_event, pending_event;
+    int32_t cur_replica;    /* whose step is being recorded (cluster) */
     int32_t *preempt;       /* last known preemption count per request id */
     unsigned char *seen;    /* request id already announced */
     int32_t cap;

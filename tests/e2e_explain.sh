@@ -161,6 +161,22 @@ want_out_re "^stopped \(--steps\) after [0-9]+ steps \(3 shown\)"
 [ "$(grep -c '^step ' "$T/ev.out")" -eq 3 ] || bad " expected 3 steps printed"
 end
 
+begin "a cluster: each step names its replica, each arrival the replica it was routed to"
+exr clu --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --replicas 2 --steps 400 --limit 0
+want_rc 0
+want_out "each step names its replica"
+# round robin: the 10 requests alternate, r0 to replica 0, r1 to replica 1, ...
+[ "$(grep -cE 'r[02468] arrives: .*routed to replica 0' "$T/clu.out")" -eq 5 ] ||
+    bad " the even requests were not all shown routed to replica 0"
+[ "$(grep -cE 'r[13579] arrives: .*routed to replica 1' "$T/clu.out")" -eq 5 ] ||
+    bad " the odd requests were not all shown routed to replica 1"
+grep -qE '^step [0-9]+  replica 1  t=' "$T/clu.out" || bad " no step of replica 1"
+grep -qE '^step [0-9]+  replica 0  t=' "$T/clu.out" || bad " no step of replica 0"
+exr clucmp --trace "$T/tiny.csv" --policy "$POL/continuous.lua" --replicas 2 --compare "$POL/static.lua"
+want_rc 2
+want_err "explain a cluster (--replicas, --cluster) without it"
+end
+
 begin "--compare: static vs continuous side by side on the same requests, in 80 columns"
 exr cmp --trace "$T/tiny.csv" --policy "$POL/static.lua" --compare "$POL/continuous.lua" \
     --steps 10
