@@ -327,18 +327,21 @@ START_TEST(test_bad_model_records_no_run) {
 END_TEST
 
 /* Rows go to the database through the recorder's writer thread: a run that fails part-way
- * (here the policy, at its 40th call, after idle waits and the warm-up pass) still has
- * every row it handed over: a step row per step run, a token row per token emitted, a
- * request row per request that arrived. */
+ * (here the policy, at its 40th call or after the first finish, whichever comes first, after
+ * idle waits and the warm-up pass) still has every row it handed over: a step row per step
+ * run, a token row per token emitted, a request row per request that arrived. */
 START_TEST(test_failed_run_keeps_its_rows) {
     char trace[256], db[256], policy[256], model[512], err[4096];
     testutil_write_tmp(trace, sizeof trace, ".csv", TRACE);
     testutil_tmpfile(db, sizeof db, ".db");
     testutil_write_tmp(policy, sizeof policy, ".lua",
-        "local calls = 0\n"
-        "return { schedule = function(s)\n"
+        "local calls, finished = 0, false\n"
+        "return { on_finish = function(s, r) finished = true end,\n"
+        "schedule = function(s)\n"
         "    calls = calls + 1\n"
-        "    if calls == 40 then error('planned failure') end\n"
+        /* A slow build (sanitizers) waits less between steps, so makes fewer calls: the
+         * first finish also ends it, so the failure always comes mid-run. */
+        "    if calls == 40 or finished then error('planned failure') end\n"
         "    local budget, seqs = s.max_tokens, s.max_seqs\n"
         "    for i = 1, math.min(s:num_running(), seqs) do\n"
         "        s:schedule(s:running(i)); budget = budget - 1; seqs = seqs - 1\n"
