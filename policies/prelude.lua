@@ -68,7 +68,8 @@ local floor, type, error, tostring = math.floor, type, error, tostring
 local smatch, srep = string.match, string.rep
 local ffistring = ffi.string
 
-local STATES = { [0] = "waiting", "running", "preempted", "finished", "rejected", "aborted" }
+local STATES = { [0] = "waiting", "running", "preempted", "finished", "rejected", "aborted",
+                 "transfer" }
 
 -- The C struct goes on past finish_s with the true output length, which is deliberately
 -- not declared here: policies see output_tokens, the request's limit, unless the run asks
@@ -228,6 +229,7 @@ function s.prefix_hit(_, r) return C.sched_prefix_hit(S, reqid(r, "prefix_hit"))
 function s.random() return C.sched_random(S) end
 
 s.WAITING, s.RUNNING, s.PREEMPTED, s.FINISHED, s.REJECTED = 0, 1, 2, 3, 4
+s.ABORTED, s.TRANSFER = 5, 6 -- TRANSFER: handed off to a decode replica (on_finish sees it)
 
 -- ------------------------------------------------------------------ the sandbox
 
@@ -522,7 +524,7 @@ function host.has(name) return policy[name] ~= nil end
 -- ------------------------------------------------------------------ routers
 --
 -- A router file returns { route = function(c, r) ... end, params = {...} } (and optionally
--- route_decode(c, r), reserved for disaggregated clusters: checked, not called yet); it
+-- route_decode(c, r), which picks a disaggregated cluster's decode replica); it
 -- runs in the same sandbox with the same limits. c is a read-only view of the cluster
 -- (policies/router.h): c.n replicas, c.now, c.held (requests held at the router),
 -- c.params, per-replica accessors taking a 1-based index, c:prefix_hit(i, r), c:random().

@@ -431,4 +431,29 @@ want_sql "$D" "select count(*) from requests r join runs u on u.id = r.run_id wh
                and r.status = 'rejected' and replica is null and reason like
                'no decode replica can ever hold it: needs 63 KV blocks but one request can have at most 10 %'" 2
 end
+begin "disaggregation: a prefill replica's policy sees the hand-off in on_finish as state 'transfer'"
+mkdir -p "$T/pol" && ln -sfn "$POL/lib" "$T/pol/lib" # import() looks beside the policy
+cat >"$T/pol/seen.lua" <<'LUA'
+local batching = import("batching")
+return {
+    on_finish = function(s, r)
+        if r:state_name() ~= "transfer" and r:state_name() ~= "finished" then
+            error("on_finish saw state " .. tostring(r:state_name()))
+        end
+        if r.state == s.TRANSFER and r:state_name() ~= "transfer" then error("s.TRANSFER") end
+    end,
+    schedule = function(s)
+        local budget, preempted = batching.decode_running(s, s.max_tokens, s.max_seqs)
+        budget = batching.prefill_running(s, budget, s.max_seqs)
+        if preempted == 0 then batching.admit(s, budget, s.max_seqs, false, s.max_tokens) end
+    end,
+}
+LUA
+printf "$PD1" >"$T/pdseen.conf"
+run seen "$BIN" sim -q --trace "$T/pd1.csv" --model llama-3-8b --hw h100 --policy "$T/pol/seen.lua" \
+    --cluster "$T/pdseen.conf" --db "$T/seen.db"
+want_rc 0
+want_sql "$T/seen.db" "select status || ' ' || prefill_replica || ' ' || replica from requests" "finished 0 1"
+end
+
 e2e_finish e2e_cluster
