@@ -9,17 +9,27 @@
 #include "analysis/plot_internal.h"
 
 /* Each replica's arrivals (+1) and departures (-1) in time order; a request that never
- * ended (aborted without a finish) stays until the run's last event. */
+ * ended (aborted without a finish) stays until the run's last event. A disaggregated
+ * request (prefill_replica set) is held by its prefill replica from arrival until its KV
+ * lands on the decode replica (first token + kv_transfer_s: its blocks stay on the prefill
+ * side until then), and by the decode replica from then until it finishes. */
 static const char SQL_EVENTS[] =
-    "SELECT replica, t, d FROM ("
-    "  SELECT replica, arrival_s AS t, 1 AS d FROM requests WHERE run_id = ?1 "
-    "    AND replica IS NOT NULL AND arrival_s IS NOT NULL "
-    "  UNION ALL SELECT replica, coalesce(finish_s, CASE WHEN status = 'rejected' "
-    "    THEN arrival_s END), -1 FROM requests WHERE run_id = ?1 AND replica IS NOT NULL "
-    "    AND arrival_s IS NOT NULL AND (finish_s IS NOT NULL OR status = 'rejected')) "
-    "ORDER BY replica, t, d";
+    "SELECT r, t, d FROM ("
+    "  SELECT coalesce(prefill_replica, replica) AS r, arrival_s AS t, 1 AS d FROM requests"
+    "    WHERE run_id = ?1 AND replica IS NOT NULL AND arrival_s IS NOT NULL"
+    "  UNION ALL SELECT coalesce(prefill_replica, replica),"
+    "    CASE WHEN prefill_replica IS NOT NULL AND kv_transfer_s IS NOT NULL"
+    "      THEN first_token_s + kv_transfer_s"
+    "      ELSE coalesce(finish_s, CASE WHEN status = 'rejected' THEN arrival_s END) END, -1"
+    "    FROM requests WHERE run_id = ?1 AND replica IS NOT NULL AND arrival_s IS NOT NULL"
+    "  UNION ALL SELECT replica, first_token_s + kv_transfer_s, 1 FROM requests"
+    "    WHERE run_id = ?1 AND prefill_replica IS NOT NULL AND kv_transfer_s IS NOT NULL"
+    "  UNION ALL SELECT replica, finish_s, -1 FROM requests WHERE run_id = ?1"
+    "    AND prefill_replica IS NOT NULL AND kv_transfer_s IS NOT NULL) "
+    "WHERE t IS NOT NULL ORDER BY r, t, d";
 static const char SQL_N[] =
-    "SELECT ifnull(max(replica), -1) + 1 FROM requests WHERE run_id = ?1";
+    "SELECT max(ifnull(max(replica), -1), ifnull(max(prefill_replica), -1)) + 1 FROM requests "
+    "WHERE run_id = ?1";
 
 /* replicas_SLUG.dat: one gnuplot index (block) per replica, "t held" rows. Sets *n. */
 static int write_dat(plot_t *p, size_t k, const char *file, int *n) {

@@ -454,6 +454,27 @@ run seen "$BIN" sim -q --trace "$T/pd1.csv" --model llama-3-8b --hw h100 --polic
     --cluster "$T/pdseen.conf" --db "$T/seen.db"
 want_rc 0
 want_sql "$T/seen.db" "select status || ' ' || prefill_replica || ' ' || replica from requests" "finished 0 1"
+if command -v gnuplot >/dev/null 2>&1; then
+    # plot's per-replica load: the prefill replica holds the request until its KV lands
+    # (first token + kv_transfer_s), the decode replica from then until it finishes
+    run seenplot "$BIN" plot "$T/seen.db" --runs 1 --out "$T/seenplot"
+    want_rc 0
+    land=$(sqlite3 "$T/seen.db" "select first_token_s + kv_transfer_s from requests")
+    fin=$(sqlite3 "$T/seen.db" "select finish_s from requests")
+    dat=$(ls "$T"/seenplot/replicas_*.dat)
+    awk -v land="$land" -v fin="$fin" '
+        function near(a, b) { return a - b < 1e-6 && b - a < 1e-6 }
+        /^# replica/ { r = $3; k[r] = 0; next }
+        NF == 2 { k[r]++; t[r, k[r]] = $1; h[r, k[r]] = $2 }
+        END { ok = k[0] == 3 && near(t[0, 3], land) && h[0, 2] == 1 && h[0, 3] == 0 &&
+                   k[1] == 3 && near(t[1, 2], land) && h[1, 2] == 1 &&
+                   near(t[1, 3], fin) && h[1, 3] == 0
+              if (!ok) { print "the prefill replica should hold it until " land \
+                         ", the decode replica from then until " fin; exit 1 } }' \
+        "$dat" >"$T/seenplot.cmp" || bad " replicas .dat: $(cat "$T/seenplot.cmp")"
+else
+    echo "SKIP: gnuplot not found: the disaggregated per-replica load figure not checked"
+fi
 end
 
 e2e_finish e2e_cluster
