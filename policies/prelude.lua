@@ -423,31 +423,42 @@ local function take_specs(params)
     return nil
 end
 
--- Runs the policy chunk in a fresh sandbox; returns an error string or nil.
-function host.load(chunk, path)
+-- Runs a policy's or router's chunk in a fresh sandbox and checks the table it returns: a
+-- table, with entry (its one required function), every optional hook a function, params a
+-- table of defaults whose specs are taken. Returns the table, or nil and an error string.
+local function load_table(chunk, path, what, entry, hooks)
     local smt = getmetatable("")
     smt.__index = safe_string -- method calls on strings see the safe library
     smt.__metatable = false   -- and getmetatable("") cannot reach the metatable itself
     setfenv(chunk, make_env(path))
     local p = chunk()
     if type(p) ~= "table" then
-        return path .. ": a policy must return a table with a schedule(s) function (got " ..
-            type(p) .. ")"
+        return nil, path .. ": a " .. what .. " must return a table with a " .. entry ..
+            " function (got " .. type(p) .. ")"
     end
-    if type(p.schedule) ~= "function" then
-        return path .. ": the policy table has no schedule(s) function"
+    local fname = entry:match("^[%w_]+")
+    if type(p[fname]) ~= "function" then
+        return nil, path .. ": the " .. what .. " table has no " .. entry .. " function"
     end
-    for _, name in ipairs { "on_arrival", "on_finish", "init" } do
+    for _, name in ipairs(hooks) do
         if p[name] ~= nil and type(p[name]) ~= "function" then
-            return path .. ": '" .. name .. "' must be a function"
+            return nil, path .. ": '" .. name .. "' must be a function"
         end
     end
     if p.params ~= nil and type(p.params) ~= "table" then
-        return path .. ": 'params' must be a table of defaults"
+        return nil, path .. ": 'params' must be a table of defaults"
     end
     p.params = p.params or {}
     local err = take_specs(p.params)
-    if err then return path .. ": " .. err end
+    if err then return nil, path .. ": " .. err end
+    return p
+end
+
+-- Runs the policy chunk in a fresh sandbox; returns an error string or nil.
+function host.load(chunk, path)
+    local p, err = load_table(chunk, path, "policy", "schedule(s)",
+                              { "on_arrival", "on_finish", "init" })
+    if not p then return err end
     policy = p
     s.params = p.params
     return nil
@@ -564,27 +575,8 @@ function c.random() return C.router_random(RVIEW) end
 
 -- Runs the router chunk in a fresh sandbox; returns an error string or nil.
 function host.load_router(chunk, path)
-    local smt = getmetatable("")
-    smt.__index = safe_string
-    smt.__metatable = false
-    setfenv(chunk, make_env(path))
-    local p = chunk()
-    if type(p) ~= "table" then
-        return path .. ": a router must return a table with a route(c, r) function (got " ..
-            type(p) .. ")"
-    end
-    if type(p.route) ~= "function" then
-        return path .. ": the router table has no route(c, r) function"
-    end
-    if p.route_decode ~= nil and type(p.route_decode) ~= "function" then
-        return path .. ": 'route_decode' must be a function"
-    end
-    if p.params ~= nil and type(p.params) ~= "table" then
-        return path .. ": 'params' must be a table of defaults"
-    end
-    p.params = p.params or {}
-    local err = take_specs(p.params)
-    if err then return path .. ": " .. err end
+    local p, err = load_table(chunk, path, "router", "route(c, r)", { "route_decode" })
+    if not p then return err end
     policy = p
     c.params = p.params
     route_line = path .. ":" .. debug.getinfo(p.route, "S").linedefined
