@@ -67,8 +67,24 @@ done:
     return rc;
 }
 
+/* "replica I", with its role when it is not mixed (the replicas table; a run recorded
+ * without one, e.g. upgraded from schema 5, has none). */
+static void replica_title(plot_t *p, size_t k, int i, char *out, size_t len) {
+    sqlite3_stmt *st = NULL;
+    const char *role = NULL;
+    if (sqlite3_prepare_v2(p->db, "SELECT role FROM replicas WHERE run_id = ?1 AND replica = ?2",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, p->runs[k].id);
+        sqlite3_bind_int(st, 2, i);
+        if (sqlite3_step(st) == SQLITE_ROW) role = (const char *)sqlite3_column_text(st, 0);
+    }
+    if (role && strcmp(role, "mixed") != 0) snprintf(out, len, "replica %d (%s)", i, role);
+    else snprintf(out, len, "replica %d", i);
+    sqlite3_finalize(st);
+}
+
 static int plot_one(plot_t *p, size_t k) {
-    char dat[PLOT_FIG_LEN + 8], fig[PLOT_FIG_LEN], gp[PLOT_FIG_LEN + 8], title[32];
+    char dat[PLOT_FIG_LEN + 8], fig[PLOT_FIG_LEN], gp[PLOT_FIG_LEN + 8], title[48];
     int n;
     snprintf(fig, sizeof fig, "replicas_%s", p->runs[k].slug);
     snprintf(dat, sizeof dat, "%s.dat", fig);
@@ -90,7 +106,7 @@ static int plot_one(plot_t *p, size_t k) {
     plot_gp_key(f, &key, "left top", h);
     fprintf(f, "plot \\\n");
     for (int i = 0; i < n; i++) {
-        snprintf(title, sizeof title, "replica %d", i);
+        replica_title(p, k, i, title, sizeof title);
         fprintf(f, "%s    \"%s\" index %d using 1:2 with steps lw 1.5", i ? ", \\\n" : "", dat, i);
         plot_gp_style(f, (size_t)i);
         fprintf(f, " title ");

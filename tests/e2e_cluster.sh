@@ -472,6 +472,8 @@ if command -v gnuplot >/dev/null 2>&1; then
               if (!ok) { print "the prefill replica should hold it until " land \
                          ", the decode replica from then until " fin; exit 1 } }' \
         "$dat" >"$T/seenplot.cmp" || bad " replicas .dat: $(cat "$T/seenplot.cmp")"
+    grep -qF '"replica 0 (prefill)"' "${dat%.dat}.gp" && grep -qF '"replica 1 (decode)"' "${dat%.dat}.gp" ||
+        bad " the figure's key does not name the replicas' roles"
 else
     echo "SKIP: gnuplot not found: the disaggregated per-replica load figure not checked"
 fi
