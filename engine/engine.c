@@ -66,6 +66,7 @@ typedef struct {
     int64_t steps;
     double step_s, sched_s;
     int64_t spec_proposed, spec_accepted;
+    int64_t hashed_requests;         /* arrivals that named a shared prefix (prefix caching) */
 } engine_t;
 
 #define FAIL(e, ...) replay_fail(&(e)->rp, __VA_ARGS__)
@@ -88,6 +89,23 @@ void engine_prompt_tokens(uint64_t seed, int32_t id, int32_t vocab, int32_t *out
     rng_seed3(&r, seed, (uint64_t)(uint32_t)id, 0x70726f6d7074ULL /* "prompt" */);
     uint64_t span = vocab > 3 ? (uint64_t)(vocab - 3) : 1;
     for (int32_t i = 0; i < n; i++) out[i] = 3 + (int32_t)(rng_u64(&r) % span);
+}
+
+void engine_prompt_tokens_hashed(uint64_t seed, int32_t id, const int64_t *hash_ids,
+                                 int32_t n_hash, int32_t hash_block, int32_t vocab,
+                                 int32_t *out, int32_t n) {
+    /* the request's own tokens first, so that its unshared tail is as without hashes */
+    engine_prompt_tokens(seed, id, vocab, out, n);
+    if (hash_block <= 0) return;
+    uint64_t span = vocab > 3 ? (uint64_t)(vocab - 3) : 1;
+    for (int32_t h = 0; h < n_hash && (int64_t)h * hash_block < n; h++) {
+        rng_t r;
+        rng_seed3(&r, seed, (uint64_t)hash_ids[h], 0x707265666978ULL /* "prefix" */);
+        int64_t end = (int64_t)(h + 1) * hash_block;
+        if (end > n) end = n;
+        for (int64_t i = (int64_t)h * hash_block; i < end; i++)
+            out[i] = 3 + (int32_t)(rng_u64(&r) % span);
+    }
 }
 
 static double now_s(const engine_t *e) { return replay_wall() - e->t0; }
@@ -131,7 +149,9 @@ static int req_new(engine_t *e, const trace_req_t *q) {
     int64_t total = (int64_t)prompt + (cap > 0 && out > cap ? cap : out);
     if (prompt > 0 && total <= e->max_model_len) {
         if (req_reserve(e, x, total + 1, q->id)) return -1;
-        engine_prompt_tokens(e->o->seed, q->id, e->vocab, x->toks, prompt);
+        /* with or without the cache, so that caching cannot change an output */
+        engine_prompt_tokens_hashed(e->o->seed, q->id, q->hash_ids, q->n_hash, q->hash_block,
+                                    e->vocab, x->toks, prompt);
         x->n_prompt = prompt;
     }
     return 0;
@@ -475,9 +495,11 @@ static int warm_up(engine_t *e) {
 
 static int add_request(engine_t *e, trace_req_t *q, double now) {
     if (req_new(e, q)) return -1;
-    /* Prompts are synthetic ids, not the trace's texts: prefix hashes would not hold. */
-    q->n_hash = 0;
-    return replay_add(&e->rp, q, 0, now);
+    /* Prompts are synthetic ids, not the trace's texts: the hashes hold only where the
+     * prompt was made from them (prefix caching). */
+    if (!e->o->prefix_caching) q->n_hash = 0;
+    e->hashed_requests += q->n_hash > 0;
+    return replay_add(&e->rp, q, e->o->prefix_caching ? q->hash_block : 0, now);
 }
 
 static int run_loop(engine_t *e) {
@@ -537,7 +559,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
 
     char base[1024];
     replay_describe_trace(o->trace_path, &o->trace_opts, base, sizeof base);
-    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts", base);
+    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts%s", base,
+             o->prefix_caching ? ", prefix caching" : "");
     snprintf(hw_desc, sizeof hw_desc, "%s", o->backend ? o->backend : "cpu");
     rec_run_info_t early = {
         .name = o->run_name, .kind = "engine", .policy = o->policy_path, .params = "{}",
@@ -558,7 +581,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
             .max_model_len = e.max_model_len, .seed = o->seed,
             .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
-            .clip_to_context = o->clip_to_context,
+            .clip_to_context = o->clip_to_context, .prefix_caching = o->prefix_caching,
         };
         setup_rc = replay_start_sched(&e.rp, &cfg);
     }
@@ -589,6 +612,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     /* What policies were shown of output lengths (validate replays it, report shows it). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
     fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");
+    fprintf(cf, ",\"prefix_caching\":%s", o->prefix_caching ? "true" : "false");
     if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
                 "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,\"idle\":\"%s\","
@@ -626,6 +650,10 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     int warm = !o->idle_sleep && e.bk->keep_warm;
     if (warm) e.bk->keep_warm(e.bk, 1);
     run_loop(&e);
+    if (o->prefix_caching && e.hashed_requests == 0 && !e.rp.failed)
+        fprintf(stderr, "twinserve engine: note: this trace names no shared prefixes (Mooncake "
+                        "hash_ids, or a plain trace's prefix_group,prefix_tokens columns): "
+                        "--prefix-caching only spares preempted requests their recompute\n");
     if (warm) e.bk->keep_warm(e.bk, 0);
     if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     replay_finish(&e.rp);

@@ -8,7 +8,8 @@
  *    blocks for static batching's padding tokens, which are computed and thrown away): the
  *    engine never allocates KV on its own, so memory pressure and preemption are the core's.
  *  - A request's prompt is synthetic token ids of its trace length that depend only on (seed,
- *    request id); generation runs to the trace's output length, ignoring EOS (as vLLM's
+ *    request id), but for its shared prefix (from the trace's hash ids, engine_prompt_tokens_
+ *    hashed): equal prefixes are equal tokens, with or without prefix caching; generation runs to the trace's output length, ignoring EOS (as vLLM's
  *    benchmark). Lengths may be clipped to fit small models (trace_opts.max_prompt,
  *    max_output); the records hold the clipped lengths and the run's trace column says so.
  *  - The run's config JSON holds everything needed to replay it: the scheduler's limits,
@@ -69,6 +70,8 @@ typedef struct {
     int oracle_lengths;       /* policies see true output lengths (a research oracle) */
     int clip_to_context;      /* clip over-long requests to the context instead of rejecting
                                * them (sched_config_t), as Vidur does */
+    int prefix_caching;       /* the core's prefix cache (sched_config_t): a request admitted
+                               * with cached blocks computes from there, reading their KV */
     int32_t kv_blocks;        /* KV pool in blocks; 0: from kv_mem_gb */
     double kv_mem_gb;         /* 0: enough for max_seqs full contexts, at most 1/4 of free memory */
     double gpu_util;          /* > 0: the KV pool takes what this fraction of the device's
@@ -103,7 +106,14 @@ void engine_opts_defaults(engine_opts_t *o);
  * res->setup_failed when it did not begin). */
 int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t errlen);
 
-/* The synthetic prompt of request `id`: n ids in [3, vocab), from (seed, id) only. */
+/* The synthetic prompt of request `id`: n ids in [3, vocab), from (seed, id) only; with
+ * hash ids (n_hash > 0, each covering hash_block tokens, as trace_req_t's), token i < n_hash *
+ * hash_block is instead a function of (seed, hash_ids[i / hash_block], i % hash_block), so
+ * requests with equal leading hash ids open with equal tokens, as the prefix cache assumes
+ * (policies/prefix.h). */
 void engine_prompt_tokens(uint64_t seed, int32_t id, int32_t vocab, int32_t *out, int32_t n);
+void engine_prompt_tokens_hashed(uint64_t seed, int32_t id, const int64_t *hash_ids,
+                                 int32_t n_hash, int32_t hash_block, int32_t vocab,
+                                 int32_t *out, int32_t n);
 
 #endif

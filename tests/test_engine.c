@@ -64,6 +64,29 @@ START_TEST(test_prompt_tokens) {
 }
 END_TEST
 
+/* Mooncake-style ids over 16-token blocks: requests 3 and 4 share ids 10, 11 and part
+ * from there. Their tokens agree exactly under the shared ids, and each tail is the
+ * request's own prompt (as without hashes). */
+START_TEST(test_prompt_tokens_hashed) {
+    int32_t a[56], b[56], own[56];
+    const int64_t ha[] = { 10, 11, 12 }, hb[] = { 10, 11, 99 };
+    engine_prompt_tokens_hashed(7, 3, ha, 3, 16, 512, a, 56);
+    engine_prompt_tokens_hashed(7, 4, hb, 3, 16, 512, b, 56);
+    ck_assert_mem_eq(a, b, sizeof(int32_t) * 32);
+    int same = 0;
+    for (int i = 32; i < 48; i++) same += a[i] == b[i];
+    ck_assert_int_lt(same, 4);
+    engine_prompt_tokens(7, 3, 512, own, 56);
+    ck_assert_mem_eq(a + 48, own + 48, sizeof(int32_t) * 8);
+    same = 0;
+    for (int i = 0; i < 48; i++) same += a[i] == own[i];
+    ck_assert_int_lt(same, 4);
+    /* no hashes: the plain prompt */
+    engine_prompt_tokens_hashed(7, 3, NULL, 0, 0, 512, a, 56);
+    ck_assert_mem_eq(a, own, sizeof a);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ engine runs */
 
 /* 10 requests, arrivals over 30 ms, mixed lengths; request 10's prompt exceeds the
@@ -518,6 +541,7 @@ static Suite *suite(void) {
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_ngram_proposer);
     tcase_add_test(t, test_prompt_tokens);
+    tcase_add_test(t, test_prompt_tokens_hashed);
     tcase_add_test(t, test_policies_identical_greedy);
     tcase_add_test(t, test_sampling_independent_of_batching);
     tcase_add_test(t, test_bad_model_records_no_run);
