@@ -52,6 +52,7 @@ typedef struct {
      * the option existed showed policies the true lengths) */
     int oracle_lengths;
     int clip_to_context;
+    int prefix_caching;     /* the engine run reused prefix KV: the replay must too */
     int32_t max_output_tokens;
 } workload_t;
 
@@ -126,6 +127,7 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
         "coalesce(json_extract(config, '$.oracle_lengths'), 1)",
         "json_extract(config, '$.max_output_tokens')",
         "coalesce(json_extract(config, '$.clip_to_context'), 0)",
+        "coalesce(json_extract(config, '$.prefix_caching'), 0)",
     };
     char sql[4096] = "SELECT ";
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
@@ -201,6 +203,7 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     w->oracle_lengths = sqlite3_column_int(st, 29) != 0;
     w->max_output_tokens = sqlite3_column_int(st, 30);
     w->clip_to_context = sqlite3_column_int(st, 31) != 0; /* the same load on both sides */
+    w->prefix_caching = sqlite3_column_int(st, 32) != 0;   /* the same cache on both sides */
     struct stat sb;
     if (stat(w->trace, &sb) != 0) {
         fail(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
@@ -285,6 +288,7 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     so.oracle_lengths = w->oracle_lengths;
     so.max_output_tokens = w->max_output_tokens;
     so.clip_to_context = w->clip_to_context;
+    so.prefix_caching = w->prefix_caching;
     /* The engine records server-side times: a cost file's client-side terms (sim.h) would
      * predict something it never measured, so they do not apply here. */
     so.client = (sim_client_t){ 0, 0, 0 };
@@ -333,6 +337,7 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     eo.oracle_lengths = w->oracle_lengths;
     eo.max_output_tokens = w->max_output_tokens;
     eo.clip_to_context = w->clip_to_context;
+    eo.prefix_caching = w->prefix_caching;
     eo.version = o->version;
     engine_result_t res;
     char e[4096];

@@ -122,6 +122,10 @@ run sim_pc "$BIN" sim --trace "$T/sp.csv" --policy "$POL/continuous.lua" --model
     --kv-blocks 64 --prefix-caching --db "$T/pc_sim.db" -q
 want_rc 0
 want_sql "$T/pc_sim.db" "select sum(cached_tokens) from requests" 432
+# validate replays the engine run with the cache it ran with
+run val_pc "$BIN" validate --db "$T/pc_on.db" --run 1 --hw a100-80g
+want_rc 0
+want_sql "$T/pc_on.db" "select json_extract(config, '\$.prefix_caching') || ' ' || (select sum(cached_tokens) from requests q where q.run_id = runs.id) from runs where kind = 'sim'" "1 432"
 end
 
 begin "engine --prefix-caching on a trace without prefixes says so"
