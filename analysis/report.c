@@ -106,14 +106,16 @@ static int slo_set(double bound) { return bound > 0; }   /* false for NAN too */
 static const char SQL_TOKENS[] =
     "SELECT req_id, t_s FROM tokens WHERE run_id = ?1 ORDER BY req_id, idx";
 
-int report_read_gaps(sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n, char *err,
+/* The one pass over a run's tokens: each gap goes out as a report_gap_t (full) or as its
+ * length alone (a double: report's ITL needs no more, and the run may have millions). */
+static int scan_gaps(sqlite3 *db, int64_t run_id, int full, void **out, size_t *n, char *err,
                      size_t errlen) {
     sqlite3_stmt *st = NULL;
-    report_gap_t *g = NULL;
+    size_t elem = full ? sizeof(report_gap_t) : sizeof(double), cap = 0;
+    char *g = NULL;
     double prev_t = 0;
     int64_t prev_req = 0;
     int have_prev = 0;
-    size_t cap = 0;
     int ret = -1, rc;
     *out = NULL;
     *n = 0;
@@ -126,7 +128,7 @@ int report_read_gaps(sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n,
         if (have_prev && req == prev_req && !null_t && t != prev_t) {
             if (*n == cap) {
                 size_t ncap = cap ? 2 * cap : 4096;
-                report_gap_t *grown = realloc(g, ncap * sizeof *grown);
+                char *grown = realloc(g, ncap * elem);
                 if (!grown) {
                     snprintf(err, errlen, "out of memory reading the tokens of run %lld",
                              (long long)run_id);
@@ -135,7 +137,9 @@ int report_read_gaps(sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n,
                 g = grown;
                 cap = ncap;
             }
-            g[(*n)++] = (report_gap_t){ t, t - prev_t, req };
+            if (full) ((report_gap_t *)(void *)g)[*n] = (report_gap_t){ t, t - prev_t, req };
+            else ((double *)(void *)g)[*n] = t - prev_t;
+            (*n)++;
         }
         /* A token without a time breaks the chain rather than spanning two gaps. */
         have_prev = !null_t;
@@ -157,19 +161,19 @@ done:
     return ret;
 }
 
+int report_read_gaps(sqlite3 *db, int64_t run_id, report_gap_t **out, size_t *n, char *err,
+                     size_t errlen) {
+    void *g;
+    int rc = scan_gaps(db, run_id, 1, &g, n, err, errlen);
+    *out = g;
+    return rc;
+}
+
 /* The gaps pooled over the run's requests. */
 static int load_itl(sqlite3 *db, int64_t run_id, stats_dist_t *out, char *err, size_t errlen) {
-    report_gap_t *g;
+    void *x;
     size_t n;
-    if (report_read_gaps(db, run_id, &g, &n, err, errlen) != 0) return -1;
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    if (!x) {
-        free(g);
-        snprintf(err, errlen, "out of memory reading the tokens of run %lld", (long long)run_id);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) x[i] = g[i].gap;
-    free(g);
+    if (scan_gaps(db, run_id, 0, &x, &n, err, errlen) != 0) return -1;
     stats_sort(x, n);
     stats_describe_sorted(x, n, out);
     free(x);
