@@ -55,6 +55,16 @@ done:
     return rc;
 }
 
+void cli_member_line(char *line, size_t len, const char *run, int64_t run_id, uint64_t seed,
+                     const summary_t *s, double wall_s) {
+    int k = snprintf(line, len, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
+                     "p50 %.2f ms, TPOT p50 %.2f ms", run, (long long)run_id,
+                     (unsigned long long)seed, (long long)s->requests, (long long)s->finished,
+                     1e3 * s->ttft.p50, 1e3 * s->tpot.p50);
+    if (wall_s >= 0 && k >= 0 && (size_t)k < len)
+        snprintf(line + k, len - (size_t)k, ", %.3f s wall", wall_s);
+}
+
 int cli_run_failed(const char *cmd, const char *db_path, int64_t run_id, int setup_failed,
                    const char *err) {
     fprintf(stderr, "twinserve %s: %s\n", cmd, err);

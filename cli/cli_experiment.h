@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis/summary.h"
+
 /* Runs one member: run name, seed and its config member ("experiment":{...}). On success
  * 0 and a one-line summary in line (may be ""); else the message in err and -1 when the
  * run failed (recorded failed), -2 when it could not start (nothing recorded). */
@@ -30,6 +32,11 @@ int cli_experiment_repeat(const char *cmd, const char *spec, uint64_t base_seed,
  * when the run could not start (setup_failed: nothing recorded, a usage error); else the
  * message, "run ID marked failed in DB" (run_id >= 0), and 128 + the signal when a watched
  * signal arrived (cli_signal_caught), 1 otherwise. */
+/* A member's line for --repeat: "RUN (id N, seed S): R requests, F finished, TTFT p50 ..,
+ * TPOT p50 ..", and ", W s wall" when wall_s >= 0. */
+void cli_member_line(char *line, size_t len, const char *run, int64_t run_id, uint64_t seed,
+                     const summary_t *s, double wall_s);
+
 int cli_run_failed(const char *cmd, const char *db_path, int64_t run_id, int setup_failed,
                    const char *err);
 

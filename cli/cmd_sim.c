@@ -82,11 +82,7 @@ static int run_member(void *ud, const char *run, uint64_t seed, const char *memb
     o->config_extra = member;
     if (sim_run(o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
     if (res.have_summary)
-        snprintf(line, linelen, "%s (id %lld, seed %llu): %lld requests, %lld finished, TTFT "
-                 "p50 %.2f ms, TPOT p50 %.2f ms", run, (long long)res.run_id,
-                 (unsigned long long)seed, (long long)res.summary.requests,
-                 (long long)res.summary.finished, 1e3 * res.summary.ttft.p50,
-                 1e3 * res.summary.tpot.p50);
+        cli_member_line(line, linelen, run, res.run_id, seed, &res.summary, -1);
     return 0;
 }
 
