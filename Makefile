@@ -4,7 +4,8 @@
 
 CC      ?= cc
 BUILD   := build
-PKGS    := luajit sqlite3 openblas
+# libmicrohttpd and jansson: `twinserve serve`'s HTTP server and request bodies.
+PKGS    := luajit sqlite3 openblas libmicrohttpd jansson
 CHECK_PKG := check
 
 OPT     ?= -O2

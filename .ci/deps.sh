@@ -3,8 +3,9 @@
 # and `make demo`). As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 # parallel: GNU parallel, which runs `sweep --emit-jobs` job lists (tests/e2e_jobs.sh).
+# libmicrohttpd-dev, libjansson-dev: `twinserve serve` (HTTP, JSON bodies); curl: e2e_serve.sh.
 pkgs=(gcc make pkg-config libluajit-5.1-dev libsqlite3-dev sqlite3 check
-      libopenblas-dev gnuplot-nox parallel)
+      libopenblas-dev gnuplot-nox parallel libmicrohttpd-dev libjansson-dev curl)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
