@@ -26,5 +26,6 @@ int cmd_calibrate(int argc, char **argv); /* cli/cmd_calibrate.c */
 int cmd_validate(int argc, char **argv);  /* cli/cmd_validate.c */
 int cmd_profile(int argc, char **argv);   /* cli/cmd_profile.c: timed passes -> a profile CSV */
 int cmd_import(int argc, char **argv);    /* cli/cmd_import.c: measurements -> a measured run */
+int cmd_quantize(int argc, char **argv);  /* cli/cmd_quantize.c: a model as GGUF in one type */
 
 #endif

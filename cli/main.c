@@ -27,6 +27,7 @@ static const command_t commands[] = {
     { "import", cmd_import, "record measurements taken elsewhere (CSV, vLLM benchmark JSON)" },
     { "calibrate", cmd_calibrate, "fit the simulator's cost model to a profile or an engine run" },
     { "bench", cmd_bench, "decode tokens/s per batch size against the machine's roofs" },
+    { "quantize", cmd_quantize, "write a model as GGUF in one weight type (f32 ... q4_0)" },
     { "profile", cmd_profile, "time forward passes over a grid of batch shapes (a profile CSV)" },
     { "kv", cmd_kv, "KV-cache size calculator (bytes per token, per sequence)" },
     { "roofline", cmd_roofline, "decode/prefill roofline calculator for a model on a GPU" },

@@ -1,4 +1,4 @@
-/* dequant: ggml block formats to fp32. */
+/* dequant: ggml block formats to fp32 and back. */
 #include "engine/dequant.h"
 
 #include <math.h>
@@ -111,6 +111,54 @@ int dq_convert(uint32_t type, const void *src, float *dst, uint64_t n) {
             for (int j = 0; j < 16; j++) {
                 dst[j] = d * (float)((s[2 + j] & 0x0f) - 8);
                 dst[j + 16] = d * (float)((s[2 + j] >> 4) - 8);
+            }
+        }
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static void wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+int dq_quantize(uint32_t type, const float *src, void *dst, uint64_t n) {
+    uint8_t *d = dst;
+    switch (type) {
+    case DQ_F32:
+        memcpy(d, src, n * 4);
+        return 0;
+    case DQ_F16:
+    case DQ_BF16:
+        for (uint64_t i = 0; i < n; i++)
+            wr16(d + 2 * i, type == DQ_F16 ? dq_f32_to_f16(src[i]) : dq_f32_to_bf16(src[i]));
+        return 0;
+    case DQ_Q8_0:
+        for (uint64_t b = 0; b < n / 32; b++, src += 32, d += 34) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(src[j]));
+            float s = amax / 127, id = s ? 1.0f / s : 0.0f;
+            wr16(d, dq_f32_to_f16(s));
+            for (int j = 0; j < 32; j++) d[2 + j] = (uint8_t)(int8_t)roundf(src[j] * id);
+        }
+        return 0;
+    case DQ_Q4_0:
+        for (uint64_t b = 0; b < n / 32; b++, src += 32, d += 18) {
+            float amax = 0, mx = 0;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(src[j]) > amax) {
+                    amax = fabsf(src[j]);
+                    mx = src[j];
+                }
+            float s = mx / -8, id = s ? 1.0f / s : 0.0f;
+            wr16(d, dq_f32_to_f16(s));
+            for (int j = 0; j < 16; j++) {
+                int lo = (int)(src[j] * id + 8.5f), hi = (int)(src[j + 16] * id + 8.5f);
+                lo = lo > 15 ? 15 : lo;
+                hi = hi > 15 ? 15 : hi;
+                d[2 + j] = (uint8_t)(lo | (hi << 4));
             }
         }
         return 0;

@@ -1,5 +1,5 @@
-/* dequant: ggml tensor types and their conversion to fp32 (GGUF weights are dequantised
- * once, at load).
+/* dequant: ggml tensor types, their conversion to fp32 and back (dq_quantize: the
+ * round-to-nearest quantisers that ggml's reference functions define, for our writer).
  *
  * Type ids are ggml's (the numbers stored in GGUF tensor infos). Supported: F32, F16, BF16,
  * Q8_0 (blocks of 32: fp16 scale d, 32 int8 q; x = d * q) and Q4_0 (blocks of 32: fp16
@@ -38,5 +38,12 @@ uint16_t dq_f32_to_bf16(float f);  /* round to nearest even */
 /* Converts n elements (a whole number of blocks) of `type` at src to fp32 at dst.
  * 0, or -1 for an unsupported type. */
 int dq_convert(uint32_t type, const void *src, float *dst, uint64_t n);
+
+/* Stores n fp32 values (a whole number of blocks) as `type` at dst (dq_bytes(type, n)
+ * bytes), rounding to nearest: F16/BF16 ties to even; Q8_0 d = max|x| / 127, q =
+ * round(x / d); Q4_0 d = m / -8 with m the element of largest magnitude (its sign kept),
+ * q = min(15, trunc(x / d + 8.5)), as ggml's quantize_row_*_ref. 0, or -1 for an
+ * unsupported type. */
+int dq_quantize(uint32_t type, const float *src, void *dst, uint64_t n);
 
 #endif

@@ -282,6 +282,13 @@ int32_t tok_vocab(const tok_t *t) {
     return t->n;
 }
 
+const char *tok_piece(const tok_t *t, int32_t id, uint32_t *len, float *score, int *special) {
+    *len = t->len[id];
+    *score = t->score[id];
+    *special = t->special[id];
+    return t->piece[id];
+}
+
 /* The merge of tokens a and b, or -1. buf holds max_len * 2 bytes. */
 static int32_t pair_id(const tok_t *t, int32_t a, int32_t b, char *buf) {
     memcpy(buf, t->piece[a], t->len[a]);

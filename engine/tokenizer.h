@@ -30,6 +30,9 @@ int tok_load_gguf(const char *path, tok_t **out, char *err, size_t errlen);
 void tok_free(tok_t *t);
 
 int32_t tok_vocab(const tok_t *t);
+/* Piece `id` (0 <= id < tok_vocab) as stored: spaces as spaces, not U+2581; its score and
+ * whether it is special (not text). For writers that carry a tokenizer over. */
+const char *tok_piece(const tok_t *t, int32_t id, uint32_t *len, float *score, int *special);
 
 /* Encodes text into ids[cap]; *n set to the count. -1 with a message when cap is too small
  * or the text is not valid to encode. */
