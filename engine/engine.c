@@ -11,6 +11,7 @@
 
 #include "engine/backend.h"
 #include "engine/forward.h"
+#include "engine/live.h"
 #include "engine/model.h"
 #include "engine/spec.h"
 #include "policies/replay.h"
@@ -159,7 +160,8 @@ static int req_new(engine_t *e, const trace_req_t *q) {
 
 static void req_final(void *ud, const sched_req_t *r, const char *reason) {
     engine_t *e = ud;
-    (void)reason;
+    if (e->o->live)
+        live_engine_final(e->o->live, r->id, r->state, reason, r->prompt_tokens, r->generated);
     ereq_t *x = req_get(e, r->id);
     if (!x) return;
     free(x->toks);
@@ -297,8 +299,10 @@ static bk_sample_t sample_params(const engine_t *e, int32_t id, int32_t idx) {
     /* The request's stream: (seed, id) mixed once; the sampler adds the output index. */
     rng_t r;
     rng_seed3(&r, e->o->seed, (uint64_t)(uint32_t)id, 0x73616d706c65ULL /* "sample" */);
-    return (bk_sample_t){ .temperature = e->o->temperature, .top_k = e->o->top_k,
-                          .top_p = e->o->top_p, .seed = rng_u64(&r), .idx = idx };
+    bk_sample_t sp = { .temperature = e->o->temperature, .top_k = e->o->top_k,
+                       .top_p = e->o->top_p, .seed = rng_u64(&r), .idx = idx };
+    if (e->o->live) live_engine_sampling(e->o->live, id, &sp); /* a live request's own */
+    return sp;
 }
 
 /* Lays out the plan as a ragged batch: each entry's known tokens, then its drafts; then
@@ -406,6 +410,7 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
                 return FAIL(e, "recording tokens of request %d: %s", en->req_id,
                             rec_errmsg(e->rp.rec));
         }
+        if (e->o->live) live_engine_emit(e->o->live, en->req_id, sampled, emit);
     }
     return 0;
 }
@@ -502,12 +507,40 @@ static int add_request(engine_t *e, trace_req_t *q, double now) {
     return replay_add(&e->rp, q, e->o->prefix_caching ? q->hash_block : 0, now);
 }
 
+/* Live requests (engine/live.h), at a step boundary: the arrivals submitted since the last
+ * one, with their prompts (arrival = when the server received them), then the endings
+ * asked for (EOS, stop strings, clients gone). */
+static int take_live(engine_t *e, double now) {
+    live_t *l = e->o->live;
+    live_arrival_t a;
+    while (live_engine_pop(l, &a) > 0) {
+        trace_req_t q = { .id = a.id, .arrival_s = a.received - e->t0,
+                          .prompt_tokens = a.n_prompt, .output_tokens = a.max_tokens,
+                          .max_output_tokens = a.max_tokens };
+        if (q.arrival_s > now) q.arrival_s = now;
+        if (req_new(e, &q)) return -1;
+        ereq_t *x = req_get(e, a.id);
+        if (x->toks) memcpy(x->toks, a.prompt, sizeof(int32_t) * (size_t)a.n_prompt);
+        if (replay_add(&e->rp, &q, 0, now)) return -1;
+    }
+    int32_t id, state;
+    char reason[64];
+    while (live_engine_next_ending(l, &id, &state, reason, sizeof reason) > 0)
+        if (sched_finish_early(e->rp.sched, id, state, reason, now) < 0)
+            return FAIL(e, "%s", sched_errmsg(e->rp.sched));
+    const sched_view_t *v = sched_view(e->rp.sched);
+    live_engine_stats(l, v->n_waiting, v->n_running, sched_kv_used(e->rp.sched), e->steps);
+    return 0;
+}
+
 static int run_loop(engine_t *e) {
     trace_req_t next;
-    int have = replay_next(&e->rp, &next);
+    live_t *live = e->o->live;
+    int have = live ? 0 : replay_next(&e->rp, &next);
     if (have < 0) return -1;
     if (warm_up(e)) return -1;
     e->t0 = replay_wall();
+    if (live) live_engine_ready(live, e->max_model_len, e->num_blocks);
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
@@ -515,10 +548,18 @@ static int run_loop(engine_t *e) {
             have = replay_next(&e->rp, &next);
             if (have < 0) return -1;
         }
+        if (live && take_live(e, now)) return -1;
+        int idle = sched_num_unfinished(e->rp.sched) == 0;
+        /* a server stopped with nothing in flight has simply ended */
+        if (live && idle && e->o->interrupt && *e->o->interrupt) break;
         /* a step boundary (or the end of an idle wait): nothing in flight; the requests
          * that have arrived are recorded as aborted */
         if (replay_interrupted(&e->rp, now)) return -1;
-        if (have == 0 && sched_num_unfinished(e->rp.sched) == 0) break;
+        if (have == 0 && idle && !live) break;
+        if (live && idle && !isfinite(sched_wakeup(e->rp.sched))) {
+            live_engine_wait(live, 0.1); /* the interrupt flag is polled at this pace */
+            continue;
+        }
         const sched_plan_t *p;
         double w0 = replay_wall();
         if (sched_step(e->rp.sched, now, &p) != 0) return FAIL(e, "%s", sched_errmsg(e->rp.sched));
@@ -533,6 +574,11 @@ static int run_loop(engine_t *e) {
         double wake = sched_wakeup(e->rp.sched);
         double until = have > 0 ? next.arrival_s : INFINITY;
         if (wake < until) until = wake;
+        if (live) { /* an arrival may come at any time: wait for it, or until the wake-up */
+            live_engine_wait(live, fmin(until - now, 0.1));
+            e->ready_s = now_s(e);
+            continue;
+        }
         if (!isfinite(until)) {
             if (sched_num_unfinished(e->rp.sched) == 0) break;
             return replay_stalled(&e->rp, now);
@@ -557,9 +603,10 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     e.rp.final_ud = &e;
     if (rc != 0) goto done;
 
-    char base[1024];
-    replay_describe_trace(o->trace_path, &o->trace_opts, base, sizeof base);
-    snprintf(trace_desc, sizeof trace_desc, "%s; engine: synthetic prompts%s", base,
+    char base[1024] = "serve: live requests"; /* no trace: the clients' own prompts */
+    if (!o->live) replay_describe_trace(o->trace_path, &o->trace_opts, base, sizeof base);
+    snprintf(trace_desc, sizeof trace_desc, "%s; engine: %s%s", base,
+             o->live ? "the clients' prompts" : "synthetic prompts",
              o->prefix_caching ? ", prefix caching" : "");
     snprintf(hw_desc, sizeof hw_desc, "%s", o->backend ? o->backend : "cpu");
     rec_run_info_t early = {
@@ -585,7 +632,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         };
         setup_rc = replay_start_sched(&e.rp, &cfg);
     }
-    if (setup_rc == 0) setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
+    if (setup_rc == 0 && !o->live)
+        setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
     /* A configuration that cannot run records nothing (engine.h): the caller says why. */
     if (setup_rc != 0) {
         res->setup_failed = 1;
@@ -593,7 +641,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     }
     /* Ctrl-C while the model loaded: nothing ran, nothing is recorded. */
     if (replay_not_started(&e.rp)) goto done;
-    if (o->progress) replay_count_trace(&e.rp, o->trace_path, &o->trace_opts);
+    if (o->progress && !o->live) replay_count_trace(&e.rp, o->trace_path, &o->trace_opts);
 
     /* Everything a replay of this run needs (validate: the simulator on the same workload,
      * or the engine again with --repeat). */
@@ -627,8 +675,10 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     }
     fputc(',', cf);
     replay_json_path(cf, "policy_file", o->policy_path);
-    fputc(',', cf);
-    replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    if (!o->live) { /* a live run's workload is its requests rows alone */
+        fputc(',', cf);
+        replay_trace_json(cf, o->trace_path, &o->trace_opts);
+    }
     if (o->config_extra) fprintf(cf, ",%s", o->config_extra);
     fputc('}', cf);
     if (fclose(cf) != 0 || !config) {
@@ -657,6 +707,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     if (warm) e.bk->keep_warm(e.bk, 0);
     if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     replay_finish(&e.rp);
+    /* the clients of requests still open learn why (their rows were written above) */
+    if (o->live) live_engine_close(o->live, e.rp.failed ? e.rp.err : "the server stopped");
     res->requests = e.rp.requests;
     res->skipped = e.rp.trace ? trace_skipped(e.rp.trace) : 0;
     res->steps = e.steps;

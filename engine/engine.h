@@ -84,6 +84,8 @@ typedef struct {
     const char *version;
     const char *config_extra; /* NULL or JSON members appended to the run's config object
                                * (--repeat records "experiment":{...} here) */
+    struct live *live;        /* NULL: replay trace_path; else serve the live requests
+                               * submitted to it (engine/live.h) until interrupted */
 } engine_opts_t;
 
 typedef struct {

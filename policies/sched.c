@@ -420,6 +420,11 @@ static void compact_lists_and_recycle(sched_t *s) {
     sched_view_sync(s);
 }
 
+void sched_compact(sched_t *s) {
+    s->need_compact = 1;
+    compact_lists_and_recycle(s);
+}
+
 /* ------------------------------------------------------------------ the step */
 
 int sched_step(sched_t *s, double now, const sched_plan_t **out) {

@@ -24,7 +24,8 @@
  *  - A request that can never fit (context length, KV capacity, empty prompt) is rejected at
  *    arrival with a reason; the run goes on.
  *  - Each request reaches exactly one final state (finished, rejected, or aborted by
- *    sched_abort_all) and is then reported once through the sink.
+ *    sched_abort_all; or ended early by sched_finish_early) and is then reported once
+ *    through the sink.
  *  - Prefix caching (optional): when a request with prompt hashes is admitted with nothing
  *    computed, the longest run of its leading full prompt blocks found in the cache is
  *    taken instead of computed (at least one token is always left to compute, for the
@@ -240,6 +241,16 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
 
 /* Ends every request not in a final state with status aborted (the run failed). */
 void sched_abort_all(sched_t *s, const char *reason);
+
+/* Ends one waiting, preempted or running request now, before its length is reached: a
+ * live server's EOS or stop string (state SCHED_FINISHED: finish_s = now, and its true
+ * length becomes what it generated, at least 1) or its client gone (SCHED_ABORTED). Its KV
+ * is freed, it is reported once through the sink with reason, the policy's on_finish sees
+ * it, and it leaves the lists at once. Only between steps: not inside the schedule hook,
+ * and not for a request of a plan not yet committed. 0 ended; 1 no such live request
+ * (already final, or unknown: nothing changed); -1 with the message (a bad state, one of
+ * the above, a request in transit, or on_finish failed after the request ended). */
+int sched_finish_early(sched_t *s, int32_t id, int32_t state, const char *reason, double now);
 
 /* --- disaggregation (see the invariants above) --------------------------------------- */
 /* Called once per handed-off request, inside sched_commit; r stays valid until

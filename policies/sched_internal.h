@@ -95,6 +95,9 @@ int sched_map_put(sched_t *s, slot_t *x);
 slot_t *sched_slot_get(sched_t *s);     /* NULL when out of memory */
 void sched_slot_put(sched_t *s, slot_t *x); /* forgets the id and recycles the slot */
 void sched_view_sync(sched_t *s);
+/* Applies the pending list moves now (final requests leave, and are recycled): for calls
+ * outside a step that end requests (sched_finish_early). */
+void sched_compact(sched_t *s);
 /* A request reached a final state: its KV freed, reported once through the sink. */
 void sched_finalize(sched_t *s, slot_t *x, int32_t state, const char *reason);
 int sched_grow(void **v, int32_t *cap, int32_t need, size_t size);
