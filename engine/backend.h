@@ -33,6 +33,14 @@
  * p % block_size. rope_kv writes this step's K and V before attention reads the cache, so
  * a token attends to positions 0..pos of its own sequence (causal within the step too).
  *
+ * Stored types (optional; NULL on a backend that multiplies its weight type only): a
+ * matrix of a ggml type (engine/dequant.h: F16, BF16, Q8_0, Q4_0) kept in that type, for
+ * products that dequantise inside the kernel. qmatrix_elems(type, rows, cols) is the
+ * BK_WEIGHT buffer such a matrix occupies (0: not this type, or not this shape), with
+ * matrix_elems's rule for aligned row slices and concatenations; upload_qmatrix takes the
+ * type's bytes row-major (GGUF's layout); matmul_q is matmul with such a matrix. Embedding
+ * tables stay upload_matrix matrices.
+ *
  * Dummy weights: gen_matrix stores the matrix whose element (r, c) is
  * dummy_weight(seed, tensor, r * cols + c) (engine/dummy_weight.h), generated where the
  * weights live, so an 8B dummy model never exists on the host.
@@ -114,6 +122,12 @@ struct backend {
     /* dst a BK_WEIGHT buffer of matrix_elems(rows, cols): see "Dummy weights" above */
     int (*gen_matrix)(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_t seed,
                       uint64_t tensor);
+    /* stored types: see "Stored types" above */
+    size_t (*qmatrix_elems)(backend_t *b, uint32_t type, int32_t rows, int32_t cols);
+    int (*upload_qmatrix)(backend_t *b, void *dst, const void *src, uint32_t type,
+                          int32_t rows, int32_t cols);
+    int (*matmul_q)(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
+                    uint32_t type, int32_t m, int32_t n, int32_t k);
     int (*upload)(backend_t *b, void *dst, const void *src, size_t bytes);  /* F32/I32 */
     /* dst host; src any buffer, converted to fp32 when it holds weights or activations */
     int (*download_f32)(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n);
@@ -164,6 +178,9 @@ typedef struct {
     int n_threads;              /* CPU: 0 = all cores */
     const char *dtype;          /* GPU weights: "bf16" (default), "f16", "f32" */
     int device;                 /* GPU ordinal */
+    /* "native" or NULL: matrices in their stored type where the backend can (stored
+     * types above); "f32": dequantised to the weight type at upload, as before */
+    const char *weights;
     /* 1: a row's result never depends on the rest of its batch (the CPU backend always
      * holds this; the GPU then uses one product kernel and one attention kernel for every
      * shape, slower for large steps): greedy outputs are identical under every policy */
