@@ -24,8 +24,11 @@ endif
 
 # The CUDA backend (engine/cuda/*.cu) is compiled where nvcc is found (on PATH or in
 # /usr/local/cuda) together with cuBLAS and cudart; CUDA=0 builds without it. Hopper machine
-# code plus compute_90 PTX, which newer GPUs compile at load. The C side links cudart and
-# cuBLAS with an rpath, and libstdc++ for the nvcc objects.
+# code plus compute_90 PTX, which newer GPUs compile at load. The backend is a shared object
+# of its own, $(BUILD)/libtwinserve_cuda.so (cudart and cuBLAS linked there, with an rpath),
+# that `--backend cuda` opens at run time (engine/backend.c, engine/cuda/cuda_entry.h):
+# twinserve itself links no CUDA library and starts without one. Install the object beside
+# the binary, or point TWIN_CUDA_LIB at it.
 # CUDA_HOME is asked of nvcc itself (its TOP), not derived from nvcc's path: nvcc on PATH
 # may be a wrapper script outside the toolkit. The libraries may be in lib64 or in
 # targets/<arch>/lib; a toolkit without them builds without CUDA, and says so.
@@ -54,10 +57,12 @@ endif
 ifneq ($(NVCC),)
   CUDA_SRC  := $(wildcard engine/cuda/*.cu)
   CFLAGS    += -DTWIN_HAVE_CUDA -I$(CUDA_HOME)/include
-  LDLIBS    += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart -lstdc++
+  LDLIBS    += -ldl
+  CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart
+  CUDA_SO   := $(BUILD)/libtwinserve_cuda.so
   NVCCFLAGS ?= -O3 -lineinfo
   NVCCFLAGS += -std=c++17 -I. -gencode arch=compute_90,code=sm_90 \
-               -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
+               -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 endif
 
 MODULE_DIRS := policies traces sim analysis engine engine/cpu
@@ -68,15 +73,18 @@ GEN_SRC  := $(BUILD)/gen/schema_sql.c $(BUILD)/gen/prelude_lua.c $(BUILD)/gen/vi
             $(BUILD)/gen/costs_builtin.c
 COST_FILES := $(sort $(wildcard sim/costs/*.cost))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_SRC:.c=.o)
+# position-independent, for the shared object; a folder of their own, so that objects an
+# older Makefile compiled without -fPIC are never linked into it
+CUDA_OBJ := $(CUDA_SRC:engine/cuda/%.cu=$(BUILD)/cuda_so/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 LIB      := $(BUILD)/libtwinserve.a
 BIN      := $(BUILD)/twinserve
 
-.PHONY: all test check demo demo-run deps data clean bench sanitize valgrind
-all: $(BIN)
+.PHONY: all test check demo demo-run deps data clean bench sanitize valgrind cuda-info
+all: $(BIN) $(CUDA_SO)
 
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
@@ -89,9 +97,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.cu
+ifneq ($(NVCC),)
+$(BUILD)/cuda_so/%.o: engine/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+# The object takes backend.c's bk_* helpers from the executable (-rdynamic). backend.c
+# knows this build's object by its absolute path, so binaries under $(BUILD)/tests find it.
+$(CUDA_SO): $(CUDA_OBJ)
+	$(CXX) -shared -o $@ $^ $(CUDA_LDLIBS)
+$(BUILD)/engine/backend.o: CFLAGS += -DTWIN_CUDA_SO_BUILT='"$(abspath $(CUDA_SO))"'
+# test_cuda_plan calls the attention planner (host code in cuda_attention.cu) directly
+$(BUILD)/tests/test_cuda_plan: $(CUDA_OBJ)
+$(BUILD)/tests/test_cuda_plan: TEST_LINK := $(CUDA_OBJ) $(CUDA_LDLIBS) -lstdc++
+endif
 
 # Text compiled in as C strings: the record schema and the policy prelude stay readable
 # files (traces/schema.sql, policies/prelude.lua) and remain the single source.
@@ -121,8 +140,9 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) $(LDFLAGS) -o $@ $< $(LIB) \
-	    $(shell pkg-config --libs $(CHECK_PKG)) $(LDLIBS)
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags $(CHECK_PKG)) $(LDFLAGS) -o $@ $< \
+	    $(filter %.o,$(TEST_LINK)) $(LIB) $(shell pkg-config --libs $(CHECK_PKG)) $(LDLIBS) \
+	    $(filter-out %.o,$(TEST_LINK))
 
 # tests/cuda_emu: the CUDA kernels (engine/cuda/cuda_{attention,ops,gemv,sample}.cu) run on
 # the CPU under a host emulator of the execution model, so `check` tests them where no GPU
@@ -163,8 +183,14 @@ demo:
 
 # Unit suites (Check), then the end-to-end scripts. CK_FORK stays on: a crashing test is
 # reported as a failure instead of killing the suite.
-check: $(BIN) $(TEST_BIN)
+check: $(BIN) $(CUDA_SO) $(TEST_BIN)
 	@bash tests/run_all.sh $(BUILD)
+
+# what this Makefile found, one key=value a line, for bench/gpu.sh's preflight (so the
+# rules that find CUDA stay in one place)
+cuda-info:
+	@printf 'nvcc=%s\nhome=%s\nlibdir=%s\nso=%s\npkgs=%s\n' '$(NVCC)' '$(CUDA_HOME)' \
+	    '$(CUDA_LIBDIR)' '$(if $(CUDA_SO),$(abspath $(CUDA_SO)))' '$(PKGS) $(CHECK_PKG)'
 
 demo-run: $(BIN)
 	@bash cli/demo.sh $(BIN)
