@@ -21,6 +21,7 @@ int cmd_merge(int argc, char **argv);     /* cli/cmd_merge.c: runs of databases 
 int cmd_explain(int argc, char **argv);   /* cli/cmd_explain.c */
 int cmd_generate(int argc, char **argv);  /* cli/cmd_generate.c */
 int cmd_engine(int argc, char **argv);    /* cli/cmd_engine.c */
+int cmd_serve(int argc, char **argv);     /* cli/cmd_serve.c: an OpenAI-compatible server */
 int cmd_bench(int argc, char **argv);     /* cli/cmd_bench.c */
 int cmd_calibrate(int argc, char **argv); /* cli/cmd_calibrate.c */
 int cmd_validate(int argc, char **argv);  /* cli/cmd_validate.c */

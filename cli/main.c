@@ -22,6 +22,7 @@ static const command_t commands[] = {
     { "upgrade", cmd_upgrade, "bring a database written by an older twinserve up to date" },
     { "explain", cmd_explain, "step by step: what a policy schedules on a small trace" },
     { "engine", cmd_engine, "replay a trace through a policy on the real engine" },
+    { "serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API (on the engine)" },
     { "generate", cmd_generate, "generate text from a model (llama2.c .bin, GGUF, dummy:PRESET)" },
     { "validate", cmd_validate, "replay an engine run in the simulator: predicted vs measured" },
     { "import", cmd_import, "record measurements taken elsewhere (CSV, vLLM benchmark JSON)" },

@@ -22,6 +22,7 @@ struct live_req {
     /* the submission, immutable once queued */
     int32_t *prompt, n_prompt, max_tokens;
     float temperature, top_p;
+    int has_seed;
     uint64_t seed;
     char *stop[LIVE_MAX_STOP];
     int n_stop;
@@ -185,6 +186,7 @@ int live_submit(live_t *l, const live_params_t *p, live_req_t **out, char *msg, 
     q->max_tokens = p->max_tokens;
     q->temperature = p->temperature;
     q->top_p = p->top_p;
+    q->has_seed = p->has_seed;
     q->seed = p->seed;
     q->prev = p->n_prompt > 0 ? p->prompt[p->n_prompt - 1] : TOK_BOS;
     for (int i = 0; i < p->n_stop && i < LIVE_MAX_STOP; i++) {
@@ -351,7 +353,7 @@ void live_engine_sampling(live_t *l, int32_t id, bk_sample_t *sp) {
     sp->temperature = q->temperature;
     sp->top_p = q->top_p;
     sp->top_k = 0;
-    sp->seed = q->seed;
+    if (q->has_seed) sp->seed = q->seed;
 }
 
 /* The first stop string in text from byte `from` on: its offset, or -1. */

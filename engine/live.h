@@ -45,6 +45,7 @@ typedef struct {
     int32_t max_tokens;        /* >= 1, prompt + max_tokens within the context */
     float temperature;         /* 0: greedy */
     float top_p;               /* (0, 1] */
+    int has_seed;              /* 0: the engine's stream for the request (run seed, id) */
     uint64_t seed;             /* the request's sampling stream */
     const char *stop[LIVE_MAX_STOP];
     int n_stop;

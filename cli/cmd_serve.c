@@ -1,0 +1,241 @@
+/* cmd_serve: `twinserve serve`, an OpenAI-compatible HTTP server on the engine (issue #15
+ * item 3). The main thread runs the engine (engine_run with a live arrival source,
+ * engine/live.h): the scheduler core and the Lua policy plan every step, as in a trace
+ * replay, and the run is recorded like one (runs.kind 'engine', config "serve"; arrival =
+ * when the request was received). HTTP threads (cli/serve_http.c) only hand requests over. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_experiment.h"
+#include "cli/cli_signal.h"
+#include "cli/cli_util.h"
+#include "cli/serve_http.h"
+#include "engine/engine.h"
+#include "engine/live.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: twinserve serve --model FILE [options]\n"
+        "\n"
+        "Serves the model over an OpenAI-compatible HTTP API: POST /v1/completions and\n"
+        "/v1/chat/completions (stream: true as server-sent events; max_tokens, temperature,\n"
+        "top_p, seed, stop; usage counts), GET /v1/models, /health and /metrics (Prometheus\n"
+        "text). The shared scheduler core and the Lua policy plan every step, as in\n"
+        "`twinserve engine`, and the requests are recorded as an engine run (config\n"
+        "\"serve\", arrival = when a request was received), so report and compare read it.\n"
+        "Ctrl-C or SIGTERM stops the server: with nothing in flight the run is recorded as\n"
+        "done; otherwise the requests in flight are aborted and the run is marked failed.\n"
+        "\n"
+        "  --model FILE          llama2.c .bin (with tok<V>.bin or tokenizer.bin next to it)\n"
+        "                        or GGUF (its own tokenizer)\n"
+        "  --tokenizer FILE      a llama2.c tokenizer instead\n"
+        "  --served-model-name S the model's id in the API (default: the file's name)\n"
+        "  --policy FILE         the scheduling policy (default policies/continuous.lua)\n"
+        "  --set KEY=VALUE       override a policy param (repeatable)\n"
+        "  --host ADDR           IPv4 address to listen on (default 127.0.0.1: this machine\n"
+        "                        only; 0.0.0.0 opens it to the network)\n"
+        "  --port N              TCP port (default 8000; 0: any free one, printed)\n"
+        "  --db FILE             SQLite database (default twinserve.db)\n"
+        "  --name RUN            run name (default engine-<policy>-<id>)\n"
+        "  --seed N              sampling of requests without a seed, policy randomness (0)\n"
+        "  --backend NAME        cpu (default) or cuda\n"
+        "  --threads N           CPU threads (default: all cores)\n"
+        "  --save-tokens         record every output token id and time (tokens table)\n"
+        "  --block-size N, --max-tokens N, --max-seqs N, --max-model-len N, --kv-blocks N,\n"
+        "  --kv-mem GB, --watermark F   as `twinserve engine`\n"
+        "  -q, --quiet           no start line or summary\n"
+        "\n"
+        "Exit status: 0 stopped with nothing in flight, 1 the run failed, 2 usage error or\n"
+        "the address cannot be bound (nothing recorded), 130/143 stopped by SIGINT/SIGTERM\n"
+        "with requests in flight (aborted, the run marked failed).\n");
+}
+
+enum {
+    O_MODEL = 256, O_TOK, O_SERVED, O_POLICY, O_SET, O_HOST, O_PORT, O_DB, O_NAME, O_SEED,
+    O_BACKEND, O_THREADS, O_SAVE, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM,
+    O_HELP
+};
+
+static const struct option opts[] = {
+    { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK },
+    { "served-model-name", 1, 0, O_SERVED }, { "policy", 1, 0, O_POLICY },
+    { "set", 1, 0, O_SET }, { "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
+    { "db", 1, 0, O_DB }, { "name", 1, 0, O_NAME }, { "seed", 1, 0, O_SEED },
+    { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
+    { "save-tokens", 0, 0, O_SAVE }, { "block-size", 1, 0, O_BLOCK },
+    { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
+    { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
+    { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
+    { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+};
+
+typedef struct {
+    const char *tokenizer, *served, *host;
+    int32_t port;
+} serve_opts_t;
+
+static int apply(int c, const char *a, engine_opts_t *o, serve_opts_t *so) {
+    switch (c) {
+    case O_MODEL: o->model = a; return 1;
+    case O_TOK: so->tokenizer = a; return 1;
+    case O_SERVED: so->served = a; return *a != '\0';
+    case O_POLICY: o->policy_path = a; return 1;
+    case O_SET: ((const char **)o->sets)[o->n_sets++] = a; return 1;
+    case O_HOST: so->host = a; return 1;
+    case O_PORT: return cli_int(a, 0, 65535, &so->port);
+    case O_DB: o->db_path = a; return 1;
+    case O_NAME: o->run_name = a; return 1;
+    case O_SEED: return cli_u64(a, &o->seed);
+    case O_BACKEND: o->backend = a; return 1;
+    case O_THREADS: { int32_t n; if (!cli_int(a, 0, 4096, &n)) return 0; o->n_threads = n; return 1; }
+    case O_SAVE: o->save_tokens = 1; return 1;
+    case O_BLOCK: return cli_int(a, 1, 1 << 16, &o->block_size);
+    case O_MAXTOK: return cli_int(a, 1, 1 << 20, &o->max_tokens);
+    case O_MAXSEQ: return cli_int(a, 1, 1 << 16, &o->max_seqs);
+    case O_MAXLEN: return cli_int(a, 1, 1 << 30, &o->max_model_len);
+    case O_KVB: return cli_int(a, 1, INT32_MAX, &o->kv_blocks);
+    case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
+    case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
+    }
+    return 0;
+}
+
+/* The model's tokenizer: --tokenizer, the GGUF's own, or tok<V>.bin / tokenizer.bin next to a
+ * llama2.c checkpoint (as generate finds it). 0, or -1 with a message. */
+static int open_tokenizer(const char *model, const char *given, tok_t **out, char *err,
+                          size_t errlen) {
+    model_t *m = NULL;
+    *out = NULL;
+    if (model_open(model, 0, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) return -1;
+    int rc = -1;
+    int32_t vocab = m->cfg.vocab;
+    if (given) {
+        rc = tok_load_llama2c(given, vocab, out, err, errlen);
+    } else if (!strcmp(m->format, "gguf")) {
+        rc = tok_load_gguf(model, out, err, errlen);
+    } else if (!strcmp(m->format, "llama2c")) {
+        const char *slash = strrchr(model, '/');
+        int dir = slash ? (int)(slash - model + 1) : 0;
+        char path[2][1100];
+        snprintf(path[0], sizeof path[0], "%.*stok%d.bin", dir, model, vocab);
+        snprintf(path[1], sizeof path[1], "%.*stokenizer.bin", dir, model);
+        for (int i = 0; i < 2 && rc != 0; i++)
+            if (access(path[i], R_OK) == 0) rc = tok_load_llama2c(path[i], vocab, out, err, errlen);
+        if (rc != 0 && !err[0])
+            snprintf(err, errlen, "no tokenizer next to %s: give --tokenizer FILE", model);
+    } else {
+        snprintf(err, errlen, "%s has no tokenizer: serving needs text (give a .bin with its "
+                 "tokenizer, or a GGUF file)", model);
+    }
+    if (rc == 0 && tok_vocab(*out) != vocab) {
+        snprintf(err, errlen, "the tokenizer has %d pieces but %s has a vocabulary of %d",
+                 tok_vocab(*out), model, vocab);
+        tok_free(*out);
+        *out = NULL;
+        rc = -1;
+    }
+    model_free(m);
+    return rc;
+}
+
+int cmd_serve(int argc, char **argv) {
+    engine_opts_t o;
+    engine_opts_defaults(&o);
+    o.version = TWIN_VERSION;
+    o.policy_path = "policies/continuous.lua";
+    o.idle_sleep = 1; /* a server waits for clients without holding the cores */
+    serve_opts_t so = { .host = "127.0.0.1", .port = 8000 };
+    int quiet = 0, rc = 2, c;
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    tok_t *tok = NULL;
+    live_t *live = NULL;
+    serve_http_t *http = NULL;
+    char err[8192] = "", extra[600];
+    if (!sets) return 1;
+    o.sets = sets;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
+        if (c == 'q') {
+            quiet = 1;
+        } else if (c == O_HELP) {
+            usage(stdout);
+            rc = 0;
+            goto done;
+        } else if (c == '?' || c == ':') {
+            usage(stderr);
+            goto done;
+        } else if (!apply(c, optarg, &o, &so)) {
+            fprintf(stderr, "twinserve serve: bad value '%s' for --%s\n", optarg,
+                    opts[c - O_MODEL].name);
+            goto done;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "twinserve serve: unexpected argument '%s'\n", argv[optind]);
+        goto done;
+    }
+    if (!o.model) {
+        fprintf(stderr, "twinserve serve: --model is required\n");
+        usage(stderr);
+        goto done;
+    }
+    if (open_tokenizer(o.model, so.tokenizer, &tok, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve serve: %s\n", err);
+        goto done;
+    }
+    if (!(live = live_new(tok))) {
+        fprintf(stderr, "twinserve serve: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    const char *base = strrchr(o.model, '/');
+    serve_ctx_t ctx = { .live = live, .model = so.served ? so.served : base ? base + 1 : o.model,
+                        .policy = o.policy_path, .created = (long long)time(NULL) };
+    int port = 0;
+    if (serve_http_start(&ctx, so.host, so.port, &http, &port, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve serve: %s\n", err);
+        goto done;
+    }
+    /* a client gone mid-write must not kill the server */
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(extra, sizeof extra, "\"serve\":{\"host\":\"%s\",\"port\":%d,\"model_id\":\"%s\"}",
+             so.host, port, ctx.model);
+    o.config_extra = extra;
+    o.live = live;
+    o.interrupt = &cli_signal_caught;
+    if (!quiet)
+        fprintf(stderr, "twinserve serve: listening on http://%s:%d (model %s, policy %s); "
+                        "Ctrl-C stops\n", so.host, port, ctx.model, o.policy_path);
+    cli_signal_watch();
+    engine_result_t res;
+    int failed = engine_run(&o, &res, err, sizeof err) != 0;
+    live_engine_close(live, "the server stopped");
+    serve_http_stop(http); /* waits for the connection threads, whose channels are ended */
+    http = NULL;
+    if (failed) {
+        rc = cli_run_failed("serve", o.db_path, res.run_id, res.setup_failed, err);
+        goto done;
+    }
+    if (!quiet) {
+        printf("run %lld in %s: %lld requests, %lld steps, %d KV blocks; %.3f s wall\n",
+               (long long)res.run_id, o.db_path, (long long)res.requests, (long long)res.steps,
+               res.num_blocks, res.wall_s);
+        if (res.have_summary && res.requests > 0) summary_print(stdout, &res.summary);
+    }
+    rc = 0;
+done:
+    cli_signal_unwatch();
+    serve_http_stop(http);
+    live_free(live);
+    tok_free(tok);
+    free(sets);
+    return rc;
+}
