@@ -2,8 +2,9 @@
  * engine/cuda/cuda_attention.cu, host code that never touches the device) on random
  * batches: every token lands exactly once, in the decode list or in one prefill tile; tiles
  * stay inside one sequence and hold 1..CK_PF_TILE_Q tokens; the decode splits are whole
- * blocks and cover every decode context without an empty split; the int count stays within
- * ck_attn_plan_cap. Built without CUDA, a single test says so and passes. */
+ * blocks, cover every decode context (rounded up to 256-position buckets) without an empty
+ * split, and follow the rule (two blocks per SM, at least two loop iterations a split); the
+ * int count stays within ck_attn_plan_cap. Built without CUDA, a single test says so and passes. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,8 +68,9 @@ static void make_batch(batch_t *b, int32_t n_seqs, const int32_t *qs, const int3
     b->bt.bt_start = b->bt_start;
 }
 
-/* Plans b with this block size and checks every property; returns the plan's ck_batch_t. */
-static ck_batch_t check_plan(const batch_t *b, int32_t bs) {
+/* Plans b for a pool of this block size and kv heads (of 128 bf16) on n_sm
+ * multiprocessors and checks every property; returns the plan's ck_batch_t. */
+static ck_batch_t check_plan_on(const batch_t *b, int32_t bs, int32_t n_kv, int32_t n_sm) {
     const bk_batch_t *bt = &b->bt;
     size_t cap = ck_attn_plan_cap(bt);
     int32_t *ints = malloc((cap + 16) * sizeof *ints);
@@ -79,7 +81,14 @@ static ck_batch_t check_plan(const batch_t *b, int32_t bs) {
     pb.n_tokens = bt->n_tokens;
     pb.n_seqs = bt->n_seqs;
     size_t dec_off = 99, pf_off = 99;
-    size_t k = ck_attn_plan(bt, bs, ints, &pb, &dec_off, &pf_off);
+    ck_kv_t kv;
+    memset(&kv, 0, sizeof kv);
+    kv.block_size = bs;
+    kv.n_kv_heads = n_kv;
+    kv.head_dim = 128;
+    kv.dtype = CK_BF16;
+    pb.n_sm = n_sm;
+    size_t k = ck_attn_plan(bt, &kv, ints, &pb, &dec_off, &pf_off);
 
     ck_assert_uint_le(k, cap);
     for (size_t i = k; i < cap + 16; i++) REQ(ints[i] == CANARY);
@@ -123,11 +132,19 @@ static ck_batch_t check_plan(const batch_t *b, int32_t bs) {
     ck_assert_int_ge(pb.dec_split_len, 1);
     ck_assert_int_eq(pb.dec_split_len % bs, 0);
     if (pb.n_dec > 0) {
-        ck_assert_int_ge((int64_t)pb.dec_splits * pb.dec_split_len, dec_ctx);
-        ck_assert_int_lt((int64_t)(pb.dec_splits - 1) * pb.dec_split_len, dec_ctx);
-        /* the batch alone fills the machine: no split; never more than it takes */
-        if (pb.n_dec >= 4 * 132) ck_assert_int_eq(pb.dec_splits, 1);
-        ck_assert_int_le(pb.dec_splits, (4 * 132 + pb.n_dec - 1) / pb.n_dec);
+        /* the context rounded up to whole buckets of 256 positions (whole blocks), so
+         * that decode steps keep one plan while their contexts grow */
+        int64_t bucket = (256 + bs - 1) / bs * bs, ctx_b = (dec_ctx + bucket - 1) / bucket * bucket;
+        ck_assert_int_ge((int64_t)pb.dec_splits * pb.dec_split_len, ctx_b);
+        ck_assert_int_lt((int64_t)(pb.dec_splits - 1) * pb.dec_split_len, ctx_b);
+        /* two blocks per multiprocessor: once the batch alone makes them, no split; never
+         * more splits than it takes */
+        int64_t per = (int64_t)pb.n_dec * n_kv, sm = n_sm > 0 ? n_sm : 132;
+        if (per >= 2 * sm) ck_assert_int_eq(pb.dec_splits, 1);
+        ck_assert_int_le(pb.dec_splits, (2 * sm + per - 1) / per);
+        /* a split is at least two iterations of the kernel's loop (16 positions each for
+         * 128-wide bf16 heads), in whole blocks */
+        if (pb.dec_splits > 1) ck_assert_int_ge(pb.dec_split_len, 32);
     } else {
         ck_assert_int_eq(pb.dec_splits, 1);
     }
@@ -137,13 +154,16 @@ static ck_batch_t check_plan(const batch_t *b, int32_t bs) {
     return pb;
 }
 
+static ck_batch_t check_plan(const batch_t *b, int32_t bs) { return check_plan_on(b, bs, 8, 0); }
+
 static const int32_t block_sizes[] = {1, 2, 7, 16, 16, 32, 256};
 
 START_TEST(random_batches) {
     static batch_t b;
     for (int it = 0; it < 3000; it++) {
         make_batch(&b, rnd(1, MAX_SEQS), NULL, NULL);
-        check_plan(&b, block_sizes[rnd(0, 6)]);
+        static const int32_t kvs[] = {1, 2, 8, 32}, sms[] = {0, 1, 16, 132, 144};
+        check_plan_on(&b, block_sizes[rnd(0, 6)], kvs[rnd(0, 3)], sms[rnd(0, 4)]);
     }
 }
 END_TEST
@@ -176,22 +196,47 @@ END_TEST
 
 START_TEST(splits_follow_the_rule) {
     static batch_t b;
-    /* one decode at a long context: split in whole blocks of >= 128 positions */
-    int32_t q1[1] = {1}, c1[1] = {100000};
+    /* the issue's case: Llama-3-8B (8 kv heads of 128, bf16) at batch 1 and 1k context
+     * on an H200's 132 SMs: 32 splits of 32 positions, 256 blocks of two iterations */
+    int32_t q1[1] = {1}, c1[1] = {1023};
     make_batch(&b, 1, q1, c1);
-    ck_batch_t pb = check_plan(&b, 16);
-    ck_assert_int_gt(pb.dec_splits, 100);
-    ck_assert_int_ge(pb.dec_split_len, 128);
-    /* a short context is not split */
-    c1[0] = 100;
+    ck_batch_t pb = check_plan_on(&b, 16, 8, 132);
+    ck_assert_int_eq(pb.dec_splits, 32);
+    ck_assert_int_eq(pb.dec_split_len, 32);
+    /* the plan follows the device: half the SMs, half the splits */
+    pb = check_plan_on(&b, 16, 8, 66);
+    ck_assert_int_eq(pb.dec_splits, 16);
+    /* the same plan for every context of a 256-position bucket */
+    c1[0] = 769;
+    make_batch(&b, 1, q1, c1);
+    ck_batch_t pb2 = check_plan_on(&b, 16, 8, 132);
+    ck_assert_int_eq(pb2.dec_splits, 32);
+    ck_assert_int_eq(pb2.dec_split_len, 32);
+    /* batch 8 at 1k: 64 blocks a split index, 5 splits */
+    int32_t q8[8], c8[8];
+    for (int i = 0; i < 8; i++) q8[i] = 1, c8[i] = 1000 - 3 * i;
+    make_batch(&b, 8, q8, c8);
+    pb = check_plan_on(&b, 16, 8, 132);
+    ck_assert_int_eq(pb.dec_splits, 5);
+    /* one decode at a long context, one kv head: the SMs' worth of splits */
+    c1[0] = 100000;
+    make_batch(&b, 1, q1, c1);
+    pb = check_plan_on(&b, 16, 1, 132);
+    ck_assert_int_ge(pb.dec_splits, 250);
+    ck_assert_int_le(pb.dec_splits, 264);
+    /* a short context is not split below two iterations a split */
+    c1[0] = 20;
     make_batch(&b, 1, q1, c1);
     pb = check_plan(&b, 16);
-    ck_assert_int_eq(pb.dec_splits, 1);
-    /* a long prefill beside short decodes does not split the decodes */
+    ck_assert_int_eq(pb.dec_split_len, 32);
+    /* a long prefill beside short decodes does not change the decodes' split */
     int32_t q3[3] = {1, 1, 200}, c3[3] = {50, 60, 100000};
+    make_batch(&b, 2, q3, c3);
+    pb2 = check_plan(&b, 16);
     make_batch(&b, 3, q3, c3);
     pb = check_plan(&b, 16);
-    ck_assert_int_eq(pb.dec_splits, 1);
+    ck_assert_int_eq(pb.dec_splits, pb2.dec_splits);
+    ck_assert_int_eq(pb.dec_split_len, pb2.dec_split_len);
     /* a full batch is not split */
     int32_t qs[MAX_SEQS], cs[MAX_SEQS];
     for (int32_t s = 0; s < MAX_SEQS; s++) qs[s] = 6, cs[s] = 50000;

@@ -31,6 +31,7 @@ struct cuda_t {
     ck_dtype_t dt;
     int use_gemv;                   /* small-m products on our kernel (TWIN_CUDA_GEMV=0: off) */
     int invariant;                  /* bk_opts_t.batch_invariant */
+    int n_sm;                       /* the device's multiprocessors (the attention plan) */
     cudaStream_t st;
     cublasHandle_t blas;
     ck_sampler_t *sampler;
@@ -345,6 +346,7 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     memset(&kb, 0, sizeof kb);
     ck_batch_t *k = &kb;
     k->invariant = c->invariant;
+    k->n_sm = c->n_sm;
     k->n_tokens = nt;
     k->n_seqs = ns;
     k->n_sample = nsm;
@@ -363,8 +365,7 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     size_t o_sp = pack(h, &used, bt->sample, (size_t)nsm, sizeof(bk_sample_t));
     size_t o_plan = pack(h, &used, NULL, plan_cap, 4);
     size_t dec_off = 0, pf_off = 0;
-    size_t n_plan = ck_attn_plan(bt, c->kv.block_size > 0 ? c->kv.block_size : 16,
-                                 (int32_t *)(h + o_plan), k, &dec_off, &pf_off);
+    size_t n_plan = ck_attn_plan(bt, &c->kv, (int32_t *)(h + o_plan), k, &dec_off, &pf_off);
     used = o_plan + n_plan * 4;
     if (used > c->meta_cap) return bk_fail(b, "cuda: prepare: metadata overflow (a bug)");
     CU(b, cudaMemcpyAsync(c->meta_dev, h, used, cudaMemcpyHostToDevice, c->st),
@@ -605,6 +606,9 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
         c->use_gemv = !(g && !strcmp(g, "0"));
     }
     if ((e = cudaSetDevice(c->device)) != cudaSuccess) what = "cudaSetDevice";
+    else if ((e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount,
+                                         c->device)) != cudaSuccess)
+        what = "cudaDeviceGetAttribute (multiprocessors)";
     else if ((e = cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) != cudaSuccess)
         what = "cudaStreamCreate";
     else if ((e = cudaEventCreateWithFlags(&c->meta_done, cudaEventDisableTiming)) != cudaSuccess)

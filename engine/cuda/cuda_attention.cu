@@ -41,15 +41,22 @@
 #include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
 
-/* Flash-decoding split rule (ck_attn_plan). The planner does not know the kv head count,
- * so it counts (decode token x split) items: it aims at DEC_TARGET of them, 4 per SM of an
- * H200 (132 SMs), which is already 4 blocks per SM for one kv head and more with GQA; the
- * surplus only costs the partials (hd + 2 floats per query head and split, a few percent
- * of the K/V bytes of a DEC_MIN_SPLIT slice). A split holds at least DEC_MIN_SPLIT
- * positions (rounded up to whole blocks), so short contexts are not split at all, and
- * dec_splits is 1 once the batch alone reaches DEC_TARGET tokens. */
-#define DEC_TARGET (4 * 132)
-#define DEC_MIN_SPLIT 128
+/* Flash-decoding split rule (ck_attn_plan). A decode block is one (token, kv head, context
+ * split); the plan aims at DEC_BLOCKS_PER_SM blocks on every multiprocessor of the device
+ * (b->n_sm, read from the device by the backend; the H200 has 132), so that each SM has a
+ * second block to switch to while the first waits on memory. A split holds at least
+ * DEC_MIN_ITERS iterations of the block's main loop (each iteration loads
+ * dec_positions_per_iter positions), rounded up to whole KV blocks: shorter splits would
+ * spend their time in setup and in the partials (hd + 2 floats per query head and split).
+ * Llama-3-8B at batch 1 and 1k context: 8 kv heads x 32 splits of 32 positions, 256 blocks
+ * of 2 iterations. dec_splits is 1 once the batch's blocks alone reach the target.
+ * The context is first rounded up to DEC_CTX_BUCKET positions, so a run of decode steps
+ * keeps one plan (the same grid and split length) while its contexts grow: that is what
+ * lets a captured CUDA graph of the step be replayed (backend_cuda.cu); splits past a
+ * token's context hold no position and exit at once. */
+#define DEC_BLOCKS_PER_SM 2
+#define DEC_MIN_ITERS 2
+#define DEC_CTX_BUCKET 256
 #define DEC_MAX_SPLITS 1024
 #define DEC_WARPS 4
 #define DEC_UNROLL 2 /* positions in flight per lane group */
@@ -60,6 +67,21 @@ static_assert(CK_PF_TILE_Q == PF_T, "the prefill kernels hold a whole tile");
 
 /* ---- the plan (host) ------------------------------------------------------------------ */
 
+/* Lanes that hold one position's row in the decode kernel: c chunks of a row, one chunk a
+ * lane, in a power of two of lanes (<= 32) so that the score reduction is a butterfly. */
+static int dec_lanes(int c) {
+    int lp = 1;
+    while (lp < c && lp < 32) lp <<= 1;
+    return lp;
+}
+
+/* Positions one iteration of the decode kernel's loop loads, with 16-byte chunks where the
+ * row allows (as run() chooses them for aligned buffers). */
+static int64_t dec_positions_per_iter(int32_t hd, int32_t esize) {
+    const int e = hd * esize % 16 == 0 ? 16 / esize : 2;
+    return (int64_t)DEC_WARPS * (32 / dec_lanes(hd / e)) * DEC_UNROLL;
+}
+
 extern "C" size_t ck_attn_plan_cap(const bk_batch_t *bt) {
     if (!bt || bt->n_tokens <= 0) return 0;
     size_t n = (size_t)bt->n_tokens, s = bt->n_seqs > 0 ? (size_t)bt->n_seqs : 0;
@@ -67,7 +89,7 @@ extern "C" size_t ck_attn_plan_cap(const bk_batch_t *bt) {
     return n + 3 * (n / CK_PF_TILE_Q + s);
 }
 
-extern "C" size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t *ints,
+extern "C" size_t ck_attn_plan(const bk_batch_t *bt, const ck_kv_t *kv, int32_t *ints,
                                ck_batch_t *b, size_t *dec_off, size_t *pf_off) {
     size_t k = 0;
     int64_t ctx = 1; /* the longest decode context */
@@ -93,16 +115,25 @@ extern "C" size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t
         }
     }
     b->n_pf = (int32_t)((k - *pf_off) / 3);
-    int64_t bs = block_size > 0 ? block_size : 1, n_dec = b->n_dec;
-    int64_t splits = n_dec > 0 ? (DEC_TARGET + n_dec - 1) / n_dec : 1;
-    int64_t by_len = (ctx + DEC_MIN_SPLIT - 1) / DEC_MIN_SPLIT;
+    const int64_t bs = kv && kv->block_size > 0 ? kv->block_size : 16;
+    const int64_t n_kv = kv && kv->n_kv_heads > 0 ? kv->n_kv_heads : 1;
+    const int64_t hd = kv && kv->head_dim > 0 ? kv->head_dim : 128;
+    const int64_t esize = kv && kv->head_dim > 0 ? (int64_t)ck_dtype_size(kv->dtype) : 2;
+    const int64_t n_sm = b->n_sm > 0 ? b->n_sm : 132, n_dec = b->n_dec;
+    const int64_t bucket = (DEC_CTX_BUCKET + bs - 1) / bs * bs;
+    ctx = (ctx + bucket - 1) / bucket * bucket;
+    int64_t min_len = DEC_MIN_ITERS * dec_positions_per_iter((int32_t)hd, (int32_t)esize);
+    min_len = (min_len + bs - 1) / bs * bs;
+    const int64_t per_split = n_dec * n_kv; /* blocks of one split index */
+    int64_t splits = per_split > 0 ? (DEC_BLOCKS_PER_SM * n_sm + per_split - 1) / per_split : 1;
+    const int64_t by_len = (ctx + min_len - 1) / min_len;
     if (splits > by_len) splits = by_len;
     if (splits > DEC_MAX_SPLITS) splits = DEC_MAX_SPLITS;
     if (splits < 1) splits = 1;
     int64_t len = b->invariant ? CK_INV_SPLIT : (ctx + splits - 1) / splits;
     len = (len + bs - 1) / bs * bs;
     b->dec_split_len = (int32_t)len;
-    b->dec_splits = (int32_t)((ctx + len - 1) / len); /* no split left empty by rounding */
+    b->dec_splits = (int32_t)((ctx + len - 1) / len); /* none left empty by the rounding */
     return k;
 }
 
@@ -208,18 +239,32 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) dec_kernel(att_args<T> a) {
         }
     }
 
+    /* The block ids of the next iteration's positions are loaded while this iteration's
+     * K/V loads are in flight, so a K/V load never waits on its table lookup. */
+    int32_t blk[DEC_UNROLL];
+#pragma unroll
+    for (int u = 0; u < DEC_UNROLL; u++) {
+        const int j = lo + warp * ppw + grp + u * ng;
+        blk[u] = table[(j < hi ? j : lo) / a.bs];
+    }
     for (int jb = lo + warp * ppw; jb < hi; jb += ng * DEC_UNROLL) {
         R kr[DEC_UNROLL][NC], vr[DEC_UNROLL][NC];
 #pragma unroll
         for (int u = 0; u < DEC_UNROLL; u++) {
-            int j = jb + grp + u * ng;
-            const T *kp = kv_row(a, kbase, table, j < hi ? j : lo);
+            const int j = jb + grp + u * ng;
+            const T *kp = kbase + (size_t)blk[u] * a.blk_stride +
+                          (size_t)((j < hi ? j : lo) % a.bs) * a.hd;
 #pragma unroll
             for (int i = 0; i < NC; i++) {
                 int c = c0 + i * lp;
                 kr[u][i] = c < C ? V::load(kp + c * E) : R{};
                 vr[u][i] = c < C ? V::load(kp + a.which_stride + c * E) : R{};
             }
+        }
+#pragma unroll
+        for (int u = 0; u < DEC_UNROLL; u++) {
+            const int j = jb + ng * DEC_UNROLL + grp + u * ng;
+            blk[u] = table[(j < hi ? j : lo) / a.bs];
         }
 #pragma unroll
         for (int u = 0; u < DEC_UNROLL; u++) {
@@ -731,7 +776,7 @@ cudaError_t run(cudaStream_t st, const ck_kv_t *kv, int32_t layer, void *out, co
     if (b->n_dec > 0) {
         /* E elements per lane access; lp lanes per position (a power of two, <= 32) */
         const int E = vec16 ? 16 / (int)sizeof(T) : 2, C = a.hd / E;
-        while (a.lp < C && a.lp < 32) a.lp <<= 1;
+        a.lp = dec_lanes(C);
         const int nc = (C + a.lp - 1) / a.lp;
         const int gt = a.group <= 1 ? 1 : a.group <= 2 ? 2 : a.group <= 4 ? 4 : 8;
         a.hchunks = (a.group + gt - 1) / gt;

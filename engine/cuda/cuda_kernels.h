@@ -74,6 +74,8 @@ typedef struct {
     int32_t dec_splits;         /* context splits of the decode kernel (>= 1) */
     int32_t dec_split_len;      /* positions per split, a multiple of the block size */
     int32_t invariant;          /* set before ck_attn_plan: batch-invariant plan (below) */
+    int32_t n_sm;               /* set before ck_attn_plan: the device's multiprocessors
+                                 * (0: 132, an H200's) */
     /* device arrays */
     const int32_t *tokens, *pos, *tok_seq, *seq_start, *seq_len, *bt_start, *block_table;
     const int32_t *sample_rows;
@@ -87,13 +89,15 @@ typedef struct {
 /* Host side of prepare: int32 entries the plan of this batch may need (an upper bound). */
 size_t ck_attn_plan_cap(const bk_batch_t *bt);
 /* Fills ints[0 .. returned) with the decode token list then the prefill tiles, and sets
- * the host scalars n_dec, n_pf, dec_splits, dec_split_len of *b.
+ * the host scalars n_dec, n_pf, dec_splits, dec_split_len of *b. kv: the pool's shape
+ * (block size, kv heads, head dim, type: the decode splits are sized by them); NULL or
+ * zero sizes (no pool yet) plan for 16-position blocks of one bf16 head of 128.
  * With b->invariant set, every token goes to the decode kernel and the split length is
  * fixed (CK_INV_SPLIT rounded up to whole blocks): a token's attention is then computed
  * the same way whatever else is in the step.
  * *dec_off / *pf_off: where each list starts in ints (the backend turns them into device
  * pointers after the upload). */
-size_t ck_attn_plan(const bk_batch_t *bt, int32_t block_size, int32_t *ints, ck_batch_t *b,
+size_t ck_attn_plan(const bk_batch_t *bt, const ck_kv_t *kv, int32_t *ints, ck_batch_t *b,
                     size_t *dec_off, size_t *pf_off);
 /* fp32 scratch the attention launches of this batch need (decode split partials). */
 size_t ck_attn_scratch_floats(const ck_batch_t *b, int32_t n_heads, int32_t head_dim);

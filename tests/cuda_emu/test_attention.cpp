@@ -112,7 +112,7 @@ template <typename T> static int run_cfg(const Cfg &c, bool verbose) {
     size_t cap = ck_attn_plan_cap(&bt);
     std::vector<int32_t> ints(cap + 1);
     size_t doff, poff;
-    size_t k = ck_attn_plan(&bt, bs, ints.data(), &b, &doff, &poff);
+    size_t k = ck_attn_plan(&bt, &kv, ints.data(), &b, &doff, &poff);
     if (k > cap) {
         printf("FAIL %s: plan of %zu ints over its cap %zu\n", c.name, k, cap);
         return 1;
