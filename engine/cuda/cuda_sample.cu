@@ -34,12 +34,13 @@
  *    hold at most CAP tokens, the block gathers them into shared memory, sorts them
  *    (bitonic, unique composites) and finishes there.
  *  - sort (flat rows: huge temperature, equal logits, a draw deep in the tail, top_k >
- *    CAP, non-finite max): the rows select_kernel flags go through
- *    cub::DeviceSegmentedRadixSort (stable, so equal keys keep ascending id), in chunks of
- *    at most CHUNK_ELEMS keys, then one block per row finishes on the sorted arrays. The
- *    host cannot know which rows the device flags without a sync, so when any row is
- *    sampled it launches the sort with one segment per sampled row, empty for the rows
- *    already settled: a few launches whose blocks exit at once.
+ *    CAP, non-finite max): select_kernel flags such rows (a slot each from a device
+ *    counter); the host reads the count back (one small copy and a wait: only the device
+ *    knows which rows the candidates settled) and, only when some row is flagged, sorts
+ *    the flagged rows with cub::DeviceSegmentedRadixSort (stable, so equal keys keep
+ *    ascending id), in chunks of at most CHUNK_ELEMS keys, then one block per row finishes
+ *    on the sorted arrays. So a step whose rows all settle allocates and launches no sort,
+ *    and a step of greedy rows launches one kernel and waits for nothing.
  * TWIN_CUDA_SAMPLE_SORT=1 in the environment sends every sampled row down the sort path
  * (to test it, or to rule the candidate path out).
  *
@@ -52,9 +53,10 @@
  * only on earlier elements, so a prefix scans the same as the whole.
  *
  * Scratch (ck_sampler_t, grown with cudaMalloc, never shrunk, freed by ck_sampler_free;
- * cudaFree synchronises with pending work before a buffer is replaced): per sampled row
- * its segment bounds and its row; two key and two id buffers of chunk x vocab for the
- * sort's DoubleBuffers; CUB's temp storage. All launches on the given stream.
+ * cudaFree synchronises with pending work before a buffer is replaced): the flag counter
+ * (and its pinned host copy), per sampled row a slot; and, from the first flagged row on,
+ * a chunk's segment offsets, two key and two id buffers of chunk x vocab for the sort's
+ * DoubleBuffers (up to 512 MiB) and CUB's temp storage. All launches on the given stream.
  *
  * Without a GPU, tests/cuda_emu/test_sample.cpp runs these kernels under the host emulator
  * against sampler_pick, on both paths. */
@@ -362,32 +364,23 @@ struct SelShared {
     ScanShared scan;
     uint64_t ru[NWARP];
     double rd[NWARP];
-    int32_t ri[NWARP];
     int32_t cnt[NBIN];
     int32_t bin, nc, ctr;
 };
 
 /* One block per row. Greedy rows: the argmax. Sampled rows: the candidate path, or flag the
- * row for the sort path (seg[slot] / seg[m + slot] = its segment, slot_row[slot] = row).
- * seg is zero (empty segments) on entry. */
+ * row for the sort path: slot_row[slot] = row, slot taken from *n_flag (zero on entry;
+ * the order of the slots varies from run to run, and no row's draw depends on it). */
 __global__ void __launch_bounds__(NT, 3)
 select_kernel(const float *__restrict__ logits, int32_t vocab,
               const bk_sample_t *__restrict__ params, int32_t *__restrict__ ids, int32_t m,
-              int32_t chunk, int32_t *__restrict__ seg, int32_t *__restrict__ slot_row,
-              int force_sort) {
+              int32_t *__restrict__ slot_row, int32_t *__restrict__ n_flag, int force_sort) {
     __shared__ SelShared sh;
     const int32_t row = (int32_t)blockIdx.x, t = (int32_t)threadIdx.x;
     const float *lg = logits + (size_t)row * vocab;
     const uint64_t best = row_max(lg, vocab, sh.ru);
     const bk_sample_t p = params[row];
     if (!is_sampled(p, vocab)) {
-        if (t == 0) ids[row] = comp_id(best);
-        return;
-    }
-    int32_t before = 0;   /* the row's slot: its rank among the sampled rows */
-    for (int32_t i = t; i < row; i += NT) before += is_sampled(params[i], vocab);
-    const int32_t slot = block_reduce(before, sh.ri, SumOp());
-    if (slot >= m) {      /* params_host disagreed with params_dev: never in a correct caller */
         if (t == 0) ids[row] = comp_id(best);
         return;
     }
@@ -457,22 +450,21 @@ select_kernel(const float *__restrict__ logits, int32_t vocab,
         }
     }
     if (t == 0) {
-        const int32_t b = (slot % chunk) * vocab;
-        seg[slot] = b;
-        seg[m + slot] = b + vocab;
-        slot_row[slot] = row;
+        const int32_t slot = atomicAdd(n_flag, 1);
+        if (slot < m) slot_row[slot] = row;
+        else ids[row] = comp_id(best); /* params_host disagreed with params_dev: never in a
+                                        * correct caller */
     }
 }
 
-/* keys and ids of the flagged rows of one chunk (blockIdx.y: the slot in the chunk) */
+/* keys and ids of the flagged rows of one chunk (blockIdx.y: the slot in the chunk, its
+ * segment the vocab keys from blockIdx.y x vocab) */
 __global__ void __launch_bounds__(NT)
-prep_kernel(const float *__restrict__ logits, int32_t vocab, const int32_t *__restrict__ beg,
-            const int32_t *__restrict__ end, const int32_t *__restrict__ slot_row,
+prep_kernel(const float *__restrict__ logits, int32_t vocab, const int32_t *__restrict__ slot_row,
             uint32_t *__restrict__ keys, int32_t *__restrict__ vals) {
     const int32_t s = (int32_t)blockIdx.y;
-    if (end[s] == beg[s]) return;
     const float *lg = logits + (size_t)slot_row[s] * vocab;
-    const size_t o = (size_t)beg[s];
+    const size_t o = (size_t)s * vocab;
     for (int32_t j = (int32_t)(blockIdx.x * NT + threadIdx.x); j < vocab;
          j += (int32_t)(gridDim.x * NT)) {
         keys[o + j] = order_key(lg[j]);
@@ -483,27 +475,37 @@ prep_kernel(const float *__restrict__ logits, int32_t vocab, const int32_t *__re
 /* one block per slot of the chunk: the flagged rows' draws on their sorted keys */
 __global__ void __launch_bounds__(NT)
 sorted_kernel(const uint32_t *__restrict__ keys, const int32_t *__restrict__ vals,
-              int32_t vocab, const int32_t *__restrict__ beg, const int32_t *__restrict__ end,
-              const int32_t *__restrict__ slot_row, const bk_sample_t *__restrict__ params,
-              int32_t *__restrict__ ids) {
+              int32_t vocab, const int32_t *__restrict__ slot_row,
+              const bk_sample_t *__restrict__ params, int32_t *__restrict__ ids) {
     __shared__ ScanShared sh;
     const int32_t s = (int32_t)blockIdx.x;
-    if (end[s] == beg[s]) return;
     const int32_t row = slot_row[s];
     const bk_sample_t p = params[row];
-    const size_t o = (size_t)beg[s];
+    const size_t o = (size_t)s * vocab;
     const SortedAcc acc{keys + o, vals + o};
     const int32_t n = p.top_k > 0 && p.top_k < vocab ? p.top_k : vocab;
     const int32_t id = finish(acc, n, false, 0.0, p, key_value(keys[o]), 1.0 / p.temperature, sh);
     if (threadIdx.x == 0) ids[row] = id;
 }
 
+/* the segment offsets of a chunk: off[i] = i x vocab (segment i is [off[i], off[i + 1])) */
+__global__ void offsets_kernel(int32_t *__restrict__ off, int32_t n, int32_t vocab) {
+    for (int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); i <= n;
+         i += (int32_t)(gridDim.x * blockDim.x))
+        off[i] = i * vocab;
+}
+
+/* ---- host -------------------------------------------------------------------------------- */
+
 /* ---- host -------------------------------------------------------------------------------- */
 
 struct ck_sampler {
-    int32_t *seg;        /* [2 * cap_slots]: segment begins, then ends */
-    int32_t *slot_row;   /* [cap_slots] */
+    int32_t *slot_row;   /* [cap_slots]: the flagged rows, in slot order */
     size_t cap_slots;
+    int32_t *n_flag;     /* device: rows flagged for the sort (select_kernel's counter) */
+    int32_t *n_flag_host; /* pinned: its copy */
+    int32_t *off;        /* [cap_off]: a chunk's segment offsets */
+    size_t cap_off;
     uint32_t *keys[2];
     int32_t *vals[2];
     size_t cap_elems;    /* of each of keys[0..1], vals[0..1] */
@@ -526,8 +528,10 @@ static void release(void **p) {
 
 extern "C" void ck_sampler_free(ck_sampler_t *s) {
     if (!s) return;
-    release((void **)&s->seg);
     release((void **)&s->slot_row);
+    release((void **)&s->n_flag);
+    if (s->n_flag_host) cudaFreeHost(s->n_flag_host);
+    release((void **)&s->off);
     for (int i = 0; i < 2; i++) {
         release((void **)&s->keys[i]);
         release((void **)&s->vals[i]);
@@ -541,17 +545,34 @@ static cudaError_t fail(cudaError_t e, char *err, size_t errlen, const char *wha
     return e;
 }
 
-/* slot arrays for m sampled rows, sort buffers of elems keys */
-static cudaError_t reserve(ck_sampler_t *s, size_t m, size_t elems) {
+/* the flag counter and slot arrays for m sampled rows */
+static cudaError_t reserve_slots(ck_sampler_t *s, size_t m) {
     cudaError_t e = cudaSuccess;
+    if (!s->n_flag && (e = cudaMalloc((void **)&s->n_flag, sizeof(int32_t))) != cudaSuccess)
+        return e;
+    if (!s->n_flag_host &&
+        (e = cudaMallocHost((void **)&s->n_flag_host, sizeof(int32_t))) != cudaSuccess)
+        return e;
     if (m > s->cap_slots) {
-        release((void **)&s->seg);
         release((void **)&s->slot_row);
         s->cap_slots = 0;
-        if ((e = cudaMalloc((void **)&s->seg, 2 * m * sizeof(int32_t))) != cudaSuccess ||
-            (e = cudaMalloc((void **)&s->slot_row, m * sizeof(int32_t))) != cudaSuccess)
+        if ((e = cudaMalloc((void **)&s->slot_row, m * sizeof(int32_t))) != cudaSuccess)
             return e;
         s->cap_slots = m;
+    }
+    return e;
+}
+
+/* sort buffers of elems keys for chunks of `chunk` rows: allocated only when a row is
+ * flagged, so a sampler that never needs the sort never holds them */
+static cudaError_t reserve_sort(ck_sampler_t *s, size_t chunk, size_t elems) {
+    cudaError_t e = cudaSuccess;
+    if (chunk + 1 > s->cap_off) {
+        release((void **)&s->off);
+        s->cap_off = 0;
+        if ((e = cudaMalloc((void **)&s->off, (chunk + 1) * sizeof(int32_t))) != cudaSuccess)
+            return e;
+        s->cap_off = chunk + 1;
     }
     if (elems > s->cap_elems) {
         s->cap_elems = 0;
@@ -580,36 +601,48 @@ extern "C" cudaError_t ck_sample(ck_sampler_t *s, cudaStream_t st, int32_t *ids,
     cudaError_t e;
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) m += is_sampled(params_host[i], vocab);
-    if (m == 0) {
+    if (m == 0) {   /* every row greedy: one launch, no scratch, no sync */
         greedy_kernel<<<n, NT, 0, st>>>(logits, vocab, ids);
         e = cudaGetLastError();
         return e == cudaSuccess ? e : fail(e, err, errlen, "greedy launch");
     }
-    /* the sort path runs in chunks of whole rows: bounded scratch, int offsets for CUB */
-    int32_t chunk = vocab >= CHUNK_ELEMS ? 1 : CHUNK_ELEMS / vocab;
-    if (chunk > m) chunk = m;
-    if (chunk > 65535) chunk = 65535;   /* prep_kernel's grid y */
-    if ((e = reserve(s, (size_t)m, (size_t)chunk * vocab)) != cudaSuccess)
+    if ((e = reserve_slots(s, (size_t)m)) != cudaSuccess)
         return fail(e, err, errlen, "scratch allocation");
-    if ((e = cudaMemsetAsync(s->seg, 0, 2 * (size_t)m * sizeof(int32_t), st)) != cudaSuccess)
-        return fail(e, err, errlen, "clearing the segments");
-    select_kernel<<<n, NT, 0, st>>>(logits, vocab, params_dev, ids, m, chunk, s->seg,
-                                    s->slot_row, s->force_sort);
+    if ((e = cudaMemsetAsync(s->n_flag, 0, sizeof(int32_t), st)) != cudaSuccess)
+        return fail(e, err, errlen, "clearing the flag count");
+    select_kernel<<<n, NT, 0, st>>>(logits, vocab, params_dev, ids, m, s->slot_row, s->n_flag,
+                                    s->force_sort);
     if ((e = cudaGetLastError()) != cudaSuccess) return fail(e, err, errlen, "select launch");
+    /* Which rows the candidate path could not settle is known only on the device: one
+     * small copy and a wait (the step waits for its ids right after anyway), so that the
+     * sort and its buffers (up to 512 MiB) are there only when a row needs them. */
+    if ((e = cudaMemcpyAsync(s->n_flag_host, s->n_flag, sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, st)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(st)) != cudaSuccess)
+        return fail(e, err, errlen, "reading the flag count");
+    const int32_t f = *s->n_flag_host < m ? *s->n_flag_host : m;
+    if (f <= 0) return cudaSuccess;
+    /* the sort runs in chunks of whole rows: bounded scratch, int offsets for CUB */
+    int32_t chunk = vocab >= CHUNK_ELEMS ? 1 : CHUNK_ELEMS / vocab;
+    if (chunk > f) chunk = f;
+    if (chunk > 65535) chunk = 65535;   /* prep_kernel's grid y */
+    if ((e = reserve_sort(s, (size_t)chunk, (size_t)chunk * vocab)) != cudaSuccess)
+        return fail(e, err, errlen, "sort buffer allocation");
+    offsets_kernel<<<(chunk + NT) / NT, NT, 0, st>>>(s->off, chunk, vocab);
+    if ((e = cudaGetLastError()) != cudaSuccess) return fail(e, err, errlen, "offsets launch");
     int gx = (int)(((int64_t)vocab + NT * 8 - 1) / (NT * 8));
     if (gx > 64) gx = 64;
-    for (int32_t c0 = 0; c0 < m; c0 += chunk) {
-        const int32_t cnt = m - c0 < chunk ? m - c0 : chunk;
-        const int32_t *beg = s->seg + c0, *end = s->seg + m + c0;
-        prep_kernel<<<dim3(gx, cnt), NT, 0, st>>>(logits, vocab, beg, end, s->slot_row + c0,
-                                                  s->keys[0], s->vals[0]);
+    for (int32_t c0 = 0; c0 < f; c0 += chunk) {
+        const int32_t cnt = f - c0 < chunk ? f - c0 : chunk;
+        prep_kernel<<<dim3(gx, cnt), NT, 0, st>>>(logits, vocab, s->slot_row + c0, s->keys[0],
+                                                  s->vals[0]);
         if ((e = cudaGetLastError()) != cudaSuccess) return fail(e, err, errlen, "prep launch");
         cub::DoubleBuffer<uint32_t> dk(s->keys[0], s->keys[1]);
         cub::DoubleBuffer<int32_t> dv(s->vals[0], s->vals[1]);
         const int items = cnt * vocab;   /* <= max(CHUNK_ELEMS, vocab): fits */
         size_t bytes = 0;
         e = cub::DeviceSegmentedRadixSort::SortPairsDescending(NULL, bytes, dk, dv, items, cnt,
-                                                               beg, end, 0, 32, st);
+                                                               s->off, s->off + 1, 0, 32, st);
         if (e != cudaSuccess) return fail(e, err, errlen, "sort sizing");
         if (bytes > s->cap_tmp) {
             release(&s->tmp);
@@ -619,10 +652,10 @@ extern "C" cudaError_t ck_sample(ck_sampler_t *s, cudaStream_t st, int32_t *ids,
             s->cap_tmp = bytes;
         }
         e = cub::DeviceSegmentedRadixSort::SortPairsDescending(s->tmp, bytes, dk, dv, items, cnt,
-                                                               beg, end, 0, 32, st);
+                                                               s->off, s->off + 1, 0, 32, st);
         if (e != cudaSuccess) return fail(e, err, errlen, "segmented sort");
-        sorted_kernel<<<cnt, NT, 0, st>>>(dk.Current(), dv.Current(), vocab, beg, end,
-                                          s->slot_row + c0, params_dev, ids);
+        sorted_kernel<<<cnt, NT, 0, st>>>(dk.Current(), dv.Current(), vocab, s->slot_row + c0,
+                                          params_dev, ids);
         if ((e = cudaGetLastError()) != cudaSuccess) return fail(e, err, errlen, "finish launch");
     }
     return cudaSuccess;

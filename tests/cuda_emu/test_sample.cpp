@@ -4,7 +4,8 @@
 // against the reference engine/sampler.c: every id must equal sampler_pick's (sampler_argmax
 // for all-greedy batches). Rows mix greedy, temperature, top-k (below and above the
 // candidate cap), top-p, ties, -0/+0, -inf and flat rows; a second sampler with
-// TWIN_CUDA_SAMPLE_SORT=1 sends every sampled row down the sort path.
+// TWIN_CUDA_SAMPLE_SORT=1 sends every sampled row down the sort path. The sort's buffers
+// exist only once a row needed the sort, sized for the rows that did.
 // Why: no GPU in CI. Not checked: CUB itself, device exp's last-ulp differences (the file's
 // header comment bounds their effect), speed.
 #include "emu.h"
@@ -64,7 +65,7 @@ static int batch(ck_sampler_t *s, int32_t vocab, int n, bool greedy_only, const 
     for (int r = 0; r < n; r++) m += is_sampled(p[r], vocab);
     if (m) {
         n_sampled += m;
-        for (int i = 0; i < m; i++) n_sorted += s->seg[m + i] != s->seg[i];
+        n_sorted += *s->n_flag_host < m ? *s->n_flag_host : m;
     }
     std::vector<float> probs(vocab);
     std::vector<int32_t> idx(vocab);
@@ -106,6 +107,49 @@ START_TEST(sampled) { ck_assert_int_eq(sweep(NULL, false), 0); }
 END_TEST
 START_TEST(sort_path) { ck_assert_int_eq(sweep("1", false), 0); }
 END_TEST
+// rows [0, n) of mode `mode` at temperature t (top-p 0.9), through ck_sample; the
+// mismatches with sampler_pick
+static int fixed_batch(ck_sampler_t *s, int32_t vocab, int n, int mode, float t) {
+    Buf<float> lg((size_t)n * vocab);
+    std::vector<bk_sample_t> p(n);
+    for (int r = 0; r < n; r++) {
+        fill_row(lg.p + (size_t)r * vocab, vocab, mode);
+        p[r] = bk_sample_t{t, 0, 0.9f, rnd64(), r};
+    }
+    Buf<int32_t> ids(n);
+    char err[200];
+    if (ck_sample(s, 0, ids.p, lg.p, n, vocab, p.data(), p.data(), err, sizeof err) !=
+        cudaSuccess)
+        return n;
+    std::vector<float> probs(vocab);
+    std::vector<int32_t> idx(vocab);
+    int bad = 0;
+    for (int r = 0; r < n; r++)
+        bad += ids[r] != sampler_pick(lg.p + (size_t)r * vocab, vocab, &p[r], probs.data(),
+                                      idx.data());
+    return bad;
+}
+
+START_TEST(sort_buffers_only_when_a_row_needs_them) {
+    unsetenv("TWIN_CUDA_SAMPLE_SORT");
+    ck_sampler_t *s = ck_sampler_new();
+    // greedy rows: no scratch at all
+    ck_assert_int_eq(fixed_batch(s, 32000, 4, 0, 0.f), 0);
+    ck_assert_uint_eq(s->cap_slots, 0);
+    // sampled rows the candidates settle: slots, but no sort buffers
+    ck_assert_int_eq(fixed_batch(s, 32000, 4, 1, 0.7f), 0);
+    ck_assert_uint_eq(s->cap_slots, 4);
+    ck_assert_int_eq(*s->n_flag_host, 0);
+    ck_assert_uint_eq(s->cap_elems, 0);
+    ck_assert_ptr_null(s->keys[0]);
+    // flat rows (equal logits) need the sort: buffers for those rows only
+    ck_assert_int_eq(fixed_batch(s, 32000, 3, 3, 1.f), 0);
+    ck_assert_int_eq(*s->n_flag_host, 3);
+    ck_assert_uint_eq(s->cap_elems, 3 * 32000);
+    ck_sampler_free(s);
+}
+END_TEST
+
 START_TEST(invalid_arguments) {
     ck_sampler_t *s = ck_sampler_new();
     Buf<float> lg(16);
@@ -122,5 +166,7 @@ START_TEST(invalid_arguments) {
 END_TEST
 
 int main() {
-    return run_suite("cuda_emu_sample", {greedy, sampled, sort_path, invalid_arguments});
+    return run_suite("cuda_emu_sample", {greedy, sampled, sort_path,
+                                         sort_buffers_only_when_a_row_needs_them,
+                                         invalid_arguments});
 }
