@@ -54,6 +54,11 @@ static void usage(FILE *f) {
         "                        (an oracle no real server has; recorded in the run)\n"
         "  --clip-to-context     clip a request longer than the context to it (prompt and\n"
         "                        output cut in proportion, as Vidur) instead of rejecting it\n"
+        "  --draft FILE|dummy:PRESET|ngram  speculative policies' drafts: a draft model (a\n"
+        "                        second model on the same backend sharing the target's\n"
+        "                        vocabulary; its KV lives in the same blocks; speculative\n"
+        "                        sampling keeps outputs distributed as the target's) or the\n"
+        "                        n-gram proposer over the request's own tokens (default)\n"
         "  --prefix-caching      reuse the KV of equal prompt prefixes (the core's cache, as\n"
         "                        sim's): prompts open with the trace's shared prefixes (Mooncake\n"
         "                        hash_ids, plain prefix_group,prefix_tokens) as equal tokens\n"
@@ -90,7 +95,7 @@ enum {
     O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_GPUUTIL, O_INVARIANT, O_IDLE, O_MAXOUTTOK, O_ORACLE, O_CLIP, O_PREFIX, O_REPEAT, O_HELP
+    O_GPUUTIL, O_INVARIANT, O_IDLE, O_MAXOUTTOK, O_ORACLE, O_CLIP, O_PREFIX, O_REPEAT, O_DRAFT, O_HELP
 };
 
 static const struct option opts[] = {
@@ -109,7 +114,7 @@ static const struct option opts[] = {
     { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
     { "idle", 1, 0, O_IDLE }, { "max-output-tokens", 1, 0, O_MAXOUTTOK },
     { "oracle-lengths", 0, 0, O_ORACLE }, { "clip-to-context", 0, 0, O_CLIP },
-    { "prefix-caching", 0, 0, O_PREFIX },
+    { "prefix-caching", 0, 0, O_PREFIX }, { "draft", 1, 0, O_DRAFT },
     { "repeat", 1, 0, O_REPEAT },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
@@ -153,6 +158,7 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_ORACLE: o->oracle_lengths = 1; return 1;
     case O_CLIP: o->clip_to_context = 1; return 1;
     case O_PREFIX: o->prefix_caching = 1; return 1;
+    case O_DRAFT: o->draft = a; return *a != 0;
     case O_IDLE:
         if (!strcmp(a, "spin")) o->idle_sleep = 0;
         else if (!strcmp(a, "sleep")) o->idle_sleep = 1;

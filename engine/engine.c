@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/draft.h"
 #include "engine/forward.h"
 #include "engine/live.h"
 #include "engine/model.h"
@@ -68,6 +69,11 @@ typedef struct {
     double step_s, sched_s;
     int64_t spec_proposed, spec_accepted;
     int64_t hashed_requests;         /* arrivals that named a shared prefix (prefix caching) */
+    draft_t *draft;                  /* --draft FILE|dummy:PRESET; NULL: n-gram drafts */
+    draft_seq_t *dseqs;              /* the step's requests as the draft sees them */
+    bk_sample_t *dsample;            /* their sampling at the drafts' output indices */
+    int32_t dseq_cap;
+    spec_curve_t curve;              /* per-position acceptance, to the run's config */
 } engine_t;
 
 #define FAIL(e, ...) replay_fail(&(e)->rp, __VA_ARGS__)
@@ -167,6 +173,7 @@ static void req_final(void *ud, const sched_req_t *r, const char *reason) {
     free(x->toks);
     free(x);
     e->reqs[r->id] = NULL;
+    if (e->draft) draft_forget(e->draft, r->id);
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -175,6 +182,31 @@ static int grow_i32(engine_t *e, int32_t **p, int64_t n) {
     int32_t *v = realloc(*p, sizeof **p * (size_t)(n > 0 ? n : 1));
     if (!v) return FAIL(e, "out of memory (step batch)");
     *p = v;
+    return 0;
+}
+
+/* KV blocks that fit in `bytes`: a core block holds the target's KV and the draft model's
+ * for its block_size tokens (draft.h), as the simulator's sim_kv_blocks counts them. */
+static int32_t kv_blocks_for(engine_t *e, const model_config_t *c, int32_t bs, double bytes) {
+    if (!e->draft) return fwd_kv_blocks_for(e->bk, c, bs, bytes);
+    bk_kv_shape_t s = { c->n_layers, 1, bs, c->n_kv_heads, c->head_dim };
+    double per = (double)e->bk->kv_block_bytes(e->bk, &s) +
+                 (double)draft_kv_block_bytes(e->draft);
+    double n = bytes > 0 && per > 0 ? floor(bytes / per) : 0;
+    return n > 2147483647.0 ? 2147483647 : (int32_t)n;
+}
+
+/* --draft FILE|dummy:PRESET: the draft model on a second instance of the target's backend
+ * (NULL or "ngram": the n-gram proposer, no model). */
+static int open_draft(engine_t *e, const bk_opts_t *bo) {
+    const engine_opts_t *o = e->o;
+    if (!o->draft || !strcmp(o->draft, "ngram")) return 0;
+    char err[1200];
+    draft_opts_t d = { .spec = o->draft, .backend = e->bk->name, .bk = *bo, .seed = o->seed,
+                       .vocab = e->vocab, .max_model_len = e->max_model_len,
+                       .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
+                       .block_size = o->block_size };
+    if (draft_open(&d, &e->draft, err, sizeof err) != 0) return FAIL(e, "%s", err);
     return 0;
 }
 
@@ -197,6 +229,7 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
     e->bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, sizeof err);
     if (!e->bk) return FAIL(e, "--backend: %s", err);
     snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, e->bk->weight_type);
+    if (open_draft(e, &bo)) return -1;
 
     /* KV: every block the core hands out, plus padding's scratch (one full context). On a
      * GPU, by default, whatever --gpu-util of the device's memory leaves after the weights
@@ -217,10 +250,10 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
             int64_t full = (int64_t)e->scratch_n * o->max_seqs;
             if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
                 return FAIL(e, "backend memory: %s", e->bk->errmsg);
-            int32_t cap = fwd_kv_blocks_for(e->bk, c, bs, 0.25 * (double)free_b);
+            int32_t cap = kv_blocks_for(e, c, bs, 0.25 * (double)free_b);
             blocks = full < cap ? (int32_t)full : cap;
         } else {
-            blocks = fwd_kv_blocks_for(e->bk, c, bs, bytes);
+            blocks = kv_blocks_for(e, c, bs, bytes);
         }
         if (blocks < 1) return FAIL(e, "no room for a KV cache (check --kv-mem / --kv-blocks)");
     }
@@ -236,7 +269,7 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
         if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
             return FAIL(e, "backend memory: %s", e->bk->errmsg);
         double budget = (double)free_b - (1.0 - util) * (double)total_b;
-        int32_t all = fwd_kv_blocks_for(e->bk, c, bs, budget);
+        int32_t all = kv_blocks_for(e, c, bs, budget);
         if (all <= e->scratch_n)
             return FAIL(e, "--gpu-util %.2f leaves %.2f GB of the %.1f GB on %s for the KV "
                         "cache after the weights and activations: too little (raise "
@@ -253,6 +286,8 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
     e->scratch_base = blocks;
     if (fwd_kv_init(e->fwd, blocks + e->scratch_n) != 0)
         return FAIL(e, "%s: %s", e->model->source, fwd_errmsg(e->fwd));
+    if (e->draft && draft_kv_init(e->draft, blocks + e->scratch_n) != 0)
+        return FAIL(e, "--draft: %s", draft_errmsg(e->draft));
     /* The backend holds its own copy of the weights now: free the host copy. */
     snprintf(e->model_source, sizeof e->model_source, "%s", e->model->source);
     model_preset_shape(&e->model->cfg, "engine", (int32_t)e->bk->elem_size(e->bk, BK_WEIGHT),
@@ -326,7 +361,7 @@ static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
             return FAIL(e, "internal: request %d scheduled with no tokens to compute",
                         en->req_id);
         if (req_reserve(e, x, (int64_t)known + k + 1, en->req_id)) return -1;
-        if (k > 0) spec_propose_ngram(x->toks, known, k, x->toks + known);
+        if (k > 0 && !e->draft) spec_propose_ngram(x->toks, known, k, x->toks + known);
         e->seq_start[s] = t;
         e->bt_start[s] = (int32_t)bt;
         for (int32_t j = 0; j < en->num_tokens + k; j++, t++) {
@@ -396,7 +431,12 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
         int32_t known = en->req->prompt_tokens + en->req->generated;
         int32_t k = en->num_spec;
         const int32_t *sampled = e->ids + e->drafts_at[i];
-        int32_t a = spec_accept(x->toks + known, sampled, k);
+        int32_t a = e->draft && k > 0
+                        ? draft_verify(e->draft, i, e->fwd, e->drafts_at[i], sampled,
+                                       e->sample + e->drafts_at[i], &sampled)
+                        : spec_accept(x->toks + known, sampled, k);
+        if (a < 0) return FAIL(e, "step %lld: %s", (long long)p->step, draft_errmsg(e->draft));
+        if (k > 0) spec_curve_add(&e->curve, k, a);
         int32_t emit = sched_req_emit(en->req, a);
         e->accepted[i] = a;
         e->spec_proposed += k;
@@ -415,12 +455,48 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
     return 0;
 }
 
+/* The draft model's passes of step p (draft.h), which write the drafts that build_batch
+ * lays out: every entry, in plan order, so that draft_verify finds it by its index. */
+static int run_draft(engine_t *e, const sched_plan_t *p) {
+    if (p->n > e->dseq_cap) {
+        draft_seq_t *v = realloc(e->dseqs, sizeof *v * (size_t)p->n * 2);
+        if (!v) return FAIL(e, "out of memory (draft batch)");
+        e->dseqs = v;
+        e->dseq_cap = p->n * 2;
+    }
+    /* drafts count in the step's tokens, so max_tokens bounds them */
+    if (!e->dsample && !(e->dsample = malloc(sizeof *e->dsample * (size_t)e->o->max_tokens)))
+        return FAIL(e, "out of memory (draft batch)");
+    int32_t off = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *en = &p->entries[i];
+        ereq_t *x = req_get(e, en->req_id);
+        int32_t known = en->req->prompt_tokens + en->req->generated;
+        int32_t k = en->sample ? en->num_spec : 0;
+        if (!x || !x->toks) return FAIL(e, "internal: request %d has no tokens", en->req_id);
+        if (req_reserve(e, x, (int64_t)known + k + 1, en->req_id)) return -1;
+        for (int32_t j = 0; j < k; j++)
+            e->dsample[off + j] = sample_params(e, en->req_id, en->req->generated + j);
+        e->dseqs[i] = (draft_seq_t){
+            .req_id = en->req_id, .toks = x->toks, .start = en->start,
+            .end = en->start + en->num_tokens, .k = k, .prefill = !en->is_decode,
+            .blocks = en->blocks, .num_blocks = en->num_blocks, .sample = e->dsample + off,
+        };
+        off += k;
+    }
+    if (draft_step(e->draft, e->dseqs, p->n) != 0)
+        return FAIL(e, "step %lld: %s", (long long)p->step, draft_errmsg(e->draft));
+    return 0;
+}
+
 static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
     bk_batch_t b;
     cost_features_t feat;
+    /* the step's time covers the draft's passes too, as the simulator's cost does */
+    double start = now_s(e);
+    if (e->draft && run_draft(e, p)) return -1;
     if (build_batch(e, p, &b)) return -1;
     fwd_batch_features(&b, &feat);
-    double start = now_s(e);
     if (fwd_step(e->fwd, &b, e->ids) != 0)
         return FAIL(e, "step %lld: %s", (long long)p->step, fwd_errmsg(e->fwd));
     double end = now_s(e);
@@ -495,6 +571,8 @@ static int warm_up(engine_t *e) {
         .sample = e->sample,
     };
     if (fwd_step(e->fwd, &b, e->ids) != 0) return FAIL(e, "warm-up pass: %s", fwd_errmsg(e->fwd));
+    if (e->draft && draft_warm_up(e->draft, e->scratch_table, e->scratch_n, n) != 0)
+        return FAIL(e, "warm-up pass: %s", draft_errmsg(e->draft));
     return 0;
 }
 
@@ -592,6 +670,24 @@ static int run_loop(engine_t *e) {
 
 /* ------------------------------------------------------------------ entry point */
 
+/* The run's per-position acceptance (spec.h) into its config, "spec_curve":{"reached":[..],
+ * "accepted":[..]}, for `calibrate` to print with the alpha it implies. */
+static void record_curve(engine_t *e) {
+    if (e->curve.n == 0 || e->rp.run_id < 0) return;
+    char buf[2 * SPEC_CURVE_MAX * 24 + 64];
+    int len = snprintf(buf, sizeof buf, "{\"reached\":[");
+    for (int32_t j = 0; j < e->curve.n; j++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
+                        (long long)e->curve.reached[j]);
+    len += snprintf(buf + len, sizeof buf - (size_t)len, "],\"accepted\":[");
+    for (int32_t j = 0; j < e->curve.n; j++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
+                        (long long)e->curve.accepted[j]);
+    snprintf(buf + len, sizeof buf - (size_t)len, "]}");
+    if (rec_run_config_set(e->rp.rec, e->rp.run_id, "spec_curve", buf) != 0 && !e->rp.failed)
+        replay_fail(&e->rp, "%s", rec_errmsg(e->rp.rec));
+}
+
 int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t errlen) {
     engine_t e = { .o = o };
     memset(res, 0, sizeof *res);
@@ -618,9 +714,11 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     e.rp.interrupt = o->interrupt;
     int setup_rc = replay_load_policy(&e.rp, o->policy_path, o->sets, o->n_sets, &o->limits);
     char draft[256];
-    if (setup_rc == 0 && replay_param_str(&e.rp, "draft", draft, sizeof draft) == 1)
+    if (setup_rc == 0 && !(o->draft && strcmp(o->draft, "ngram")) &&
+        replay_param_str(&e.rp, "draft", draft, sizeof draft) == 1)
         fprintf(stderr, "twinserve engine: note: the policy's draft model '%s' is simulated; the "
-                        "engine proposes drafts with its n-gram proposer\n", draft);
+                        "engine proposes drafts with its n-gram proposer (engine --draft FILE|dummy:PRESET runs a "
+                        "draft model)\n", draft);
     if (setup_rc == 0) setup_rc = setup(&e, hw_desc, sizeof hw_desc);
     if (setup_rc == 0) {
         sched_config_t cfg = {
@@ -664,11 +762,18 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     if (o->max_output_tokens > 0) fprintf(cf, ",\"max_output_tokens\":%d", o->max_output_tokens);
     fprintf(cf, ",\"batch_invariant\":%s,\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
                 "\"max_prompt\":%d,\"max_output\":%d,\"save_tokens\":%s,\"idle\":\"%s\","
-                "\"proposer\":\"ngram\",\"model_spec\":",
+                "\"proposer\":\"%s\",\"model_spec\":",
             o->batch_invariant ? "true" : "false", o->temperature, o->top_k, o->top_p,
             o->trace_opts.max_prompt, o->trace_opts.max_output,
-            o->save_tokens ? "true" : "false", o->idle_sleep ? "sleep" : "spin");
+            o->save_tokens ? "true" : "false", o->idle_sleep ? "sleep" : "spin",
+            e.draft ? "draft" : "ngram");
     json_write_str(cf, o->model ? o->model : "");
+    if (e.draft) {
+        fputs(",\"draft_spec\":", cf);
+        json_write_str(cf, o->draft);
+        fputs(",\"draft_model\":", cf);
+        json_write_str(cf, draft_source(e.draft));
+    }
     if (e.has_shape) {
         fputs(",\"shape\":", cf);
         preset_model_json(cf, &e.shape);
@@ -705,6 +810,7 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
                         "hash_ids, or a plain trace's prefix_group,prefix_tokens columns): "
                         "--prefix-caching only spares preempted requests their recompute\n");
     if (warm) e.bk->keep_warm(e.bk, 0);
+    record_curve(&e);
     if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     replay_finish(&e.rp);
     /* the clients of requests still open learn why (their rows were written above) */
@@ -735,6 +841,8 @@ done:
         }
     free(e.reqs);
     fwd_free(e.fwd);
+    draft_free(e.draft);
+    free(e.dseqs), free(e.dsample);
     if (e.bk) e.bk->destroy(e.bk);
     model_free(e.model);
     free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);

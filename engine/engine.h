@@ -46,6 +46,8 @@ typedef struct {
     const char *const *sets;  /* "key=value" policy param overrides */
     int n_sets;
     const char *model;        /* .bin / .gguf path or dummy:PRESET */
+    const char *draft;        /* speculation's proposer: NULL or "ngram" (the default), or a
+                               * draft model, .bin / .gguf path or dummy:PRESET (draft.h) */
     const char *backend;      /* "cpu" (default) or "cuda" */
     int n_threads;            /* CPU threads, 0 = all cores */
     const char *dtype;        /* GPU weight type (NULL = backend default) */

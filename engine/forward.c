@@ -391,6 +391,17 @@ int fwd_logits(fwd_t *f, float *dst) {
     return 0;
 }
 
+int fwd_logits_rows(fwd_t *f, int32_t row0, int32_t n, float *dst) {
+    backend_t *b = f->b;
+    if (row0 < 0 || n < 0 || row0 + n > f->last_sample)
+        return fail(f, "forward: logits rows %d..%d of the last step's %d", row0, row0 + n - 1,
+                    f->last_sample);
+    if (n > 0 && b->download_f32(b, dst, at(f, BK_F32, f->logits, (size_t)row0 * f->cfg.vocab),
+                                 BK_F32, (size_t)n * f->cfg.vocab))
+        return fail(f, "backend %s: %s", b->name, b->errmsg);
+    return 0;
+}
+
 int32_t fwd_kv_blocks_for(backend_t *b, const model_config_t *c, int32_t block_size,
                           double bytes) {
     bk_kv_shape_t s = {c->n_layers, 1, block_size, c->n_kv_heads, c->head_dim};

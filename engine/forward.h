@@ -45,6 +45,9 @@ int fwd_step(fwd_t *f, const bk_batch_t *batch, int32_t *ids);
 /* The last step's logits [n_sample][vocab] copied to the host (tests, teaching). */
 int fwd_logits(fwd_t *f, float *dst);
 
+/* Rows [row0, row0 + n) of the last step's logits to the host (speculative sampling needs
+ * the distributions of its sampled requests; greedy ones only their ids). 0 or -1. */
+int fwd_logits_rows(fwd_t *f, int32_t row0, int32_t n, float *dst);
 const model_config_t *fwd_config(const fwd_t *f);
 
 /* The batch's work as the cost models see it (sim/cost.h): each sequence's new tokens and

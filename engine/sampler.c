@@ -90,9 +90,11 @@ static void select_k(int32_t *idx, int32_t n, int32_t k, const float *logits) {
         }
 }
 
-int32_t sampler_pick(const float *logits, int32_t vocab, const bk_sample_t *p, float *probs,
-                     int32_t *idx) {
-    if (!(p->temperature > 0) || vocab <= 1) return sampler_argmax(logits, vocab);
+/* The candidates a draw chooses among, in cmp_desc order: idx[0..n) with their weights
+ * probs[0..n) (after temperature, top-k and top-p), *total their sum, summed in that order.
+ * Temperature > 0 and vocab > 1 only. */
+static int32_t candidates(const float *logits, int32_t vocab, const bk_sample_t *p,
+                          float *probs, int32_t *idx, double *total_out) {
     double inv_t = 1.0 / p->temperature, total = 0;
     int32_t nan = 0, m = 0;   /* m: the candidates of non-zero weight */
     float top = logits[0];
@@ -128,10 +130,51 @@ int32_t sampler_pick(const float *logits, int32_t vocab, const bk_sample_t *p, f
         total = 0;   /* renormalise over the kept prefix, summed in the same order */
         for (int32_t j = 0; j < n; j++) total += probs[j];
     }
+    *total_out = total;
+    return n;
+}
+
+int32_t sampler_pick(const float *logits, int32_t vocab, const bk_sample_t *p, float *probs,
+                     int32_t *idx) {
+    if (!(p->temperature > 0) || vocab <= 1) return sampler_argmax(logits, vocab);
+    double total;
+    int32_t n = candidates(logits, vocab, p, probs, idx, &total);
     double r = sampler_uniform(p->seed, p->idx) * total, acc = 0;
     for (int32_t j = 0; j < n; j++) {
         acc += probs[j];
         if (r < acc) return idx[j];
     }
     return idx[n - 1];   /* rounding left r at the very top */
+}
+
+void sampler_dist(const float *logits, int32_t vocab, const bk_sample_t *p, double *dist,
+                  float *probs, int32_t *idx) {
+    for (int32_t i = 0; i < vocab; i++) dist[i] = 0;
+    if (!(p->temperature > 0) || vocab <= 1) {
+        dist[sampler_argmax(logits, vocab)] = 1;
+        return;
+    }
+    double total;
+    int32_t n = candidates(logits, vocab, p, probs, idx, &total);
+    /* total >= the top candidate's weight 1 whenever the row is finite; a row of NaNs
+     * leaves the first candidate as sampler_pick's fallback does */
+    if (!(total > 0)) {
+        dist[idx[0]] = 1;
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) dist[idx[j]] = probs[j] / total;
+}
+
+int32_t sampler_draw(const double *dist, int32_t vocab, double u) {
+    double total = 0;
+    for (int32_t i = 0; i < vocab; i++) total += dist[i];
+    double r = u * total, acc = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < vocab; i++) {
+        if (!(dist[i] > 0)) continue;
+        acc += dist[i];
+        last = i;
+        if (r < acc) return i;
+    }
+    return last >= 0 ? last : 0;   /* rounding left r at the very top; an empty row: 0 */
 }

@@ -1,6 +1,8 @@
 /* spec: see spec.h. */
 #include "engine/spec.h"
 
+#include "engine/sampler.h"
+
 void spec_propose_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t *drafts) {
     int32_t from = -1;
     for (int32_t g = SPEC_MAX_NGRAM; g >= 1 && from < 0; g--) {
@@ -23,4 +25,47 @@ int32_t spec_accept(const int32_t *drafts, const int32_t *sampled, int32_t k) {
     int32_t a = 0;
     while (a < k && drafts[a] == sampled[a]) a++;
     return a;
+}
+
+int32_t spec_verify(const double *p, const double *q, const int32_t *drafts, int32_t k,
+                    int32_t vocab, uint64_t seed, int32_t idx0, int32_t *out, double *resid) {
+    for (int32_t j = 0; j < k; j++, p += vocab, q += vocab) {
+        int32_t x = drafts[j];
+        double px = p[x], qx = q[x];
+        double u = sampler_uniform_for(seed, idx0 + j, SPEC_U_ACCEPT);
+        /* accept with probability min(1, p(x) / q(x)), as u < p(x) / q(x) without dividing */
+        if (qx > 0 && u * qx < px) {
+            out[j] = x;
+            continue;
+        }
+        double total = 0;
+        for (int32_t i = 0; i < vocab; i++) {
+            double r = p[i] - q[i];
+            resid[i] = r > 0 ? r : 0;
+            total += resid[i];
+        }
+        /* p == q up to rounding (a rejection then has probability ~0): p itself */
+        const double *from = total > 0 ? resid : p;
+        out[j] = sampler_draw(from, vocab, sampler_uniform_for(seed, idx0 + j, SPEC_U_RESID));
+        return j;
+    }
+    out[k] = sampler_draw(p, vocab, sampler_uniform_for(seed, idx0 + k, SPEC_U_BONUS));
+    return k;
+}
+
+void spec_curve_add(spec_curve_t *c, int32_t k, int32_t accepted) {
+    for (int32_t j = 0; j < k && j <= accepted && j < SPEC_CURVE_MAX; j++) {
+        c->reached[j]++;
+        c->accepted[j] += j < accepted;
+        if (j + 1 > c->n) c->n = j + 1;
+    }
+}
+
+double spec_curve_alpha(const spec_curve_t *c) {
+    int64_t r = 0, a = 0;
+    for (int32_t j = 0; j < c->n; j++) {
+        r += c->reached[j];
+        a += c->accepted[j];
+    }
+    return r > 0 ? (double)a / (double)r : -1;
 }

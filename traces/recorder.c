@@ -769,6 +769,23 @@ int rec_replica(rec_t *r, int64_t run_id, const rec_replica_t *x) {
     return rc;
 }
 
+int rec_run_config_set(rec_t *r, int64_t run_id, const char *key, const char *json) {
+    sqlite3_stmt *st = NULL;
+    if (!usable(r) || begin_rows(r) != 0) return -1;
+    if (sqlite3_prepare_v2(r->db, "UPDATE runs SET config = json_set(coalesce(config, '{}'), "
+                           "'$.' || ?2, json(?3)) WHERE id = ?1", -1, &st, NULL) != SQLITE_OK) {
+        set_err(r, "cannot add %s to the config of run %lld: %s", key, (long long)run_id,
+                sqlite3_errmsg(r->db));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, json, -1, SQLITE_STATIC);
+    int rc = step_row(r, st, run_id, "config member %s", key);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 void rec_remove(const char *path) {
     size_t n = strlen(path) + 5;
     char *side = malloc(n);

@@ -131,6 +131,10 @@ int rec_token(rec_t *r, int64_t run_id, const rec_token_t *t);
 /* Written synchronously (after the rows handed over before it), once per replica. */
 int rec_replica(rec_t *r, int64_t run_id, const rec_replica_t *x);
 int rec_flush(rec_t *r);
+/* Sets member `key` of the run's config object to the JSON value `json`, in the rows'
+ * transaction (so it commits with rec_run_end): for what a run learns while it runs (the
+ * engine's speculative acceptance curve). */
+int rec_run_config_set(rec_t *r, int64_t run_id, const char *key, const char *json);
 /* ok != 0: 'done'; else 'failed' with error. Also sets wall_s and commits. */
 int rec_run_end(rec_t *r, int64_t run_id, int ok, const char *error, double wall_s);
 void rec_close(rec_t *r);
