@@ -21,7 +21,8 @@
  *
  * Dummy models are opened shape-only (model.h: MODEL_SHAPE_ONLY): the backend generates
  * the weights where they live, so dummy:llama-3-8b never exists on the host. Weight bytes
- * are params x the backend's weight element size. */
+ * are the bytes the products read (forward.h, fwd_weight_bytes): params x the backend's
+ * weight element size, or a GGUF's stored types where the CPU keeps them (--weights). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: twinserve bench --model FILE|dummy:PRESET [--batch 1,8,32] [--ctx N]\n"
             "                       [--prefill N] [--steps N] [--backend cpu|cuda]\n"
-            "                       [--dtype bf16|f16|f32] [--threads N] [--seed S] [--json]\n"
+            "                       [--dtype bf16|f16|f32] [--weights native|f32] [--threads N]\n"
+            "                       [--seed S] [--json]\n"
             "Decode tokens/s per batch size at a context of --ctx tokens (default 128; at\n"
             "least 2, as the two warm-up steps decode the positions just before it), the\n"
             "weight-read bandwidth that implies, and the device's memory read bandwidth and\n"
@@ -54,7 +56,10 @@ static void usage(FILE *out) {
             "Its work is the products it performs: 2 N x layer matrix params + 2 dim x vocab\n"
             "(LM head, one row) + attention 2 x 2 x N^2/2 x n_heads x head_dim x n_layers;\n"
             "the usual 2 x params x N + attention is printed beside it.\n"
-            "--dtype: the GPU's weight type (default bf16); the CPU backend is fp32 only.\n");
+            "--dtype: the GPU's weight type (default bf16); the CPU backend is fp32 only.\n"
+            "--weights native (default): a GGUF's F16/BF16/Q8_0/Q4_0 matrices stay in their\n"
+            "type on the CPU (weight bytes, bytes/weight and the memory roof are that type's);\n"
+            "f32: dequantised at load, as before.\n");
 }
 
 static int parse_batches(const char *s, int32_t *out, int *n) {
@@ -238,8 +243,10 @@ static void print_json(const bench_ctx_t *x, const bench_row_t *r, int n, const 
            "\"sgemm_gflops\": %.2f, \"mem_roof_tok_per_s_batch1\": %.2f, "
            "\"compute_roof_tok_per_s\": %.2f, ", x->threads, x->params, x->wbytes, x->ctx,
            x->steps, x->bw / 1e9, x->gemm / 1e9, mem_roof, comp_roof);
-    printf("\"weight_type\": \"%s\", \"weight_elem_bytes\": %.0f, \"gemm_label\": \"%s\", "
-           "\"gemm_gflops\": %.2f, \"results\": [", x->wtype, x->esize, x->gemm_label,
+    printf("\"weight_type\": \"%s\", \"weight_elem_bytes\": %.0f, \"bytes_per_weight\": %.4f, "
+           "\"gemm_label\": \"%s\", "
+           "\"gemm_gflops\": %.2f, \"results\": [", x->wtype, x->esize, x->wbytes / x->params,
+           x->gemm_label,
            x->gemm / 1e9);
     for (int i = 0; i < n; i++)
         printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
@@ -264,8 +271,9 @@ static void print_json(const bench_ctx_t *x, const bench_row_t *r, int n, const 
 static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const prefill_t *p) {
     const model_config_t *c = &x->c;
     double mem_roof = x->bw / x->wbytes, comp_roof = x->gemm / (2 * x->params);
-    printf("model %s: %d layers, dim %d, %.1fM params, %.1f MB of %s weights\n", x->spec,
-           c->n_layers, c->dim, x->params / 1e6, x->wbytes / 1e6, type_label(x->wtype));
+    printf("model %s: %d layers, dim %d, %.1fM params, %.1f MB of %s weights (%.3f "
+           "bytes/weight)\n", x->spec, c->n_layers, c->dim, x->params / 1e6, x->wbytes / 1e6,
+           type_label(x->wtype), x->wbytes / x->params);
     if (!strcmp(x->backend, "cpu"))
         printf("backend %s, %d threads", x->backend, x->threads);
     else
@@ -302,7 +310,7 @@ static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const 
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *spec = NULL, *bname = "cpu", *dtype = NULL;
+    const char *spec = NULL, *bname = "cpu", *dtype = NULL, *weights = NULL;
     int32_t batches[MAX_BATCHES] = {1, 8, 32}, ctx = 128, steps = 16, threads = 0, prefill = 0;
     int nb = 3, json = 0, rc = 1, batch_given = 0;
     uint64_t seed = 1;
@@ -331,6 +339,8 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--model")) spec = v;
         else if (!strcmp(a, "--backend")) bname = v;
         else if (!strcmp(a, "--dtype")) ok = (dtype = norm_dtype(v)) != NULL;
+        else if (!strcmp(a, "--weights"))
+            ok = !strcmp(weights = v, "native") || !strcmp(v, "f32");
         else if (!strcmp(a, "--batch")) {
             ok = parse_batches(v, batches, &nb) == 0;
             batch_given = 1;
@@ -372,7 +382,7 @@ int cmd_bench(int argc, char **argv) {
                 spec, c->max_seq);
         goto done;
     }
-    bk_opts_t bo = {.n_threads = threads, .dtype = dtype};
+    bk_opts_t bo = {.n_threads = threads, .dtype = dtype, .weights = weights};
     if (!(b = backend_new(bname, &bo, err, sizeof err))) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
@@ -395,11 +405,12 @@ int cmd_bench(int argc, char **argv) {
     x.c = *fwd_config(f);
     x.spec = spec;
     x.backend = bname;
-    x.wtype = b->weight_type;
+    /* a stored type when the products read one (bytes and roofs are then that type's) */
+    x.wtype = fwd_weight_type(f) ? fwd_weight_type(f) : b->weight_type;
     x.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     x.params = model_params(&x.c);
     x.esize = (double)b->elem_size(b, BK_WEIGHT);
-    x.wbytes = x.params * x.esize;
+    x.wbytes = fwd_weight_bytes(f);
     x.ctx = ctx;
     x.steps = steps;
     model_free(m);   /* the backend holds the weights; a file's host copy would crowd RAM */

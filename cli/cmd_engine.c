@@ -31,6 +31,9 @@ static void usage(FILE *f) {
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default: all cores)\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
+        "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
+        "                        dequantised inside the products (native, the default), or\n"
+        "                        dequantised to fp32 at load\n"
         "  --batch-invariant     every request's output independent of its batch: one\n"
         "                        product and one attention kernel for all shapes on the GPU\n"
         "                        (slower; the CPU backend is always batch-invariant)\n"
@@ -92,7 +95,8 @@ static void usage(FILE *f) {
 }
 
 enum {
-    O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_DB,
+    O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_WEIGHTS,
+    O_DB,
     O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
     O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
     O_GPUUTIL, O_INVARIANT, O_IDLE, O_MAXOUTTOK, O_ORACLE, O_CLIP, O_PREFIX, O_REPEAT, O_DRAFT, O_HELP
@@ -101,7 +105,8 @@ enum {
 static const struct option opts[] = {
     { "trace", 1, 0, O_TRACE }, { "format", 1, 0, O_FORMAT }, { "policy", 1, 0, O_POLICY },
     { "set", 1, 0, O_SET }, { "model", 1, 0, O_MODEL }, { "backend", 1, 0, O_BACKEND },
-    { "threads", 1, 0, O_THREADS }, { "dtype", 1, 0, O_DTYPE }, { "db", 1, 0, O_DB },
+    { "threads", 1, 0, O_THREADS }, { "dtype", 1, 0, O_DTYPE },
+    { "weights", 1, 0, O_WEIGHTS }, { "db", 1, 0, O_DB },
     { "name", 1, 0, O_NAME }, { "seed", 1, 0, O_SEED }, { "temperature", 1, 0, O_TEMP },
     { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP }, { "save-tokens", 0, 0, O_SAVE },
     { "max-prompt", 1, 0, O_MAXP }, { "max-output", 1, 0, O_MAXO },
@@ -130,6 +135,7 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_BACKEND: o->backend = a; return 1;
     case O_THREADS: { int32_t n; if (!cli_int(a, 0, 4096, &n)) return 0; o->n_threads = n; return 1; }
     case O_DTYPE: o->dtype = a; return 1;
+    case O_WEIGHTS: o->weights = a; return !strcmp(a, "native") || !strcmp(a, "f32");
     case O_DB: o->db_path = a; return 1;
     case O_NAME: o->run_name = a; return 1;
     case O_SEED: return cli_u64(a, &o->seed);

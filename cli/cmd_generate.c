@@ -28,17 +28,21 @@ static void usage(FILE *f) {
         "  --seed N              sampling seed (0)\n"
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default: all cores)\n"
-        "  --dtype T             GPU weight type: bf16|f16|f32\n");
+        "  --dtype T             GPU weight type: bf16|f16|f32\n"
+        "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
+        "                        dequantised inside the products (native, the default), or\n"
+        "                        dequantised to fp32 at load\n");
 }
 
 enum { O_MODEL = 256, O_TOK, O_PROMPT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_BACKEND, O_THREADS,
-       O_DTYPE, O_HELP };
+       O_DTYPE, O_WEIGHTS, O_HELP };
 
 static const struct option opts[] = {
     { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK }, { "prompt", 1, 0, O_PROMPT },
     { "temperature", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP },
     { "seed", 1, 0, O_SEED }, { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
-    { "dtype", 1, 0, O_DTYPE }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    { "dtype", 1, 0, O_DTYPE }, { "weights", 1, 0, O_WEIGHTS }, { "help", 0, 0, O_HELP },
+    { 0, 0, 0, 0 },
 };
 
 int cmd_generate(int argc, char **argv) {
@@ -61,6 +65,10 @@ int cmd_generate(int argc, char **argv) {
         case O_BACKEND: o.backend = optarg; break;
         case O_THREADS: ok = cli_int(optarg, 0, 4096, &threads); break;
         case O_DTYPE: o.dtype = optarg; break;
+        case O_WEIGHTS:
+            o.weights = optarg;
+            ok = !strcmp(optarg, "native") || !strcmp(optarg, "f32");
+            break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -224,7 +224,7 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
         return FAIL(e, "--max-model-len %d exceeds the model's context length %d (%s)",
                     e->max_model_len, c->max_seq, o->model);
 
-    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype,
+    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype, .weights = o->weights,
                      .batch_invariant = o->batch_invariant };
     e->bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, sizeof err);
     if (!e->bk) return FAIL(e, "--backend: %s", err);

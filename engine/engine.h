@@ -51,6 +51,7 @@ typedef struct {
     const char *backend;      /* "cpu" (default) or "cuda" */
     int n_threads;            /* CPU threads, 0 = all cores */
     const char *dtype;        /* GPU weight type (NULL = backend default) */
+    const char *weights;      /* bk_opts_t.weights: "native" (NULL) or "f32" */
     int batch_invariant;      /* bk_opts_t.batch_invariant: outputs independent of batching */
     int idle_sleep;           /* 1: idle waits sleep; 0 (default): they spin, and so do the
                                * backend's threads (keep_warm), because a core that sleeps

@@ -8,9 +8,17 @@
  * matrix-vector product instead of three, whose output rows q|k|v are then contiguous).
  * Otherwise, and in larger steps, each part is multiplied separately, writing [m][q_dim],
  * [m][kv_dim], [m][kv_dim] one after the other, so the same activation buffer serves both
- * cases. The embedding table is a matrix too ([vocab][dim]), so a tied LM head shares it. */
+ * cases. The embedding table is a matrix too ([vocab][dim]), so a tied LM head shares it.
+ *
+ * Stored types (backend.h): on a backend that multiplies them, each group of matrices
+ * whose parts a GGUF file stores in one type the backend supports (F16, BF16, Q8_0, Q4_0)
+ * is uploaded in that type and multiplied with matmul_q; every other matrix goes through
+ * the fp32 copy as before. So types are per group and per layer (fwd_layer_t), and the
+ * parts' offsets too. The embedding table stays an upload_matrix matrix (embed reads it);
+ * a tied LM head of a stored type is then uploaded a second time, in that type. */
 #include "engine/forward.h"
 
+#include "engine/dequant.h"
 #include "engine/dummy_weight.h"
 
 #include <math.h>
@@ -21,6 +29,11 @@
 
 typedef struct {
     void *attn_norm, *wqkv, *wo, *ffn_norm, *w13, *w2;
+    /* the type each matrix is kept in: DQ_F32 = the backend's weight type, uploaded from
+     * the fp32 copy; otherwise a stored type */
+    uint32_t t_qkv, t_o, t_gu, t_down;
+    size_t k_off, v_off, up_off;            /* elements into wqkv (K, V) and w13 (up) */
+    int fuse_qkv, fuse_gu;                  /* the fused matrix is valid (aligned parts) */
 } fwd_layer_t;
 
 struct fwd {
@@ -28,10 +41,11 @@ struct fwd {
     model_config_t cfg;
     fwd_opts_t o;
     int32_t q_dim, kv_dim;
-    size_t k_off, v_off, up_off;            /* elements into wqkv (K, V) and w13 (up) */
-    int fuse_qkv, fuse_gu;                  /* the fused matrix is valid (aligned parts) */
     fwd_layer_t *layers;
-    void *tok_emb, *lm_head, *final_norm;   /* lm_head == tok_emb when tied */
+    void *tok_emb, *lm_head, *final_norm;   /* lm_head == tok_emb when tied and DQ_F32 */
+    uint32_t t_head;
+    double weight_bytes;                    /* see fwd_weight_bytes */
+    double type_bytes[32];                  /* bytes of matrices per stored type */
     /* activations: x, xb [max_tokens][dim]; qkv [max_tokens][q_dim + 2 kv_dim];
      * att [max_tokens][q_dim]; hb [max_tokens][2 hidden]; xs, xsn [max_sample][dim];
      * logits [max_sample][vocab]. x and xs (the residual stream) and logits are BK_F32. */
@@ -63,39 +77,62 @@ static void *alloc(fwd_t *f, bk_kind_t kind, size_t n) {
 }
 
 /* Where a matrix comes from: host weights, or (a shape-only dummy model) generated on the
- * backend as dummy tensor `tensor`. */
+ * backend as dummy tensor `tensor`; st: the matrix as its file stores it, or NULL. */
 typedef struct {
     const float *host;
     uint64_t tensor;
+    const model_stored_t *st;
 } wsrc_t;
 
-/* Stores `parts` matrices [rows[i]][cols] one after the other in one new weight buffer;
- * part i starts matrix_elems of the parts before it into the buffer. */
+/* Elements of a [rows][cols] matrix kept in `type` (DQ_F32: the backend's own layout). */
+static size_t mat_elems(const fwd_t *f, uint32_t type, int32_t rows, int32_t cols) {
+    backend_t *b = f->b;
+    return type == DQ_F32 ? b->matrix_elems(b, rows, cols) : b->qmatrix_elems(b, type, rows, cols);
+}
+
+/* The type a group of matrices is kept in: the parts' common stored type where the
+ * backend multiplies it, else DQ_F32. */
+static uint32_t group_type(const fwd_t *f, int parts, const wsrc_t *src, const int32_t *rows,
+                           int32_t cols) {
+    backend_t *b = f->b;
+    if (f->shape_only || !b->qmatrix_elems || !b->upload_qmatrix || !b->matmul_q ||
+        !src[0].st || !src[0].st->data || src[0].st->type == DQ_F32)
+        return DQ_F32;
+    for (int i = 0; i < parts; i++)
+        if (!src[i].st || !src[i].st->data || src[i].st->type != src[0].st->type ||
+            !b->qmatrix_elems(b, src[0].st->type, rows[i], cols))
+            return DQ_F32;
+    return src[0].st->type;
+}
+
+/* Stores `parts` matrices [rows[i]][cols] one after the other in one new weight buffer,
+ * in `type`; part i starts mat_elems of the parts before it into the buffer. */
 static void *upload_mats(fwd_t *f, int parts, const wsrc_t *src, const int32_t *rows,
-                         int32_t cols) {
+                         int32_t cols, uint32_t type) {
     backend_t *b = f->b;
     size_t total = 0;
-    for (int i = 0; i < parts; i++) total += b->matrix_elems(b, rows[i], cols);
+    for (int i = 0; i < parts; i++) total += mat_elems(f, type, rows[i], cols);
     void *dst = alloc(f, BK_WEIGHT, total);
     if (!dst) return NULL;
     size_t off = 0;
     for (int i = 0; i < parts; i++) {
         void *d = at(f, BK_WEIGHT, dst, off);
-        if (f->shape_only ? b->gen_matrix(b, d, rows[i], cols, f->seed, src[i].tensor)
-                          : b->upload_matrix(b, d, src[i].host, rows[i], cols)) {
-            fail(f, "backend %s: %s a %d x %d matrix: %s", b->name,
-                 f->shape_only ? "generating" : "uploading", rows[i], cols, b->errmsg);
+        int rc = f->shape_only ? b->gen_matrix(b, d, rows[i], cols, f->seed, src[i].tensor)
+                 : type == DQ_F32 ? b->upload_matrix(b, d, src[i].host, rows[i], cols)
+                                  : b->upload_qmatrix(b, d, src[i].st->data, type, rows[i], cols);
+        if (rc) {
+            fail(f, "backend %s: %s a %d x %d %s matrix: %s", b->name,
+                 f->shape_only ? "generating" : "uploading", rows[i], cols,
+                 dq_type_name(type), b->errmsg);
             return NULL;
         }
-        off += b->matrix_elems(b, rows[i], cols);
+        off += mat_elems(f, type, rows[i], cols);
     }
     return dst;
 }
 
-static void *upload_mat(fwd_t *f, const float *host, uint64_t tensor, int32_t rows,
-                        int32_t cols) {
-    wsrc_t s = {host, tensor};
-    return upload_mats(f, 1, &s, &rows, cols);
+static void *upload_mat(fwd_t *f, const wsrc_t *s, int32_t rows, int32_t cols, uint32_t type) {
+    return upload_mats(f, 1, s, &rows, cols, type);
 }
 
 /* A vector (norm weights): the backend's weight type, no layout. Shape-only dummy models
@@ -119,63 +156,111 @@ static void *upload1(fwd_t *f, const float *src, size_t n) {
     return dst;
 }
 
-/* Weight elements upload_model allocates, so the backend can reserve them at once. */
-static size_t weight_elems(fwd_t *f) {
+/* Per layer, the matrices' sources (shape-only dummies have no host tensors). */
+typedef struct {
+    wsrc_t qkv[3], wo, gu[2], w2;
+} layer_src_t;
+
+static void layer_sources(const model_t *m, int32_t l, layer_src_t *s) {
+    static const model_layer_t none;
+    static const model_stored_layer_t snone;
+    const model_layer_t *w = m->layers ? &m->layers[l] : &none;
+    const model_stored_layer_t *st = m->stored_layers ? &m->stored_layers[l] : &snone;
+    *s = (layer_src_t){
+        {{w->wq, DUMMY_T_LAYER(l, DUMMY_K_WQ), &st->wq},
+         {w->wk, DUMMY_T_LAYER(l, DUMMY_K_WK), &st->wk},
+         {w->wv, DUMMY_T_LAYER(l, DUMMY_K_WV), &st->wv}},
+        {w->wo, DUMMY_T_LAYER(l, DUMMY_K_WO), &st->wo},
+        {{w->w1, DUMMY_T_LAYER(l, DUMMY_K_W1), &st->w1},
+         {w->w3, DUMMY_T_LAYER(l, DUMMY_K_W3), &st->w3}},
+        {w->w2, DUMMY_T_LAYER(l, DUMMY_K_W2), &st->w2},
+    };
+}
+
+/* Adds a group's elements to *elems and its bytes to the per-type count. */
+static void count(fwd_t *f, size_t *elems, uint32_t type, size_t n) {
+    *elems += n;
+    if (type < 32) f->type_bytes[type] += (double)n * (double)f->b->elem_size(f->b, BK_WEIGHT);
+}
+
+/* Chooses every matrix's type and the fused matrices' offsets; returns the weight
+ * elements upload_model allocates, so the backend can reserve them at once. */
+static size_t plan(fwd_t *f, const model_t *m, const wsrc_t *head) {
     const model_config_t *c = &f->cfg;
-    backend_t *b = f->b;
-    size_t per = (size_t)2 * c->dim + b->matrix_elems(b, f->q_dim, c->dim) +
-                 2 * b->matrix_elems(b, f->kv_dim, c->dim) +
-                 b->matrix_elems(b, c->dim, f->q_dim) +
-                 2 * b->matrix_elems(b, c->hidden_dim, c->dim) +
-                 b->matrix_elems(b, c->dim, c->hidden_dim);
-    size_t emb = b->matrix_elems(b, c->vocab, c->dim);
-    return per * (size_t)c->n_layers + emb * (c->tied ? 1 : 2) + (size_t)c->dim;
+    int32_t dim = c->dim, hid = c->hidden_dim, al = f->b->matrix_row_align;
+    int32_t rqkv[] = {f->q_dim, f->kv_dim, f->kv_dim}, rgu[] = {hid, hid};
+    size_t n = (size_t)c->n_layers * 2 * (size_t)dim + (size_t)dim;   /* the norms */
+    memset(f->type_bytes, 0, sizeof f->type_bytes);
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        layer_src_t s;
+        fwd_layer_t *d = &f->layers[l];
+        layer_sources(m, l, &s);
+        d->t_qkv = group_type(f, 3, s.qkv, rqkv, dim);
+        d->t_o = group_type(f, 1, &s.wo, &dim, f->q_dim);
+        d->t_gu = group_type(f, 2, s.gu, rgu, dim);
+        d->t_down = group_type(f, 1, &s.w2, &dim, hid);
+        d->k_off = mat_elems(f, d->t_qkv, f->q_dim, dim);
+        d->v_off = d->k_off + mat_elems(f, d->t_qkv, f->kv_dim, dim);
+        d->up_off = mat_elems(f, d->t_gu, hid, dim);
+        d->fuse_qkv = al >= 1 && f->q_dim % al == 0 && f->kv_dim % al == 0;
+        d->fuse_gu = al >= 1 && hid % al == 0;
+        count(f, &n, d->t_qkv, d->v_off + mat_elems(f, d->t_qkv, f->kv_dim, dim));
+        count(f, &n, d->t_o, mat_elems(f, d->t_o, dim, f->q_dim));
+        count(f, &n, d->t_gu, 2 * d->up_off);
+        count(f, &n, d->t_down, mat_elems(f, d->t_down, dim, hid));
+    }
+    f->t_head = group_type(f, 1, head, &c->vocab, dim);
+    size_t emb = f->b->matrix_elems(f->b, c->vocab, dim);
+    int shared = c->tied && f->t_head == DQ_F32;
+    /* the table: its bytes count as weights only when the LM head multiplies it, or when
+     * untied (a decode step then gathers rows of it: cmd_bench's accounting) */
+    n += emb;
+    if (shared || !c->tied) f->type_bytes[DQ_F32] += (double)emb * f->b->elem_size(f->b, BK_WEIGHT);
+    if (!shared) count(f, &n, f->t_head, mat_elems(f, f->t_head, c->vocab, dim));
+    f->weight_bytes = (double)c->dim * (2 * c->n_layers + 1) * f->b->elem_size(f->b, BK_WEIGHT);
+    for (int t = 0; t < 32; t++) f->weight_bytes += f->type_bytes[t];
+    return n;
 }
 
 static int upload_model(fwd_t *f, const model_t *m) {
     const model_config_t *c = &f->cfg;
     backend_t *b = f->b;
-    int32_t dim = c->dim, hid = c->hidden_dim, al = b->matrix_row_align;
-    f->k_off = b->matrix_elems(b, f->q_dim, dim);
-    f->v_off = f->k_off + b->matrix_elems(b, f->kv_dim, dim);
-    f->up_off = b->matrix_elems(b, hid, dim);
-    f->fuse_qkv = al >= 1 && f->q_dim % al == 0 && f->kv_dim % al == 0;
-    f->fuse_gu = al >= 1 && hid % al == 0;
+    int32_t dim = c->dim, hid = c->hidden_dim;
+    f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
+    if (!f->layers) return fail(f, "out of memory");
+    wsrc_t head = {c->tied ? m->tok_emb : m->lm_head, c->tied ? DUMMY_T_TOK_EMB : DUMMY_T_LM_HEAD,
+                   c->tied ? &m->stored_tok_emb : &m->stored_lm_head};
+    size_t total = plan(f, m, &head);
     /* Refuse before filling the memory: on the CPU the host copy is still held while the
      * backend's copy is made, so a model larger than half the memory would be killed. */
     size_t free_b = 0, total_b = 0;
-    double need = (double)weight_elems(f) * (double)b->elem_size(b, BK_WEIGHT);
+    double need = (double)total * (double)b->elem_size(b, BK_WEIGHT);
     if (b->mem_info(b, &free_b, &total_b) == 0 && need > (double)free_b)
         return fail(f, "the weights need %.2f GB on backend %s, only %.2f GB are free",
                     need / 1e9, b->name, (double)free_b / 1e9);
-    if (b->reserve_weights(b, weight_elems(f)))
+    if (b->reserve_weights(b, total))
         return fail(f, "backend %s: reserving %.2f GB of weights: %s", b->name, need / 1e9,
                     b->errmsg);
-    f->layers = calloc((size_t)c->n_layers, sizeof *f->layers);
-    if (!f->layers) return fail(f, "out of memory");
     for (int32_t l = 0; l < c->n_layers; l++) {
-        static const model_layer_t none;   /* shape-only: no host tensors */
-        const model_layer_t *w = m->layers ? &m->layers[l] : &none;
+        const model_layer_t *w = m->layers ? &m->layers[l] : NULL;
         fwd_layer_t *d = &f->layers[l];
-        wsrc_t qkv[] = {{w->wq, DUMMY_T_LAYER(l, DUMMY_K_WQ)},
-                        {w->wk, DUMMY_T_LAYER(l, DUMMY_K_WK)},
-                        {w->wv, DUMMY_T_LAYER(l, DUMMY_K_WV)}};
-        wsrc_t gu[] = {{w->w1, DUMMY_T_LAYER(l, DUMMY_K_W1)},
-                       {w->w3, DUMMY_T_LAYER(l, DUMMY_K_W3)}};
+        layer_src_t s;
+        layer_sources(m, l, &s);
         int32_t rqkv[] = {f->q_dim, f->kv_dim, f->kv_dim}, rgu[] = {hid, hid};
-        if (!(d->attn_norm = upload1(f, w->attn_norm, (size_t)dim)) ||
-            !(d->wqkv = upload_mats(f, 3, qkv, rqkv, dim)) ||
-            !(d->wo = upload_mat(f, w->wo, DUMMY_T_LAYER(l, DUMMY_K_WO), dim, f->q_dim)) ||
-            !(d->ffn_norm = upload1(f, w->ffn_norm, (size_t)dim)) ||
-            !(d->w13 = upload_mats(f, 2, gu, rgu, dim)) ||
-            !(d->w2 = upload_mat(f, w->w2, DUMMY_T_LAYER(l, DUMMY_K_W2), dim, hid)))
+        if (!(d->attn_norm = upload1(f, w ? w->attn_norm : NULL, (size_t)dim)) ||
+            !(d->wqkv = upload_mats(f, 3, s.qkv, rqkv, dim, d->t_qkv)) ||
+            !(d->wo = upload_mat(f, &s.wo, dim, f->q_dim, d->t_o)) ||
+            !(d->ffn_norm = upload1(f, w ? w->ffn_norm : NULL, (size_t)dim)) ||
+            !(d->w13 = upload_mats(f, 2, s.gu, rgu, dim, d->t_gu)) ||
+            !(d->w2 = upload_mat(f, &s.w2, dim, hid, d->t_down)))
             return -1;
     }
-    if (!(f->tok_emb = upload_mat(f, m->tok_emb, DUMMY_T_TOK_EMB, c->vocab, dim)) ||
+    wsrc_t emb = {m->tok_emb, DUMMY_T_TOK_EMB, NULL};
+    if (!(f->tok_emb = upload_mat(f, &emb, c->vocab, dim, DQ_F32)) ||
         !(f->final_norm = upload1(f, m->final_norm, (size_t)dim)))
         return -1;
-    if (c->tied || (m->lm_head && m->lm_head == m->tok_emb)) f->lm_head = f->tok_emb;
-    else if (!(f->lm_head = upload_mat(f, m->lm_head, DUMMY_T_LM_HEAD, c->vocab, dim)))
+    if (c->tied && f->t_head == DQ_F32) f->lm_head = f->tok_emb;
+    else if (!(f->lm_head = upload_mat(f, &head, c->vocab, dim, f->t_head)))
         return -1;
     return 0;
 }
@@ -261,6 +346,15 @@ const char *fwd_errmsg(const fwd_t *f) { return f->errmsg; }
 
 const model_config_t *fwd_config(const fwd_t *f) { return &f->cfg; }
 
+double fwd_weight_bytes(const fwd_t *f) { return f->weight_bytes; }
+
+const char *fwd_weight_type(const fwd_t *f) {
+    int best = -1;
+    for (int t = 1; t < 32; t++)
+        if (f->type_bytes[t] > 0 && (best < 0 || f->type_bytes[t] > f->type_bytes[best])) best = t;
+    return best < 0 ? NULL : dq_type_name((uint32_t)best);
+}
+
 /* Everything the backend will index with, checked on the host before the one upload. */
 static int check_batch(fwd_t *f, const bk_batch_t *bt) {
     const fwd_opts_t *o = &f->o;
@@ -321,6 +415,14 @@ static int check_batch(fwd_t *f, const bk_batch_t *bt) {
     return 0;
 }
 
+/* A product with a matrix kept in `type` (DQ_F32: the backend's weight type). */
+static int mm(fwd_t *f, void *y, bk_kind_t y_kind, const void *x, const void *w, uint32_t type,
+              int32_t m, int32_t n, int32_t k) {
+    backend_t *b = f->b;
+    return type == DQ_F32 ? b->matmul(b, y, y_kind, x, w, m, n, k)
+                          : b->matmul_q(b, y, y_kind, x, w, type, m, n, k);
+}
+
 #define BK(call)                                                                        \
     do {                                                                                \
         if (call) {                                                                     \
@@ -345,35 +447,35 @@ int fwd_step(fwd_t *f, const bk_batch_t *bt, int32_t *ids) {
         fwd_layer_t *w = &f->layers[l];
         /* layer 0 normalises the embeddings; later layers first add the previous MLP output */
         BK(b->rmsnorm(b, f->xb, f->x, l ? f->xb : NULL, w->attn_norm, m, dim, c->norm_eps));
-        if (m == 1 && f->fuse_qkv) {
-            BK(b->matmul(b, f->qkv, BK_ACT, f->xb, w->wqkv, 1, (int32_t)(qd + 2 * kvd), dim));
+        if (m == 1 && w->fuse_qkv) {
+            BK(mm(f, f->qkv, BK_ACT, f->xb, w->wqkv, w->t_qkv, 1, (int32_t)(qd + 2 * kvd), dim));
         } else {
-            BK(b->matmul(b, q, BK_ACT, f->xb, w->wqkv, m, (int32_t)qd, dim));
-            BK(b->matmul(b, k, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, f->k_off), m,
-                         (int32_t)kvd, dim));
-            BK(b->matmul(b, v, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, f->v_off), m,
-                         (int32_t)kvd, dim));
+            BK(mm(f, q, BK_ACT, f->xb, w->wqkv, w->t_qkv, m, (int32_t)qd, dim));
+            BK(mm(f, k, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, w->k_off), w->t_qkv, m,
+                  (int32_t)kvd, dim));
+            BK(mm(f, v, BK_ACT, f->xb, at(f, BK_WEIGHT, w->wqkv, w->v_off), w->t_qkv, m,
+                  (int32_t)kvd, dim));
         }
         BK(b->rope_kv(b, q, k, v, l, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_theta));
         BK(b->attention(b, f->att, q, l, c->n_heads, c->n_kv_heads, c->head_dim));
-        BK(b->matmul(b, f->xb, BK_ACT, f->att, w->wo, m, dim, (int32_t)qd));
+        BK(mm(f, f->xb, BK_ACT, f->att, w->wo, w->t_o, m, dim, (int32_t)qd));
         BK(b->rmsnorm(b, f->xb, f->x, f->xb, w->ffn_norm, m, dim, c->norm_eps));
-        if (m == 1 && f->fuse_gu) {
-            BK(b->matmul(b, f->hb, BK_ACT, f->xb, w->w13, 1, 2 * hid, dim));
+        if (m == 1 && w->fuse_gu) {
+            BK(mm(f, f->hb, BK_ACT, f->xb, w->w13, w->t_gu, 1, 2 * hid, dim));
         } else {
-            BK(b->matmul(b, gate, BK_ACT, f->xb, w->w13, m, hid, dim));
-            BK(b->matmul(b, up, BK_ACT, f->xb, at(f, BK_WEIGHT, w->w13, f->up_off), m, hid,
-                         dim));
+            BK(mm(f, gate, BK_ACT, f->xb, w->w13, w->t_gu, m, hid, dim));
+            BK(mm(f, up, BK_ACT, f->xb, at(f, BK_WEIGHT, w->w13, w->up_off), w->t_gu, m, hid,
+                  dim));
         }
         BK(b->silu_mul(b, gate, gate, up, (size_t)m * hid));
-        BK(b->matmul(b, f->xb, BK_ACT, gate, w->w2, m, dim, hid));
+        BK(mm(f, f->xb, BK_ACT, gate, w->w2, w->t_down, m, dim, hid));
     }
     if (bt->n_sample > 0) {
         /* the last MLP output joins the residual stream only in the sampled rows */
         BK(b->gather_rows(b, f->xs, f->x, BK_F32, dim));
         BK(b->gather_rows(b, f->xsn, f->xb, BK_ACT, dim));
         BK(b->rmsnorm(b, f->xsn, f->xs, f->xsn, f->final_norm, bt->n_sample, dim, c->norm_eps));
-        BK(b->matmul(b, f->logits, BK_F32, f->xsn, f->lm_head, bt->n_sample, c->vocab, dim));
+        BK(mm(f, f->logits, BK_F32, f->xsn, f->lm_head, f->t_head, bt->n_sample, c->vocab, dim));
         BK(b->sample(b, ids, f->logits, BK_F32, c->vocab));
     }
     BK(b->sync(b));

@@ -49,6 +49,14 @@ int fwd_logits(fwd_t *f, float *dst);
  * the distributions of its sampled requests; greedy ones only their ids). 0 or -1. */
 int fwd_logits_rows(fwd_t *f, int32_t row0, int32_t n, float *dst);
 const model_config_t *fwd_config(const fwd_t *f);
+/* Bytes of weights the products read, in the types they are kept in (engine/backend.h,
+ * stored types): every matrix, the norms, and the embedding table when the LM head is the
+ * table or the model is untied (a table kept only for lookups beside a stored-type head is
+ * not counted). */
+double fwd_weight_bytes(const fwd_t *f);
+/* The stored type holding most of the matrices' bytes ("Q8_0", ...), or NULL when every
+ * matrix is in the backend's own weight type. */
+const char *fwd_weight_type(const fwd_t *f);
 
 /* The batch's work as the cost models see it (sim/cost.h): each sequence's new tokens and
  * its context before the step (seq_len - new tokens), and the sampled rows. */

@@ -27,6 +27,7 @@ typedef struct {
     const char *backend;
     int n_threads;
     const char *dtype;
+    const char *weights;     /* bk_opts_t.weights: "native" (NULL) or "f32" */
 } gen_opts_t;
 
 typedef struct {

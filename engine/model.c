@@ -1,6 +1,8 @@
 /* model: format dispatch, configuration checks, the shared weight arena. */
 #include "engine/model.h"
 
+#include "engine/gguf.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -154,6 +156,8 @@ int model_alloc(const model_config_t *c, const char *source, const char *format,
 
 void model_free(model_t *m) {
     if (!m) return;
+    gguf_close(m->file);
+    free(m->stored_layers);
     free(m->arena);
     free(m->layers);
     free(m);

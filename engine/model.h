@@ -13,6 +13,8 @@
  *    as llama2.c and llama.cpp's LLAMA mode: both file formats store Q/K rows in that order.
  *  - n_heads is a multiple of n_kv_heads; head_dim * n_heads need not equal dim.
  *  - lm_head == tok_emb (the same pointer) when the embeddings are tied; freed once.
+ *  - A GGUF model also keeps each matrix as stored (model_stored_t): the same values as
+ *    its fp32 copy, once dequantised.
  *  - A loader never crashes on bad input: a short file, a bad magic, absurd counts, unknown
  *    tensor types or tensors past the end of the file give -1 and a message naming the file
  *    (and the tensor or key).
@@ -54,6 +56,18 @@ typedef struct {
     float *w3;            /* up   [hidden_dim][dim] */
 } model_layer_t;
 
+/* A matrix as its file stores it (ggml type id, engine/dequant.h; bytes row-major
+ * [out][in]), for backends that keep stored types (engine/backend.h): data NULL when the
+ * source has no stored form (llama2.c, dummy). */
+typedef struct {
+    uint32_t type;
+    const void *data;
+} model_stored_t;
+
+typedef struct {
+    model_stored_t wq, wk, wv, wo, w1, w2, w3;
+} model_stored_layer_t;
+
 typedef struct model {
     model_config_t cfg;
     float *tok_emb;       /* [vocab][dim] */
@@ -69,6 +83,11 @@ typedef struct model {
      * (engine/dummy_weight.h), the same values a host load would hold. */
     int shape_only;
     uint64_t dummy_seed;
+    /* GGUF models: the matrices as stored, pointing into the file's mapping (file, an open
+     * gguf_t owned by the model); stored_layers NULL for other sources. */
+    model_stored_t stored_tok_emb, stored_lm_head;
+    model_stored_layer_t *stored_layers;
+    void *file;
 } model_t;
 
 /* spec: a path to a .bin (llama2.c) or .gguf file (detected by magic, not by extension), or

@@ -1,10 +1,12 @@
 /* model_gguf: a Llama model from a GGUF file (architecture "llama"), every tensor
- * dequantised to fp32 into the model arena.
+ * dequantised to fp32 into the model arena, each matrix also kept as stored (the file
+ * stays mapped while the model lives).
  *
  * Hyperparameters come from llama.* metadata; the vocabulary size from token_embd's shape.
  * ggml's ne[0] is the input dimension, so a [out][in] row-major matrix has ne = {in, out}
  * and its bytes are already in model.h's layout. output.weight absent = tied embeddings. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/dequant.h"
@@ -39,9 +41,11 @@ static int meta_float(const gguf_t *g, const char *key, float *out, char *err, s
 }
 
 /* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, and (dst not
- * NULL) dequantises it into dst, counting bytes per type for model_t.weight_type. */
+ * NULL) dequantises it into dst, counting bytes per type for model_t.weight_type, and
+ * notes where it is stored (st not NULL). */
 static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
-                       float *dst, uint64_t type_bytes[32], char *err, size_t errlen) {
+                       float *dst, model_stored_t *st, uint64_t type_bytes[32], char *err,
+                       size_t errlen) {
     const gguf_tensor_t *t = gguf_tensor(g, name);
     if (!t) {
         snprintf(err, errlen, "%s: tensor %s is missing", g->path, name);
@@ -63,6 +67,7 @@ static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t
     }
     if (!dst) return 0;
     dq_convert(t->type, t->data, dst, t->n_elems);
+    if (st) *st = (model_stored_t){t->type, t->data};
     if (t->type < 32) type_bytes[t->type] += t->n_bytes;
     return 0;
 }
@@ -124,23 +129,27 @@ static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char 
     model_layer_t none = {0};
     float *emb = m ? m->tok_emb : NULL, *fin = m ? m->final_norm : NULL;
     float *head = m ? m->lm_head : NULL;
-    if (load_tensor(g, "token_embd.weight", d, (uint64_t)c.vocab, emb, tb, err, errlen) ||
-        load_tensor(g, "output_norm.weight", d, 0, fin, tb, err, errlen) ||
-        (!c.tied && load_tensor(g, "output.weight", d, (uint64_t)c.vocab, head, tb, err, errlen)))
+    if (load_tensor(g, "token_embd.weight", d, (uint64_t)c.vocab, emb,
+                    m ? &m->stored_tok_emb : NULL, tb, err, errlen) ||
+        load_tensor(g, "output_norm.weight", d, 0, fin, NULL, tb, err, errlen) ||
+        (!c.tied && load_tensor(g, "output.weight", d, (uint64_t)c.vocab, head,
+                                m ? &m->stored_lm_head : NULL, tb, err, errlen)))
         return -1;
     for (int32_t l = 0; l < c.n_layers; l++) {
         model_layer_t *L = m ? &m->layers[l] : &none;
-        struct { const char *n; uint64_t ne0, ne1; float *dst; } ts[9] = {
-            {"attn_norm", d, 0, L->attn_norm}, {"attn_q", d, q, L->wq},
-            {"attn_k", d, kv, L->wk},          {"attn_v", d, kv, L->wv},
-            {"attn_output", q, d, L->wo},      {"ffn_norm", d, 0, L->ffn_norm},
-            {"ffn_gate", d, h, L->w1},         {"ffn_down", h, d, L->w2},
-            {"ffn_up", d, h, L->w3},
+        model_stored_layer_t sn, *S = m ? &m->stored_layers[l] : &sn;
+        struct { const char *n; uint64_t ne0, ne1; float *dst; model_stored_t *st; } ts[9] = {
+            {"attn_norm", d, 0, L->attn_norm, NULL}, {"attn_q", d, q, L->wq, &S->wq},
+            {"attn_k", d, kv, L->wk, &S->wk},        {"attn_v", d, kv, L->wv, &S->wv},
+            {"attn_output", q, d, L->wo, &S->wo},    {"ffn_norm", d, 0, L->ffn_norm, NULL},
+            {"ffn_gate", d, h, L->w1, &S->w1},       {"ffn_down", h, d, L->w2, &S->w2},
+            {"ffn_up", d, h, L->w3, &S->w3},
         };
         for (int k = 0; k < 9; k++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, ts[k].n);
-            if (load_tensor(g, name, ts[k].ne0, ts[k].ne1, ts[k].dst, tb, err, errlen)) return -1;
+            if (load_tensor(g, name, ts[k].ne0, ts[k].ne1, ts[k].dst, ts[k].st, tb, err, errlen))
+                return -1;
         }
     }
     if (!m) return 0;
@@ -160,10 +169,18 @@ int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
     model_config_t c;
     if (read_config(g, &c, err, errlen) != 0) goto done;
     /* Two passes: every tensor checked (dry run) before the arena exists, then loaded. */
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass && !(m->stored_layers = calloc((size_t)c.n_layers, sizeof *m->stored_layers))) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            goto done;
+        }
         if (load_all(g, &c, pass ? m : NULL, err, errlen) != 0 ||
             (!pass && model_alloc(&c, path, "gguf", &m, err, errlen) != 0))
             goto done;
+    }
+    /* the stored matrices point into the mapping: the model keeps the file open */
+    m->file = g;
+    g = NULL;
     *out = m;
     m = NULL;
     rc = 0;

@@ -12,6 +12,8 @@
 
 #include "engine/cpu/cpu_gemm.h"
 #include "engine/cpu/cpu_pool.h"
+#include "engine/cpu/cpu_qgemm.h"
+#include "engine/dequant.h"
 #include "engine/dummy_weight.h"
 #include "engine/roofs.h"
 #include "engine/sampler.h"
@@ -141,6 +143,20 @@ static int cpu_upload_matrix(backend_t *b, void *dst, const float *src, int32_t 
     if (rows <= 0 || cols <= 0)
         return bk_fail(b, "cpu: upload_matrix: bad shape %d x %d", rows, cols);
     cgemm_pack(dst, src, rows, cols);
+    return 0;
+}
+
+static size_t cpu_qmatrix_elems(backend_t *b, uint32_t type, int32_t rows, int32_t cols) {
+    (void)b;
+    return cqg_elems(type, rows, cols);
+}
+
+static int cpu_upload_qmatrix(backend_t *b, void *dst, const void *src, uint32_t type,
+                              int32_t rows, int32_t cols) {
+    if (!cqg_elems(type, rows, cols))
+        return bk_fail(b, "cpu: upload_qmatrix: a %d x %d matrix of type %s is not supported",
+                       rows, cols, dq_type_name(type));
+    cqg_pack(dst, src, type, rows, cols);
     return 0;
 }
 
@@ -302,29 +318,48 @@ static int cpu_gather_rows(backend_t *b, void *out, const void *x, bk_kind_t kin
 typedef struct {
     cpu_t *c;
     float *y;
-    const float *x, *w;
+    const float *x;
+    const void *w;
+    uint32_t type;          /* DQ_F32: the packed fp32 layout; else a stored type */
     int32_t m, n, k;
 } mm_job_t;
 
 static void mm_panels(void *ctx, int64_t lo, int64_t hi, int tid) {
     mm_job_t *j = ctx;
-    cgemm_panels(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi,
-                 j->c->scratch + (size_t)tid * j->c->scratch_per_thread);
+    float *s = j->c->scratch + (size_t)tid * j->c->scratch_per_thread;
+    if (j->type == DQ_F32)
+        cgemm_panels(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi, s);
+    else
+        cgemm_qpanels(j->y, j->x, j->w, j->type, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi, s);
+}
+
+/* Splits the panels over the pool; each thread streams its share of the weights once and
+ * runs every row of x against it. */
+static int matmul_typed(backend_t *b, void *y, const void *x, const void *w, uint32_t type,
+                        int32_t m, int32_t n, int32_t k) {
+    if (m <= 0 || n <= 0 || k <= 0)
+        return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
+    if (type != DQ_F32 && !cqg_elems(type, n, k))
+        return bk_fail(b, "cpu: matmul: a %d x %d matrix of type %s is not supported", n, k,
+                       dq_type_name(type));
+    if (!scratch(b, type == DQ_F32 ? (size_t)m * k : cgemm_qscratch(m, k))) return -1;
+    mm_job_t j = {CPU(b), y, x, w, type, m, n, k};
+    int64_t panels = (n + CGEMM_PANEL - 1) / CGEMM_PANEL;
+    int64_t per_panel = (int64_t)CGEMM_PANEL * k * m;
+    cpool_run(CPU(b)->pool, panels, 4 * GRAIN_ELEMS / per_panel + 1, mm_panels, &j);
+    return 0;
 }
 
 static int cpu_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
                       int32_t m, int32_t n, int32_t k) {
     (void)y_kind;   /* activations are fp32 already */
-    if (m <= 0 || n <= 0 || k <= 0)
-        return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
-    /* split the panels over the pool; each thread streams its share of the weights once
-     * and runs every row of x against it */
-    if (!scratch(b, (size_t)m * k)) return -1;
-    mm_job_t j = {CPU(b), y, x, w, m, n, k};
-    int64_t panels = (n + CGEMM_PANEL - 1) / CGEMM_PANEL;
-    int64_t per_panel = (int64_t)CGEMM_PANEL * k * m;
-    cpool_run(CPU(b)->pool, panels, 4 * GRAIN_ELEMS / per_panel + 1, mm_panels, &j);
-    return 0;
+    return matmul_typed(b, y, x, w, DQ_F32, m, n, k);
+}
+
+static int cpu_matmul_q(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
+                        uint32_t type, int32_t m, int32_t n, int32_t k) {
+    (void)y_kind;
+    return matmul_typed(b, y, x, w, type, m, n, k);
 }
 
 typedef struct {
@@ -651,6 +686,11 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->matrix_elems = cpu_matrix_elems;
     b->upload_matrix = cpu_upload_matrix;
     b->gen_matrix = cpu_gen_matrix;
+    if (!opts || !opts->weights || strcmp(opts->weights, "f32") != 0) {
+        b->qmatrix_elems = cpu_qmatrix_elems;
+        b->upload_qmatrix = cpu_upload_qmatrix;
+        b->matmul_q = cpu_matmul_q;
+    }
     b->upload = cpu_upload;
     b->download_f32 = cpu_download_f32;
     b->kv_init = cpu_kv_init;

@@ -9,6 +9,7 @@
  *
  * Attention and silu use exp_ps, our vectorised e^x (3e-7 relative to libm's expf). */
 #include "engine/cpu/cpu_gemm.h"
+#include "engine/cpu/cpu_qgemm.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #define PF_DIST 512    /* floats ahead that a single row block prefetches in each panel */
 #define KV_AHEAD 16    /* K/V positions that attention prefetches ahead */
 #define KC 128         /* k steps per chunk when several row blocks share the panels */
+#define QKC 128        /* k steps of a stored matrix dequantised at a time (a multiple of 32) */
 
 /* MR_ and NV_ are constants at every call site, so each instance keeps its accumulators in
  * registers with the loops fully unrolled. */
@@ -38,12 +40,15 @@ AVX512 __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 /* One tile's work: rows [m0, m0 + MR_) of x by panels [p0, p0 + NV_) over k steps
  * [k0, k1). acc = 0: start the sums; 1: add to what y holds. pf: prefetch the tile's own
  * panels PF_DIST ahead. pn, pn_steps, pn_np: pn_steps steps from pn in each of pn_np
- * panels (k PW floats apart) to fetch into L1, spread evenly over the tile's steps. */
+ * panels (k PW floats apart) to fetch into L1, spread evenly over the tile's steps.
+ * wq: NULL for the packed matrix wp; else the tile's panels dequantised (cgemm_qpanels),
+ * steps [k0, k1) of panel p0 + j at wq + j wq_stride. */
 typedef struct {
     float *y;
-    const float *x, *wp, *pn;
+    const float *x, *wp, *pn, *wq;
     int32_t m0, p0, n, k, k0, k1, pn_steps;
     int acc, pf, pn_np;
+    size_t wq_stride;
 } ptile_t;
 
 AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
@@ -51,8 +56,12 @@ AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
     int32_t k = t->k, n = t->n, span = t->k1 - t->k0;
     /* the block's rows of x, packed k-major: one pointer, the row a fixed offset */
     const float *xb = t->x + (size_t)t->m0 * k;
+    /* wv[j] + kk PW is step kk of panel j: the packed matrix, or the dequantised steps,
+     * whose first is k0 (the offset is applied to kk, not to the pointer) */
+    int32_t wk0 = t->wq ? t->k0 : 0;
 #pragma GCC unroll 4
-    for (int j = 0; j < NV_; j++) wv[j] = t->wp + (size_t)(t->p0 + j) * PW * k;
+    for (int j = 0; j < NV_; j++)
+        wv[j] = t->wq ? t->wq + (size_t)j * t->wq_stride : t->wp + (size_t)(t->p0 + j) * PW * k;
     __m512 acc[MR_MAX][4];
     __mmask16 mask[4];
 #pragma GCC unroll 4
@@ -74,7 +83,7 @@ AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
     do {                                                                                \
         __m512 w[4];                                                                    \
         _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++) {                         \
-            w[j] = _mm512_load_ps(wv[j] + (size_t)(kk) * PW);                           \
+            w[j] = _mm512_load_ps(wv[j] + (size_t)((kk) - wk0) * PW);                  \
             __asm__("" : "+v"(w[j]));                                                   \
         }                                                                               \
         _Pragma("GCC unroll 16") for (int i = 0; i < MR_; i++) {                        \
@@ -165,27 +174,33 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void pack_x_avx512(
     for (; o < total; o++) d[o] = xb[(o % mr) * k + o / mr];
 }
 
-static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, int32_t n,
-                          int32_t k, int32_t p_lo, int32_t p_hi, float *xp) {
-    /* up to 6 rows: four panels per tile (more independent FMA chains for the stream);
-     * more rows: two panels, rows in balanced blocks of at most MR_MAX */
-    int nv = m <= 6 ? 4 : 2;
+/* x packed per row block, k-major: block [m0, m1) at xp + m0 k, element (i, kk) at
+ * kk (m1 - m0) + i. With one row pointer per row, the tile ran out of general registers
+ * and shuffled pointers through vector registers on the FMA port. Rows in balanced
+ * blocks of at most MR_MAX; returns the number of blocks. */
+static int32_t pack_blocks(float *xp, const float *x, int32_t m, int32_t k) {
     int32_t blocks = (m + MR_MAX - 1) / MR_MAX;
-    /* x packed per row block, k-major: block [m0, m1) at xp + m0 k, element (i, kk) at
-     * kk (m1 - m0) + i. With one row pointer per row, the tile ran out of general
-     * registers and shuffled pointers through vector registers on the FMA port. */
     for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
         int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks);
         pack_x_avx512(xp + (size_t)m0 * k, x + (size_t)m0 * k, m1 - m0, k);
         m0 = m1;
     }
+    return blocks;
+}
+
+static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, int32_t n,
+                          int32_t k, int32_t p_lo, int32_t p_hi, float *xp) {
+    /* up to 6 rows: four panels per tile (more independent FMA chains for the stream);
+     * more rows: two panels */
+    int nv = m <= 6 ? 4 : 2;
+    int32_t blocks = pack_blocks(xp, x, m, k);
     /* One row block streams its panels, prefetching ahead. Several: k runs in chunks of
      * KC steps, every block over a chunk before the next chunk, so that the chunk's
      * weights are read from memory once and then from L1, and each block fetches a share
      * of the next chunk: the memory stream is spread evenly over the FMAs instead of
      * idling while later blocks compute. */
     int32_t kc = blocks == 1 ? k : KC;
-    ptile_t t = {y, xp, wp, NULL, 0, 0, n, k, 0, 0, 0, 0, blocks == 1, 0};
+    ptile_t t = {y, xp, wp, NULL, NULL, 0, 0, n, k, 0, 0, 0, 0, blocks == 1, 0, 0};
     for (int32_t p0 = p_lo; p0 < p_hi;) {
         int g = p_hi - p0 >= nv ? nv : 1;
         t.p0 = p0;
@@ -207,6 +222,37 @@ static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, 
                 int32_t s1 = (int32_t)((int64_t)nk * (bi + 1) / blocks);
                 t.pn = pn + (size_t)s0 * PW;
                 t.pn_steps = s1 - s0 < k1 - k0 ? s1 - s0 : k1 - k0;
+                t.m0 = m0;
+                tile_avx512(&t, m1 - m0, g);
+                m0 = m1;
+            }
+        }
+        p0 += g;
+    }
+}
+
+/* A stored matrix (cpu_qgemm.h): per group of panels, QKC steps at a time are
+ * dequantised into wbuf (fp32 packed, L1-sized) and every row block runs over them with
+ * the fp32 tile, so the stored bytes stream from memory once and the dequantisation is
+ * shared by all rows. */
+static void qpanels_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
+                           int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *xp,
+                           float *wbuf) {
+    int nv = m <= 6 ? 4 : 2;
+    int32_t blocks = pack_blocks(xp, x, m, k);
+    ptile_t t = {y, xp, NULL, NULL, wbuf, 0, 0, n, k, 0, 0, 0, 0, 0, 0, (size_t)PW * QKC};
+    for (int32_t p0 = p_lo; p0 < p_hi;) {
+        int g = p_hi - p0 >= nv ? nv : 1;
+        t.p0 = p0;
+        for (int32_t k0 = 0; k0 < k; k0 += QKC) {
+            int32_t k1 = k - k0 > QKC ? k0 + QKC : k;
+            for (int j = 0; j < g; j++)
+                cqg_dequant(wbuf + (size_t)j * PW * QKC, wq, type, k, p0 + j, k0, k1, 1);
+            t.k0 = k0;
+            t.k1 = k1;
+            t.acc = k0 > 0;
+            for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
+                int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks);
                 t.m0 = m0;
                 tile_avx512(&t, m1 - m0, g);
                 m0 = m1;
@@ -434,19 +480,22 @@ __attribute__((target("avx512f,avx512dq,fma"))) static int32_t argmax_avx512(con
     return -1;
 }
 
+/* The output columns of panel p, its k steps at w (packed fp32). */
+static void panel_portable(float *y, const float *x, const float *w, int32_t m, int32_t n,
+                           int32_t k, int32_t p) {
+    int32_t c0 = p * PW, nc = n - c0 < PW ? n - c0 : PW;
+    for (int32_t i = 0; i < m; i++) {
+        const float *xi = x + (size_t)i * k;
+        float acc[PW] = {0};
+        for (int32_t kk = 0; kk < k; kk++)
+            for (int c = 0; c < PW; c++) acc[c] += xi[kk] * w[(size_t)kk * PW + c];
+        memcpy(y + (size_t)i * n + c0, acc, (size_t)nc * sizeof *acc);
+    }
+}
+
 static void panels_portable(float *y, const float *x, const float *wp, int32_t m, int32_t n,
                             int32_t k, int32_t p_lo, int32_t p_hi) {
-    for (int32_t p = p_lo; p < p_hi; p++) {
-        const float *w = wp + (size_t)p * PW * k;
-        int32_t c0 = p * PW, nc = n - c0 < PW ? n - c0 : PW;
-        for (int32_t i = 0; i < m; i++) {
-            const float *xi = x + (size_t)i * k;
-            float acc[PW] = {0};
-            for (int32_t kk = 0; kk < k; kk++)
-                for (int c = 0; c < PW; c++) acc[c] += xi[kk] * w[(size_t)kk * PW + c];
-            memcpy(y + (size_t)i * n + c0, acc, (size_t)nc * sizeof *acc);
-        }
-    }
+    for (int32_t p = p_lo; p < p_hi; p++) panel_portable(y, x, wp + (size_t)p * PW * k, m, n, k, p);
 }
 
 static int cached = -1;
@@ -520,4 +569,23 @@ void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t 
         panels_avx512(y, x, wp, m, n, k, p_lo, p_hi, scratch);
     else
         panels_portable(y, x, wp, m, n, k, p_lo, p_hi);
+}
+
+size_t cgemm_qscratch(int32_t m, int32_t k) {
+    size_t xp = ((size_t)m * k + 15) & ~(size_t)15;
+    size_t w = (size_t)PW * (k > 4 * QKC ? k : 4 * QKC);
+    return xp + w;
+}
+
+void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
+                   int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *scratch) {
+    float *wbuf = scratch + (((size_t)m * k + 15) & ~(size_t)15);
+    if (have_avx512()) {
+        qpanels_avx512(y, x, wq, type, m, n, k, p_lo, p_hi, scratch, wbuf);
+        return;
+    }
+    for (int32_t p = p_lo; p < p_hi; p++) {   /* a whole panel at a time: one k loop */
+        cqg_dequant(wbuf, wq, type, k, p, 0, k, 0);
+        panel_portable(y, x, wbuf, m, n, k, p);
+    }
 }

@@ -36,6 +36,13 @@ void cgemm_unpack_row(float *dst, const float *wp, int32_t k, int32_t r);
 void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t n, int32_t k,
                   int32_t p_lo, int32_t p_hi, float *scratch);
 
+/* The same product over a matrix stored in a ggml type (engine/cpu/cpu_qgemm.h), the
+ * weights dequantised inside the kernel; scratch: cgemm_qscratch(m, k) floats of the
+ * calling thread's own (64-byte aligned). */
+size_t cgemm_qscratch(int32_t m, int32_t k);
+void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
+                   int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *scratch);
+
 /* One token's attention for the g query heads that share a KV head: out[r][hd] =
  * softmax(q[r] . K^T * scale) V over n positions, K and V given as row pointers (their
  * places in the paged pool). scores: scratch of g * n floats. */

@@ -1,0 +1,148 @@
+/* cpu_qgemm: see cpu_qgemm.h. Dequantising a run of steps writes 16 floats per step, the
+ * packed fp32 layout, into a buffer the product then reads from L1: the stored bytes
+ * stream from memory once, and the register-blocked fp32 tile (cpu_gemm.c) serves every
+ * type. */
+#include "engine/cpu/cpu_qgemm.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_gemm.h"
+#include "engine/dequant.h"
+
+#define PW CGEMM_PANEL
+#define QK 32                  /* steps per block of the block types */
+#define PF_AHEAD 1024          /* bytes ahead in the panel that dequantisation prefetches */
+
+int cqg_supported(uint32_t type) {
+    return type == DQ_F16 || type == DQ_BF16 || type == DQ_Q8_0 || type == DQ_Q4_0;
+}
+
+/* bytes of one panel of k steps */
+static size_t panel_bytes(uint32_t type, int32_t k) {
+    switch (type) {
+    case DQ_F16:
+    case DQ_BF16: return (size_t)k * PW * 2;
+    case DQ_Q8_0: return (size_t)(k / QK) * (PW * 2 + QK * PW);
+    case DQ_Q4_0: return (size_t)(k / QK) * (PW * 2 + QK * PW / 2);
+    default: return 0;
+    }
+}
+
+size_t cqg_elems(uint32_t type, int32_t n, int32_t k) {
+    if (!cqg_supported(type) || n <= 0 || k <= 0) return 0;
+    if ((type == DQ_Q8_0 || type == DQ_Q4_0) && k % QK != 0) return 0;
+    return (size_t)((n + PW - 1) / PW) * panel_bytes(type, k) / 4;
+}
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k) {
+    const uint8_t *s = src;
+    size_t pb = panel_bytes(type, k);
+    int32_t panels = (n + PW - 1) / PW;
+    memset(dst, 0, (size_t)panels * pb);
+    for (int32_t r = 0; r < n; r++) {
+        uint8_t *d = (uint8_t *)dst + (size_t)(r / PW) * pb;
+        int c = r % PW;
+        if (type == DQ_F16 || type == DQ_BF16) {
+            const uint8_t *row = s + (size_t)r * k * 2;
+            for (int32_t kk = 0; kk < k; kk++) memcpy(d + ((size_t)kk * PW + c) * 2, row + 2 * kk, 2);
+        } else if (type == DQ_Q8_0) {
+            const uint8_t *row = s + (size_t)r * (k / QK) * 34;
+            for (int32_t b = 0; b < k / QK; b++, row += 34, d += PW * 2 + QK * PW) {
+                memcpy(d + 2 * c, row, 2);
+                for (int j = 0; j < QK; j++) d[PW * 2 + j * PW + c] = row[2 + j];
+            }
+        } else {
+            const uint8_t *row = s + (size_t)r * (k / QK) * 18;
+            for (int32_t b = 0; b < k / QK; b++, row += 18, d += PW * 2 + QK * PW / 2) {
+                memcpy(d + 2 * c, row, 2);
+                for (int j = 0; j < QK / 2; j++) d[PW * 2 + j * PW + c] = row[2 + j];
+            }
+        }
+    }
+}
+
+static void dequant_portable(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
+                             int32_t k1) {
+    for (int32_t kk = k0; kk < k1; kk++, dst += PW) {
+        int32_t b = kk / QK, j = kk % QK;
+        for (int r = 0; r < PW; r++) {
+            switch (type) {
+            case DQ_F16: dst[r] = dq_f16_to_f32(rd16(w + ((size_t)kk * PW + r) * 2)); break;
+            case DQ_BF16: dst[r] = dq_bf16_to_f32(rd16(w + ((size_t)kk * PW + r) * 2)); break;
+            case DQ_Q8_0: {
+                const uint8_t *blk = w + (size_t)b * (PW * 2 + QK * PW);
+                dst[r] = dq_f16_to_f32(rd16(blk + 2 * r)) * (float)(int8_t)blk[PW * 2 + j * PW + r];
+                break;
+            }
+            default: {
+                const uint8_t *blk = w + (size_t)b * (PW * 2 + QK * PW / 2);
+                uint8_t q = blk[PW * 2 + (j % 16) * PW + r];
+                int v = (j < 16 ? q & 0x0f : q >> 4) - 8;
+                dst[r] = dq_f16_to_f32(rd16(blk + 2 * r)) * (float)v;
+                break;
+            }
+            }
+        }
+    }
+}
+
+#define AVX512 __attribute__((target("avx512f,fma")))
+
+AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
+                                  int32_t k1) {
+    if (type == DQ_F16 || type == DQ_BF16) {
+        const uint8_t *s = w + (size_t)k0 * PW * 2;
+        for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
+            _mm_prefetch((const char *)s + PF_AHEAD, _MM_HINT_T0);
+            __m256i h = _mm256_loadu_si256((const __m256i *)s);
+            __m512 v = type == DQ_F16
+                           ? _mm512_cvtph_ps(h)
+                           : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            _mm512_store_ps(dst, v);
+        }
+        return;
+    }
+    size_t bb = type == DQ_Q8_0 ? PW * 2 + QK * PW : PW * 2 + QK * PW / 2;
+    const uint8_t *blk = w + (size_t)(k0 / QK) * bb;
+    for (int32_t kk = k0; kk < k1; kk += QK, blk += bb, dst += QK * PW) {
+        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + PF_AHEAD + o, _MM_HINT_T0);
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const uint8_t *q = blk + PW * 2;
+        if (type == DQ_Q8_0) {
+#pragma GCC unroll 8
+            for (int j = 0; j < QK; j++) {
+                __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j * PW)));
+                _mm512_store_ps(dst + j * PW, _mm512_mul_ps(_mm512_cvtepi32_ps(v), d));
+            }
+        } else {
+            const __m512i lo4 = _mm512_set1_epi32(0x0f), eight = _mm512_set1_epi32(8);
+#pragma GCC unroll 8
+            for (int j = 0; j < QK / 2; j++) {
+                __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + j * PW)));
+                __m512i a = _mm512_sub_epi32(_mm512_and_si512(v, lo4), eight);
+                __m512i b = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight);
+                _mm512_store_ps(dst + j * PW, _mm512_mul_ps(_mm512_cvtepi32_ps(a), d));
+                _mm512_store_ps(dst + (j + 16) * PW, _mm512_mul_ps(_mm512_cvtepi32_ps(b), d));
+            }
+        }
+    }
+}
+
+void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
+                 int32_t k1, int avx512) {
+    const uint8_t *w = (const uint8_t *)wq + (size_t)p * panel_bytes(type, k);
+    if (avx512) dequant_avx512(dst, w, type, k0, k1);
+    else dequant_portable(dst, w, type, k0, k1);
+}
+
+void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r) {
+    float step[PW];
+    const uint8_t *w = (const uint8_t *)wq + (size_t)(r / PW) * panel_bytes(type, k);
+    for (int32_t kk = 0; kk < k; kk++) {
+        dequant_portable(step, w, type, kk, kk + 1);
+        dst[kk] = step[r % PW];
+    }
+}

@@ -1,0 +1,43 @@
+/* cpu_qgemm: the CPU backend's matrices in a stored type (F16, BF16, Q8_0, Q4_0; ggml's
+ * type ids, engine/dequant.h): their packed layout, and the dequantisation of a run of k
+ * steps of one panel into the fp32 packed layout (cpu_gemm.h), which the product kernel
+ * (cgemm_qpanels) then multiplies from L1.
+ *
+ * Layout: panels of CGEMM_PANEL = 16 rows, as the fp32 packing, rows past n zero. A panel
+ * holds the 16 rows k-major, so that a step kk of the panel is one contiguous run:
+ *  - F16 / BF16: element (r, kk) at halfword kk * 16 + r;
+ *  - Q8_0: per block of 32 steps, 16 fp16 scales (row r's at r) then 32 x 16 int8, step j
+ *    of row r at byte 32 + j * 16 + r: 544 bytes per block (1.0625 bytes a weight);
+ *  - Q4_0: per block, 16 fp16 scales then 16 x 16 bytes, byte 32 + j * 16 + r holding
+ *    step j of row r in its low nibble and step j + 16 in its high one (ggml's order within
+ *    a block): 288 bytes per block (0.5625 a weight).
+ * A panel's bytes are a multiple of 4, so rows [r0, r0 + r) of a stored matrix (r0, r
+ * multiples of 16) are the stored matrix of those rows at float offset
+ * cqg_elems(type, r0, k): the backend's rule for slices and concatenations.
+ * Block types need k a multiple of 32 (GGUF's rows are whole blocks).
+ *
+ * Kernels: AVX-512 where the CPU has it (cpu_gemm's choice: cgemm_force_portable switches
+ * both), a portable one otherwise; both give the same floats (dequantisation is exact).
+ *
+ * Ownership: pure functions over caller buffers. */
+#ifndef TWIN_CPU_QGEMM_H
+#define TWIN_CPU_QGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when the type has a stored layout here */
+int cqg_supported(uint32_t type);
+/* floats a stored [n][k] matrix of the type occupies; 0 when unsupported or k is not a
+ * whole number of the type's blocks */
+size_t cqg_elems(uint32_t type, int32_t n, int32_t k);
+/* dst [cqg_elems] = src [n][k] row-major in the type's ggml bytes, packed */
+void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
+/* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of a stored matrix with k columns;
+ * k0 a multiple of 32 for block types, k1 a multiple of 32 or k. avx512: that kernel. */
+void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
+                 int32_t k1, int avx512);
+/* dst [k] = row r of a stored matrix (tests) */
+void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r);
+
+#endif

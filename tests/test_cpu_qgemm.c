@@ -1,0 +1,241 @@
+/* test_cpu_qgemm: products over matrices kept in a stored type (F16, BF16, Q8_0, Q4_0) on
+ * the CPU, on both kernels (AVX-512 where the CPU has it, and the portable one forced).
+ *
+ * Tolerances, per type:
+ *  - against the dequantise-then-fp32 path (the same matrix dequantised by dq_convert and
+ *    multiplied by the fp32 kernel): 0, bit for bit, every type: dequantisation is exact
+ *    and the kernels sum in the same order;
+ *  - against a double-precision product with the dequantised weights: relative error
+ *    (norm of the difference over norm of the reference) under 1e-5, every type;
+ *  - against the original fp32 weights (what quantising costs), per output
+ *    |y - y_fp32| <= sum_k |x_k| e_k + 1e-4 sum_k |x_k w_k|, with e_k the type's rounding
+ *    bound for that weight: F16 |w| 2^-11 (normal range), BF16 |w| 2^-8, Q8_0 d / 2 and
+ *    Q4_0 d (d the block's scale; ggml's Q4_0 clamps the top code, so up to a whole step).
+ * Also: rows of a batch equal the same rows alone (batch invariance), aligned row slices
+ * and concatenations of stored matrices are offsets (the forward pass's fused Q/K/V and
+ * gate/up), the backend's upload_qmatrix/matmul_q and its refusals, and --weights f32
+ * leaving the stored-type ops out. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/cpu_gemm.h"
+#include "engine/cpu/cpu_qgemm.h"
+#include "engine/dequant.h"
+#include "tests/testutil.h"
+
+static const uint32_t TYPES[] = {DQ_F16, DQ_BF16, DQ_Q8_0, DQ_Q4_0};
+#define NTYPES 4
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+static float frand(void) {   /* xorshift: uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
+}
+
+typedef struct {
+    int32_t n, k;
+    uint32_t type;
+    float *w;        /* [n][k] original fp32 */
+    uint8_t *q;      /* [n][k] in the type's ggml bytes */
+    float *wd;       /* dequantised */
+    void *packed;    /* cqg_pack */
+    float *fp;       /* wd packed for the fp32 kernel */
+} mat_t;
+
+static void mat_make(mat_t *a, uint32_t type, int32_t n, int32_t k) {
+    a->n = n;
+    a->k = k;
+    a->type = type;
+    size_t e = (size_t)n * k;
+    uint64_t bytes;
+    ck_assert_int_eq(dq_bytes(type, e, &bytes), 0);
+    a->w = malloc(e * sizeof *a->w);
+    a->q = malloc(bytes);
+    a->wd = malloc(e * sizeof *a->wd);
+    a->packed = aligned_alloc(64, (cqg_elems(type, n, k) * 4 + 63) & ~(size_t)63);
+    a->fp = aligned_alloc(64, (cgemm_packed_elems(n, k) * 4 + 63) & ~(size_t)63);
+    /* rows of different magnitudes, so that block scales differ */
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t c = 0; c < k; c++) a->w[(size_t)r * k + c] = frand() * (float)(1 + r % 5);
+    dq_quantize(type, a->w, a->q, e);
+    dq_convert(type, a->q, a->wd, e);
+    cqg_pack(a->packed, a->q, type, n, k);
+    cgemm_pack(a->fp, a->wd, n, k);
+}
+
+static void mat_free(mat_t *a) {
+    free(a->w);
+    free(a->q);
+    free(a->wd);
+    free(a->packed);
+    free(a->fp);
+}
+
+/* y [m][n] = x w^T through the stored-type kernel, all panels, on one thread */
+static void qmul(float *y, const float *x, const mat_t *a, int32_t m) {
+    float *s = aligned_alloc(64, (cgemm_qscratch(m, a->k) * 4 + 63) & ~(size_t)63);
+    cgemm_qpanels(y, x, a->packed, a->type, m, a->n, a->k, 0, (a->n + 15) / 16, s);
+    free(s);
+}
+
+static void f32mul(float *y, const float *x, const mat_t *a, int32_t m) {
+    float *s = aligned_alloc(64, ((size_t)m * a->k * 4 + 63) & ~(size_t)63);
+    cgemm_panels(y, x, a->fp, m, a->n, a->k, 0, (a->n + 15) / 16, s);
+    free(s);
+}
+
+/* e_k: the rounding bound of weight (r, c) in its type */
+static double round_bound(const mat_t *a, int32_t r, int32_t c) {
+    double w = fabs(a->w[(size_t)r * a->k + c]);
+    if (a->type == DQ_F16) return w * ldexp(1, -11) + ldexp(1, -25);
+    if (a->type == DQ_BF16) return w * ldexp(1, -8);
+    int32_t b0 = c / 32 * 32;
+    double amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(a->w[(size_t)r * a->k + b0 + j]));
+    /* the fp16 scale's own rounding adds 2^-11 of the largest value */
+    return a->type == DQ_Q8_0 ? amax / 127 / 2 + amax * ldexp(1, -10) : amax / 8 + amax * ldexp(1, -9);
+}
+
+static void check_one(uint32_t type, int32_t m, int32_t n, int32_t k) {
+    mat_t a;
+    mat_make(&a, type, n, k);
+    float *x = malloc((size_t)m * k * sizeof *x), *y = malloc((size_t)m * n * sizeof *y);
+    float *yf = malloc((size_t)m * n * sizeof *yf), *y1 = malloc((size_t)n * sizeof *y1);
+    for (size_t i = 0; i < (size_t)m * k; i++) x[i] = frand();
+    qmul(y, x, &a, m);
+    f32mul(yf, x, &a, m);
+    if (memcmp(y, yf, (size_t)m * n * sizeof *y) != 0)
+        ck_abort_msg("%s m %d n %d k %d (%s): differs from the fp32 kernel on the dequantised "
+                     "matrix", dq_type_name(type), m, n, k, cgemm_kernel());
+    double d = 0, r2 = 0;
+    for (int32_t i = 0; i < m; i++)
+        for (int32_t j = 0; j < n; j++) {
+            double ref = 0, orig = 0, bound = 0, mag = 0;
+            for (int32_t c = 0; c < k; c++) {
+                double xv = x[(size_t)i * k + c];
+                ref += xv * a.wd[(size_t)j * k + c];
+                orig += xv * a.w[(size_t)j * k + c];
+                bound += fabs(xv) * round_bound(&a, j, c);
+                mag += fabs(xv * a.w[(size_t)j * k + c]);
+            }
+            double got = y[(size_t)i * n + j];
+            d += (got - ref) * (got - ref);
+            r2 += ref * ref;
+            if (fabs(got - orig) > bound + 1e-4 * mag)
+                ck_abort_msg("%s m %d n %d k %d: y[%d][%d] = %g, fp32 weights give %g (bound %g)",
+                             dq_type_name(type), m, n, k, i, j, got, orig, bound);
+        }
+    if (sqrt(d) / (sqrt(r2) + 1e-30) > 1e-5)
+        ck_abort_msg("%s m %d n %d k %d: relative error %g", dq_type_name(type), m, n, k,
+                     sqrt(d) / sqrt(r2));
+    /* batch invariance: each row alone gives the batch's row */
+    for (int32_t i = 0; i < m; i += m > 4 ? 3 : 1) {
+        qmul(y1, x + (size_t)i * k, &a, 1);
+        if (memcmp(y1, y + (size_t)i * n, (size_t)n * sizeof *y1) != 0)
+            ck_abort_msg("%s m %d: row %d alone differs", dq_type_name(type), m, i);
+    }
+    free(x);
+    free(y);
+    free(yf);
+    free(y1);
+    mat_free(&a);
+}
+
+/* _i: 0 the CPU's own kernel, 1 the portable one */
+START_TEST(qmatmul_matches_references) {
+    cgemm_force_portable(_i);
+    static const int32_t ms[] = {1, 2, 5, 7, 13, 30};
+    static const int32_t nk[][2] = {{16, 32}, {40, 64}, {3, 96}, {33, 320}, {64, 160}};
+    for (int t = 0; t < NTYPES; t++)
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof nk / sizeof *nk; b++)
+                check_one(TYPES[t], ms[a], nk[b][0], nk[b][1]);
+    /* 16-bit types take any k, and chunks that end inside a k of several chunks */
+    check_one(DQ_F16, 3, 20, 7);
+    check_one(DQ_BF16, 9, 17, 300);
+    check_one(DQ_Q8_0, 1, 48, 1024);
+    check_one(DQ_Q4_0, 14, 48, 544);
+    cgemm_force_portable(0);
+}
+END_TEST
+
+START_TEST(layout_sizes_slices_and_rows) {
+    /* bytes per weight of a whole panel: 2, 2, 34/32, 18/32 */
+    ck_assert_uint_eq(cqg_elems(DQ_F16, 16, 64), 16 * 64 * 2 / 4);
+    ck_assert_uint_eq(cqg_elems(DQ_Q8_0, 16, 64), 16 * 2 * 34 / 4);
+    ck_assert_uint_eq(cqg_elems(DQ_Q4_0, 17, 64), 2 * 16 * 2 * 18 / 4);  /* padded panel */
+    ck_assert_uint_eq(cqg_elems(DQ_Q8_0, 16, 48), 0);   /* not whole blocks */
+    ck_assert_uint_eq(cqg_elems(DQ_F32, 16, 64), 0);    /* the fp32 layout is cgemm's */
+    ck_assert_uint_eq(cqg_elems(9, 16, 64), 0);
+    for (int t = 0; t < NTYPES; t++) {
+        mat_t a;
+        mat_make(&a, TYPES[t], 48, 96);
+        /* rows 16..47 stored alone are the stored matrix from row 16 on */
+        void *tail = aligned_alloc(64, cqg_elems(TYPES[t], 32, 96) * 4);
+        uint64_t off;
+        dq_bytes(TYPES[t], 16 * 96, &off);
+        cqg_pack(tail, a.q + off, TYPES[t], 32, 96);
+        ck_assert(!memcmp(tail, (float *)a.packed + cqg_elems(TYPES[t], 16, 96),
+                          cqg_elems(TYPES[t], 32, 96) * 4));
+        float row[96];
+        for (int32_t r = 0; r < 48; r += 7) {
+            cqg_unpack_row(row, a.packed, TYPES[t], 96, r);
+            ck_assert(!memcmp(row, a.wd + (size_t)r * 96, sizeof row));
+        }
+        free(tail);
+        mat_free(&a);
+    }
+}
+END_TEST
+
+START_TEST(backend_ops) {
+    char err[256];
+    bk_opts_t o = {.n_threads = 2};
+    backend_t *b = backend_new("cpu", &o, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    ck_assert(b->qmatrix_elems && b->upload_qmatrix && b->matmul_q);
+    mat_t a;
+    mat_make(&a, DQ_Q4_0, 70, 128);
+    int32_t m = 9;
+    size_t ne = b->qmatrix_elems(b, DQ_Q4_0, 70, 128);
+    void *w = b->alloc(b, BK_WEIGHT, ne), *x = b->alloc(b, BK_ACT, (size_t)m * 128);
+    void *y = b->alloc(b, BK_ACT, (size_t)m * 70);
+    float xs[9 * 128], ys[9 * 70], yr[9 * 70];
+    for (int i = 0; i < m * 128; i++) xs[i] = frand();
+    ck_assert_int_eq(b->upload_qmatrix(b, w, a.q, DQ_Q4_0, 70, 128), 0);
+    ck_assert_int_eq(b->upload(b, x, xs, sizeof xs), 0);
+    ck_assert_int_eq(b->matmul_q(b, y, BK_ACT, x, w, DQ_Q4_0, m, 70, 128), 0);
+    ck_assert_int_eq(b->download_f32(b, ys, y, BK_ACT, (size_t)m * 70), 0);
+    f32mul(yr, xs, &a, m);   /* two threads split the panels: the same sums */
+    ck_assert(!memcmp(ys, yr, sizeof ys));
+    /* refusals name the type and shape */
+    ck_assert_int_eq(b->upload_qmatrix(b, w, a.q, DQ_Q8_0, 70, 100), -1);
+    ck_assert_ptr_nonnull(strstr(b->errmsg, "Q8_0"));
+    ck_assert_int_eq(b->matmul_q(b, y, BK_ACT, x, w, 12 /* Q4_K */, m, 70, 128), -1);
+    ck_assert_ptr_nonnull(strstr(b->errmsg, "Q4_K"));
+    mat_free(&a);
+    b->destroy(b);
+    o.weights = "f32";
+    b = backend_new("cpu", &o, err, sizeof err);
+    ck_assert(b && !b->qmatrix_elems && !b->upload_qmatrix && !b->matmul_q);
+    b->destroy(b);
+}
+END_TEST
+
+static Suite *qgemm_suite(void) {
+    Suite *s = suite_create("cpu_qgemm");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, qmatmul_matches_references, 0, 2);
+    tcase_add_test(tc, layout_sizes_slices_and_rows);
+    tcase_add_test(tc, backend_ops);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return testutil_run(qgemm_suite()); }
