@@ -171,6 +171,10 @@ struct backend {
      * between ops instead of sleeping, until turned off; for an engine that keeps its
      * cores awake through idle waits (engine.h, idle_spin) */
     void (*keep_warm)(backend_t *b, int on);
+    /* optional (NULL: none): the backend's own counters as one line of name=value pairs
+     * (CUDA: its decode-step graphs), for tests and logs; the text is b's, valid until
+     * the next call */
+    const char *(*counters)(backend_t *b);
     void (*destroy)(backend_t *b);
 };
 

@@ -1,7 +1,8 @@
 /* test_backend_cuda: every op of the CUDA backend (engine/cuda/) against the CPU backend
  * (engine/cpu/, itself checked against naive references by test_backend_cpu), for each GPU
- * weight type f32, bf16 and f16; then the forward pass, the greedy stories260K story and the
- * error messages.
+ * weight type f32, bf16 and f16; then the forward pass, decode steps run as CUDA graphs
+ * against the same steps without (bit for bit), the greedy stories260K story and the error
+ * messages.
  *
  * Method (issue #5, "How it will be checked"): inputs are fresh random numbers each run
  * (the seed is printed; TWIN_TEST_SEED=N replays a run, and each test draws from its own
@@ -773,6 +774,78 @@ START_TEST(forward_matches_cpu) {
 }
 END_TEST
 
+/* ---- 7b. decode-step graphs ------------------------------------------------------------------ */
+
+/* a counter of b->counters' line */
+static long long counter(backend_t *b, const char *name) {
+    const char *line = b->counters ? b->counters(b) : "", *at = strstr(line, name);
+    ck_assert_msg(at != NULL, "%s: no counter %s in '%s'", b->name, name, line);
+    return strtoll(at + strlen(name) + 1, NULL, 10);
+}
+
+/* The same steps on two CUDA backends, with graphs (the default) and without
+ * (TWIN_CUDA_GRAPHS=0): a prompt step, a run of decode steps of one shape (held,
+ * captured at its second sight, then replayed), another shape between them. Every step's
+ * ids and logits are equal bit for bit; the counters say the graphs ran. */
+static void graph_case(int dt, const model_t *m) {
+    enum { NS = 3, STEPS = 10 };
+    static const int32_t counts[STEPS][NS] = {{11, 9, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
+                                              {1, 1, 1},  {1, 1, 1}, {0, 1, 0}, {1, 1, 1},
+                                              {2, 1, 3},  {1, 1, 1}};
+    char err[512];
+    setenv("TWIN_CUDA_GRAPHS", "0", 1);
+    backend_t *off = new_backend(dt);
+    unsetenv("TWIN_CUDA_GRAPHS");
+    backend_t *on = new_backend(dt);
+    fwd_opts_t o = {64, NS, 40, 16};
+    fwd_t *fon = NULL, *foff = NULL;
+    ck_assert_msg(fwd_new(on, m, &o, &fon, err, sizeof err) == 0, "graphs on: %s", err);
+    ck_assert_msg(fwd_new(off, m, &o, &foff, err, sizeof err) == 0, "graphs off: %s", err);
+    int32_t V = m->cfg.vocab, need[NS] = {8, 8, 8}, *tables[NS], *perm, len[NS] = {0};
+    int32_t tokbuf[NS][24], *toks[NS], ion[NS], ioff[NS];
+    ck_assert_int_eq(deal_blocks(NS, need, 40 - 24, tables, &perm), 40);
+    float *lon = malloc(sizeof *lon * NS * (size_t)V), *loff = malloc(sizeof *loff * NS * (size_t)V);
+    for (int step = 0; step < STEPS; step++) {
+        for (int s = 0; s < NS; s++) {
+            toks[s] = tokbuf[s];
+            for (int32_t i = 0; i < counts[step][s]; i++) tokbuf[s][i] = irand(V);
+        }
+        step_t st;
+        step_make(&st, NS, len, counts[step], tables, need, toks, V, 1);
+        ck_assert_msg(fwd_step(fon, &st.b, ion) == 0, "graphs on: %s", fwd_errmsg(fon));
+        ck_assert_msg(fwd_step(foff, &st.b, ioff) == 0, "graphs off: %s", fwd_errmsg(foff));
+        ck_assert_int_eq(fwd_logits(fon, lon), 0);
+        ck_assert_int_eq(fwd_logits(foff, loff), 0);
+        ck_assert_msg(!memcmp(lon, loff, sizeof *lon * (size_t)st.b.n_sample * V),
+                      "[%s] step %d: the logits with graphs differ from those without",
+                      DTYPE[dt], step);
+        ck_assert_mem_eq(ion, ioff, sizeof *ion * (size_t)st.b.n_sample);
+        for (int s = 0; s < NS; s++) len[s] += counts[step][s];
+        step_free(&st);
+    }
+    fprintf(stderr, "test_backend_cuda: graphs [%s]: %s\n", DTYPE[dt], on->counters(on));
+    /* {1,1,1}: seen at step 1, captured at 2, replayed at 3, 4, 5 and 7 (and at 9 unless
+     * the {2,1,3} step grew a buffer that the graph's key holds) */
+    ck_assert_int_eq(counter(on, "graph_captured"), 1);
+    ck_assert_int_ge(counter(on, "graph_replayed"), 4);
+    ck_assert_int_eq(counter(on, "graph_failed"), 0);
+    ck_assert_int_eq(counter(off, "graph_captured") + counter(off, "graph_replayed"), 0);
+    free(lon), free(loff), free(perm);
+    fwd_free(fon), fwd_free(foff);
+    on->destroy(on), off->destroy(off);
+}
+
+START_TEST(graphs_match_plain_launches) {
+    seed_test("graphs", _i);
+    char err[512];
+    model_t *m = NULL;
+    ck_assert_msg(model_open("dummy:stories260k", next_u64(), MODEL_SHAPE_ONLY, &m, err,
+                             sizeof err) == 0, "%s", err);
+    graph_case(_i, m);
+    model_free(m);
+}
+END_TEST
+
 /* ---- 8. the greedy story ------------------------------------------------------------------ */
 
 static char *story(const char *model, const char *backend, const char *dtype, gen_stats_t *st) {
@@ -852,6 +925,7 @@ int main(void) {
         tcase_add_loop_test(tc, elementwise_gather_embed_match_cpu, 0, 3);
         tcase_add_loop_test(tc, sample_matches_sampler_pick, 0, 3);
         tcase_add_loop_test(tc, forward_matches_cpu, 0, 3);
+        tcase_add_loop_test(tc, graphs_match_plain_launches, 0, 3);
         tcase_add_test(tc, greedy_story_matches_cpu);
         tcase_add_test(tc, errors_are_reported);
     }

@@ -8,9 +8,18 @@
  * latency, not ten. The pinned buffer is reused only after an event says the last copy
  * from it finished.
  *
+ * Decode steps as graphs: when every sequence of a step has at most CK_DEC_MAX_Q new
+ * tokens, prepare starts holding the ops (op_t records, with every argument their launch
+ * reads) instead of launching them; sample or sync (or any other entry point: nothing is
+ * reordered) hands them to ck_graph_run (cuda_graph.cu), which replays a graph of an equal
+ * step or captures one. Validation and every host-side allocation happen when an op is
+ * recorded, never inside a capture; cuBLAS works in a workspace of ours for the same
+ * reason. TWIN_CUDA_GRAPHS=0 launches every op as it comes; b->counters says how the
+ * steps ran.
+ *
  * Errors: every CUDA and cuBLAS call is checked; the message names the call and the op. An
  * error inside a kernel surfaces at the next synchronising call (sync, download, sample),
- * whose message then carries it. */
+ * whose message then carries it; so does a launch error of a held op. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -25,6 +34,9 @@ namespace {
 
 const size_t ALIGN = 256;                    /* sub-allocations in the weight arena */
 const size_t STAGE_FLOATS = (size_t)16 << 20; /* fp32 staging for conversions: 64 MB */
+const size_t BLAS_WS_BYTES = (size_t)32 << 20;  /* cuBLAS's workspace (Hopper's advice) */
+
+struct op_t;
 
 struct cuda_t {
     int device;
@@ -59,6 +71,17 @@ struct cuda_t {
     float *inv_freq;                /* RoPE frequencies for (rope_hd, rope_theta) */
     int32_t rope_hd;
     float rope_theta;
+
+    /* decode steps as graphs (flush; TWIN_CUDA_GRAPHS=0: off) */
+    int use_graphs;
+    ck_graphs_t *graphs;
+    void *blas_ws;                  /* cuBLAS's workspace, ours so that captures use it */
+    int deferring;                  /* this step's ops are held for flush */
+    op_t *ops;
+    size_t n_ops, cap_ops;
+    char *key;                      /* the step's graph key (flush) */
+    size_t key_cap;
+    char counters[200];
 };
 
 cuda_t *C(backend_t *b) { return (cuda_t *)b->impl; }
@@ -79,6 +102,8 @@ int cu_fail(backend_t *b, const char *what, cudaError_t e) {
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                \
             return bk_fail(b, "cuda: %s: %s", what, cublasGetStatusString(s_));         \
     } while (0)
+
+int flush(backend_t *b);
 
 size_t dt_size(const cuda_t *c, bk_kind_t kind) {
     return kind == BK_WEIGHT || kind == BK_ACT ? ck_dtype_size(c->dt) : 4;
@@ -144,6 +169,7 @@ void free_arena(cuda_t *c) {
 
 int cuda_reserve_weights(backend_t *b, size_t n) {
     cuda_t *c = C(b);
+    if (flush(b)) return -1;
     if (c->warena && c->wlive)
         return bk_fail(b, "cuda: reserve_weights while %zu weight tensors are still held",
                        c->wlive);
@@ -177,6 +203,7 @@ void *cuda_alloc(backend_t *b, bk_kind_t kind, size_t n) {
 
 void cuda_release(backend_t *b, void *p) {
     cuda_t *c = C(b);
+    flush(b);   /* a held op may read p (an error shows at the next sync) */
     if (c->warena && (char *)p >= c->warena && (char *)p < c->warena + c->wcap) {
         /* the arena goes back when its last tensor does (a second model can follow) */
         if (--c->wlive == 0) {
@@ -215,6 +242,7 @@ int to_device(backend_t *b, void *dst, const float *src, size_t n) {
 }
 
 int cuda_upload_weight(backend_t *b, void *dst, const float *src, size_t n) {
+    if (flush(b)) return -1;
     return to_device(b, dst, src, n);
 }
 
@@ -226,6 +254,7 @@ size_t cuda_matrix_elems(backend_t *b, int32_t rows, int32_t cols) {
 int cuda_upload_matrix(backend_t *b, void *dst, const float *src, int32_t rows, int32_t cols) {
     if (rows <= 0 || cols <= 0)
         return bk_fail(b, "cuda: upload_matrix: bad shape %d x %d", rows, cols);
+    if (flush(b)) return -1;
     return to_device(b, dst, src, (size_t)rows * (size_t)cols);
 }
 
@@ -233,17 +262,20 @@ int cuda_gen_matrix(backend_t *b, void *dst, int32_t rows, int32_t cols, uint64_
                     uint64_t tensor) {
     if (rows <= 0 || cols <= 0)
         return bk_fail(b, "cuda: gen_matrix: bad shape %d x %d", rows, cols);
+    if (flush(b)) return -1;
     CU(b, ck_gen_dummy(C(b)->st, C(b)->dt, dst, (size_t)rows * (size_t)cols, seed, tensor, 0),
        "generating dummy weights");
     return 0;
 }
 
 int cuda_upload(backend_t *b, void *dst, const void *src, size_t bytes) {
+    if (flush(b)) return -1;
     return copy_in(b, dst, src, bytes, "upload");
 }
 
 int cuda_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t kind, size_t n) {
     cuda_t *c = C(b);
+    if (flush(b)) return -1;
     CU(b, cudaStreamSynchronize(c->st), "a step before download (cudaStreamSynchronize)");
     if (dt_size(c, kind) == 4) {   /* fp32 or int32 as stored: no conversion */
         CU(b, cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, c->st),
@@ -269,7 +301,7 @@ size_t cuda_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
 
 int cuda_kv_init(backend_t *b, const bk_kv_shape_t *s) {
     cuda_t *c = C(b);
-    if (bk_check_kv_shape(b, s)) return -1;
+    if (bk_check_kv_shape(b, s) || flush(b)) return -1;
     size_t bytes = cuda_kv_block_bytes(b, s) * (size_t)s->n_blocks;
     dev_free(b, c->kv.base);
     c->kv.base = NULL;
@@ -315,6 +347,7 @@ size_t pack(char *base, size_t *used, const void *src, size_t n, size_t size) {
 
 int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     cuda_t *c = C(b);
+    if (flush(b)) return -1;   /* a step left without sync */
     memset(&c->batch, 0, sizeof c->batch);   /* the last step's may point at freed metadata */
     c->sample_host = NULL;
     int32_t nt = bt->n_tokens, ns = bt->n_seqs, nsm = bt->n_sample;
@@ -360,13 +393,15 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     size_t o_ss = pack(h, &used, bt->seq_start, (size_t)ns + 1, 4);
     size_t o_sl = pack(h, &used, bt->seq_len, (size_t)ns, 4);
     size_t o_bs = pack(h, &used, bt->bt_start, (size_t)ns + 1, 4);
-    size_t o_bt = pack(h, &used, bt->block_table, nbt, 4);
     size_t o_sr = pack(h, &used, bt->sample_rows, (size_t)nsm, 4);
     size_t o_sp = pack(h, &used, bt->sample, (size_t)nsm, sizeof(bk_sample_t));
     size_t o_plan = pack(h, &used, NULL, plan_cap, 4);
     size_t dec_off = 0, pf_off = 0;
     size_t n_plan = ck_attn_plan(bt, &c->kv, (int32_t *)(h + o_plan), k, &dec_off, &pf_off);
     used = o_plan + n_plan * 4;
+    /* the block table last: it grows as the contexts do, and everything before it then
+     * keeps its place from one decode step to the next (the step graphs' keys) */
+    size_t o_bt = pack(h, &used, bt->block_table, nbt, 4);
     if (used > c->meta_cap) return bk_fail(b, "cuda: prepare: metadata overflow (a bug)");
     CU(b, cudaMemcpyAsync(c->meta_dev, h, used, cudaMemcpyHostToDevice, c->st),
        "cudaMemcpyAsync (step metadata)");
@@ -383,44 +418,163 @@ int cuda_prepare(backend_t *b, const bk_batch_t *bt) {
     k->sample = (const bk_sample_t *)(d + o_sp);
     k->dec_tok = (const int32_t *)(d + o_plan) + dec_off;
     k->pf_tile = (const int32_t *)(d + o_plan) + pf_off;
-    c->batch = kb;
+    memcpy(&c->batch, &kb, sizeof kb);   /* padding too (the graph keys compare bytes) */
     c->sample_host = (const bk_sample_t *)(h + o_sp);
+    /* a step of decodes (and verifies) is held for a graph; prefill steps change shape
+     * from step to step and run as they come */
+    c->deferring = c->use_graphs;
+    for (int32_t s = 0; s < ns && c->deferring; s++)
+        c->deferring = bt->seq_start[s + 1] - bt->seq_start[s] <= CK_DEC_MAX_Q;
     return 0;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */
 
-int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
-    CU(b, ck_embed(C(b)->st, C(b)->dt, (float *)x, table, dim, &C(b)->batch), "embed");
+/* An op of the step, as recorded: everything its launch reads besides the step's batch
+ * (c->batch) and pool (c->kv), which stay as they are until the next prepare or kv_init.
+ * No padding, and zeroed before it is filled, so that equal ops are equal bytes. */
+enum op_kind { OP_EMBED, OP_GEMV, OP_GEMM, OP_RMSNORM, OP_ROPE, OP_ATTN, OP_SILU, OP_ADD,
+               OP_GATHER };
+static const char *const OP_NAME[] = {"embed", "matmul (gemv)", "cublasGemmEx", "rmsnorm",
+                                      "rope_kv", "attention", "silu_mul", "add", "gather_rows"};
+struct op_t {
+    int32_t kind, i[5];
+    const void *p[5];
+    float f;
+    int32_t unused;
+    size_t z;
+};
+static_assert(sizeof(op_t) == 6 * 4 + 5 * sizeof(void *) + 8 + sizeof(size_t),
+              "op_t has padding: equal ops would not be equal bytes");
+
+/* Launches one op on the stream; 0, or -1 with the message. */
+int launch_op(backend_t *b, const op_t *o) {
+    cuda_t *c = C(b);
+    void *out = (void *)o->p[0];
+    cudaError_t e = cudaSuccess;
+    switch (o->kind) {
+    case OP_EMBED: e = ck_embed(c->st, c->dt, (float *)out, o->p[1], o->i[0], &c->batch); break;
+    case OP_GEMV:
+        e = ck_gemv(c->st, c->dt, out, o->i[3], o->p[1], o->p[2], o->i[0], o->i[1], o->i[2]);
+        break;
+    case OP_GEMM: {
+        /* row-major y[m][n] = x[m][k] w[n][k]^T is column-major y^T = w x^T */
+        const float one = 1.0f, zero = 0.0f;
+        const int32_t m = o->i[0], n = o->i[1], k = o->i[2];
+        cudaDataType_t t = blas_type(c->dt), yt = o->i[3] ? CUDA_R_32F : t;
+        BLAS(b, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, o->p[2], t, k,
+                             o->p[1], t, k, &zero, out, yt, n, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx");
+        return 0;
+    }
+    case OP_RMSNORM:
+        e = ck_rmsnorm(c->st, c->dt, out, (float *)o->p[1], o->p[2], o->p[3], o->i[0], o->i[1],
+                       o->f);
+        break;
+    case OP_ROPE:
+        e = ck_rope_kv(c->st, &c->kv, o->i[0], out, (void *)o->p[1], o->p[2], o->i[1],
+                       (const float *)o->p[3], &c->batch);
+        break;
+    case OP_ATTN:
+        e = ck_attention(c->st, &c->kv, o->i[0], out, o->p[1], o->i[1], &c->batch,
+                         (float *)o->p[2]);
+        break;
+    case OP_SILU: e = ck_silu_mul(c->st, c->dt, out, o->p[1], o->p[2], o->z); break;
+    case OP_ADD: e = ck_add(c->st, c->dt, out, 0, o->p[1], 0, o->z); break;
+    default: e = ck_gather_rows(c->st, out, o->p[1], o->i[0], o->z, &c->batch); break;
+    }
+    CU(b, e, OP_NAME[o->kind]);
     return 0;
+}
+
+/* A decode step's ops are held until the step's end (flush) and run as one graph; any
+ * other op runs at once. */
+int issue(backend_t *b, const op_t *o) {
+    cuda_t *c = C(b);
+    if (!c->deferring) return launch_op(b, o);
+    if (c->n_ops == c->cap_ops) {
+        size_t cap = c->cap_ops ? 2 * c->cap_ops : 512;
+        op_t *ops = (op_t *)realloc(c->ops, cap * sizeof *ops);
+        if (!ops) return bk_fail(b, "cuda: out of host memory (a step's ops)");
+        c->ops = ops;
+        c->cap_ops = cap;
+    }
+    c->ops[c->n_ops++] = *o;
+    return 0;
+}
+
+cudaError_t launch_held(void *ctx) {
+    backend_t *b = (backend_t *)ctx;
+    cuda_t *c = C(b);
+    for (size_t i = 0; i < c->n_ops; i++)
+        if (launch_op(b, &c->ops[i])) return cudaErrorLaunchFailure;
+    return cudaSuccess;
+}
+
+/* Runs the held ops of the step (ck_graph_run: a graph when the same step came before);
+ * every entry point that is not an op of the step calls it first, so that nothing is
+ * reordered around the held ops. The key is the batch's device pointers and host scalars
+ * followed by the ops. */
+int flush(backend_t *b) {
+    cuda_t *c = C(b);
+    c->deferring = 0;
+    if (!c->n_ops) return 0;
+    size_t ops_bytes = c->n_ops * sizeof(op_t), need = sizeof(ck_batch_t) + ops_bytes;
+    if (need > c->key_cap) {
+        char *k = (char *)realloc(c->key, need);
+        if (!k) {
+            c->n_ops = 0;
+            return bk_fail(b, "cuda: out of host memory (a step's graph key)");
+        }
+        c->key = k;
+        c->key_cap = need;
+    }
+    memcpy(c->key, &c->batch, sizeof(ck_batch_t));
+    memcpy(c->key + sizeof(ck_batch_t), c->ops, ops_bytes);
+    const char *what = "";
+    b->errmsg[0] = 0;
+    cudaError_t e = ck_graph_run(c->graphs, c->st, c->key, need, launch_held, b, &what);
+    c->n_ops = 0;
+    if (e != cudaSuccess) return what[0] ? cu_fail(b, what, e) : -1;
+    return 0;
+}
+
+op_t op_new(int kind) {
+    op_t o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    return o;
+}
+
+int cuda_embed(backend_t *b, void *x, const void *table, int32_t dim) {
+    op_t o = op_new(OP_EMBED);
+    o.p[0] = x, o.p[1] = table, o.i[0] = dim;
+    return issue(b, &o);
 }
 
 /* A few rows (decode steps of a few sequences) go to our bandwidth-bound kernel
  * (cuda_gemv.cu), and every product in the batch-invariant mode, because cuBLAS chooses
- * its kernel (and its summation order) by shape; the rest to cuBLAS. Row-major
- * y[m][n] = x[m][k] w[n][k]^T is column-major y^T = w x^T: cuBLAS with the weights
- * transposed, the activations as they are, every leading dimension the row length. */
+ * its kernel (and its summation order) by shape; the rest to cuBLAS (weights transposed,
+ * the activations as they are, every leading dimension the row length). */
 int cuda_matmul(backend_t *b, void *y, bk_kind_t y_kind, const void *x, const void *w,
                 int32_t m, int32_t n, int32_t k) {
     cuda_t *c = C(b);
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cuda: matmul: bad shape m %d n %d k %d", m, n, k);
-    if (c->invariant || (c->use_gemv && ck_gemv_ok(c->dt, x, w, m, k))) {
-        CU(b, ck_gemv(c->st, c->dt, y, y_kind == BK_F32, x, w, m, n, k), "matmul (gemv)");
-        return 0;
-    }
-    const float one = 1.0f, zero = 0.0f;
-    cudaDataType_t t = blas_type(c->dt), yt = y_kind == BK_F32 ? CUDA_R_32F : t;
-    BLAS(b, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, t, k, x, t, k,
-                         &zero, y, yt, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-         "cublasGemmEx");
-    return 0;
+    op_t o = op_new(c->invariant || (c->use_gemv && ck_gemv_ok(c->dt, x, w, m, k)) ? OP_GEMV
+                                                                                   : OP_GEMM);
+    o.p[0] = y, o.p[1] = x, o.p[2] = w;
+    o.i[0] = m, o.i[1] = n, o.i[2] = k, o.i[3] = y_kind == BK_F32;
+    return issue(b, &o);
 }
 
 int cuda_rmsnorm(backend_t *b, void *out, void *x, const void *residual, const void *w,
                  int32_t m, int32_t dim, float eps) {
-    CU(b, ck_rmsnorm(C(b)->st, C(b)->dt, out, (float *)x, residual, w, m, dim, eps), "rmsnorm");
-    return 0;
+    op_t o = op_new(OP_RMSNORM);
+    o.p[0] = out, o.p[1] = x, o.p[2] = residual, o.p[3] = w;
+    o.i[0] = m, o.i[1] = dim, o.f = eps;
+    return issue(b, &o);
 }
 
 static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
@@ -454,8 +608,10 @@ int cuda_rope_kv(backend_t *b, void *q, void *k, const void *v, int32_t layer, i
         c->rope_hd = head_dim;
         c->rope_theta = theta;
     }
-    CU(b, ck_rope_kv(c->st, &c->kv, layer, q, k, v, n_heads, c->inv_freq, &c->batch), "rope_kv");
-    return 0;
+    op_t o = op_new(OP_ROPE);
+    o.p[0] = q, o.p[1] = k, o.p[2] = v, o.p[3] = c->inv_freq;
+    o.i[0] = layer, o.i[1] = n_heads;
+    return issue(b, &o);
 }
 
 int cuda_attention(backend_t *b, void *out, const void *q, int32_t layer, int32_t n_heads,
@@ -472,25 +628,28 @@ int cuda_attention(backend_t *b, void *out, const void *q, int32_t layer, int32_
         if (!(c->attn_scratch = (float *)dev_alloc(b, cap * 4, "attention scratch"))) return -1;
         c->attn_cap = cap;
     }
-    CU(b, ck_attention(c->st, &c->kv, layer, out, q, n_heads, &c->batch, c->attn_scratch),
-       "attention");
-    return 0;
+    op_t o = op_new(OP_ATTN);
+    o.p[0] = out, o.p[1] = q, o.p[2] = c->attn_scratch;
+    o.i[0] = layer, o.i[1] = n_heads;
+    return issue(b, &o);
 }
 
 int cuda_silu_mul(backend_t *b, void *out, const void *gate, const void *up, size_t n) {
-    CU(b, ck_silu_mul(C(b)->st, C(b)->dt, out, gate, up, n), "silu_mul");
-    return 0;
+    op_t o = op_new(OP_SILU);
+    o.p[0] = out, o.p[1] = gate, o.p[2] = up, o.z = n;
+    return issue(b, &o);
 }
 
 int cuda_add(backend_t *b, void *x, const void *y, size_t n) {
-    CU(b, ck_add(C(b)->st, C(b)->dt, x, 0, y, 0, n), "add");
-    return 0;
+    op_t o = op_new(OP_ADD);
+    o.p[0] = x, o.p[1] = y, o.z = n;
+    return issue(b, &o);
 }
 
 int cuda_gather_rows(backend_t *b, void *out, const void *x, bk_kind_t kind, int32_t dim) {
-    CU(b, ck_gather_rows(C(b)->st, out, x, dim, dt_size(C(b), kind), &C(b)->batch),
-       "gather_rows");
-    return 0;
+    op_t o = op_new(OP_GATHER);
+    o.p[0] = out, o.p[1] = x, o.i[0] = dim, o.z = dt_size(C(b), kind);
+    return issue(b, &o);
 }
 
 int cuda_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,
@@ -499,6 +658,7 @@ int cuda_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t k
     int32_t n = c->batch.n_sample;
     if (n <= 0) return 0;
     if (kind != BK_F32) return bk_fail(b, "cuda: sample: logits must be fp32 (BK_F32)");
+    if (flush(b)) return -1;
     char msg[200] = "";
     cudaError_t e = ck_sample(c->sampler, c->st, c->ids_dev, (const float *)logits, n, vocab,
                               c->batch.sample, c->sample_host, msg, sizeof msg);
@@ -513,6 +673,7 @@ int cuda_sample(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t k
 }
 
 int cuda_sync(backend_t *b) {
+    if (flush(b)) return -1;
     CU(b, cudaStreamSynchronize(C(b)->st), "the step (cudaStreamSynchronize)");
     CU(b, cudaGetLastError(), "the step");
     return 0;
@@ -520,6 +681,7 @@ int cuda_sync(backend_t *b) {
 
 int cuda_roofs(backend_t *b, int reps, double *mem_bw, double *gemm_flops) {
     char msg[200];
+    if (flush(b)) return -1;
     if (ck_roof_read_bw(reps, mem_bw, msg, sizeof msg))
         return bk_fail(b, "cuda: read bandwidth: %s", msg);
     if (ck_roof_gemm((int)C(b)->dt, 0, reps, gemm_flops, msg, sizeof msg))
@@ -531,9 +693,13 @@ void cuda_destroy(backend_t *b) {
     if (!b) return;
     cuda_t *c = C(b);
     if (c) {
-        if (c->st) cudaStreamSynchronize(c->st);
+        if (c->st) cudaStreamSynchronize(c->st);   /* held ops are dropped */
+        ck_graphs_free(c->graphs);
+        free(c->ops);
+        free(c->key);
         ck_sampler_free(c->sampler);
         if (c->blas) cublasDestroy(c->blas);
+        cudaFree(c->blas_ws);
         for (size_t i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
         free(c->allocs);
         free_arena(c);
@@ -545,6 +711,16 @@ void cuda_destroy(backend_t *b) {
         free(c);
     }
     free(b);
+}
+
+const char *cuda_counters(backend_t *b) {
+    cuda_t *c = C(b);
+    const ck_graph_stats_t *g = ck_graphs_stats(c->graphs);
+    snprintf(c->counters, sizeof c->counters,
+             "graphs=%s graph_captured=%lld graph_replayed=%lld graph_eager=%lld "
+             "graph_evicted=%lld graph_failed=%lld", c->use_graphs ? "on" : "off", g->captured,
+             g->replayed, g->eager, g->evicted, g->failed);
+    return c->counters;
 }
 
 int parse_dtype(const char *s, ck_dtype_t *t) {
@@ -604,6 +780,8 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     {
         const char *g = getenv("TWIN_CUDA_GEMV");
         c->use_gemv = !(g && !strcmp(g, "0"));
+        g = getenv("TWIN_CUDA_GRAPHS");
+        c->use_graphs = !(g && !strcmp(g, "0"));
     }
     if ((e = cudaSetDevice(c->device)) != cudaSuccess) what = "cudaSetDevice";
     else if ((e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount,
@@ -621,9 +799,21 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     }
     /* recorded once so the first prepare's wait returns at once */
     cudaEventRecord(c->meta_done, c->st);
+    /* cuBLAS gets a workspace of ours (after SetStream, which resets it), so that a
+     * captured product never allocates one of its own inside a capture */
+    if ((e = cudaMalloc(&c->blas_ws, BLAS_WS_BYTES)) != cudaSuccess) {
+        snprintf(err, errlen, "backend cuda: cudaMalloc (cuBLAS workspace): %s",
+                 cudaGetErrorString(e));
+        goto fail;
+    }
     if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetStream(c->blas, c->st) != CUBLAS_STATUS_SUCCESS) {
+        cublasSetStream(c->blas, c->st) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "backend cuda: cublasCreate failed");
+        goto fail;
+    }
+    if (!(c->graphs = ck_graphs_new())) {
+        snprintf(err, errlen, "backend cuda: out of host memory");
         goto fail;
     }
     if (!(c->sampler = ck_sampler_new())) {
@@ -658,6 +848,7 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     b->sample = cuda_sample;
     b->sync = cuda_sync;
     b->roofs = cuda_roofs;
+    b->counters = cuda_counters;
     b->destroy = cuda_destroy;
     return b;
 fail:

@@ -160,6 +160,28 @@ int ck_gemv_ok(ck_dtype_t t, const void *x, const void *w, int32_t m, int32_t k)
 cudaError_t ck_gemv(cudaStream_t st, ck_dtype_t t, void *y, int y_f32, const void *x,
                     const void *w, int32_t m, int32_t n, int32_t k);
 
+/* ---- step graphs (cuda_graph.cu) ----------------------------------------------------------- */
+
+/* A cache of CUDA graphs of whole steps, keyed by the bytes of everything their launches
+ * depend on (cuda_graph.cu says when a key is captured and when it runs as plain launches). */
+typedef struct ck_graphs ck_graphs_t;
+typedef struct {
+    long long eager;      /* steps run as plain launches */
+    long long captured;   /* steps captured (and launched) */
+    long long replayed;   /* steps launched from a held graph */
+    long long evicted;    /* graphs dropped for room */
+    long long failed;     /* captures the driver refused (graphs are off after one) */
+} ck_graph_stats_t;
+ck_graphs_t *ck_graphs_new(void);
+void ck_graphs_free(ck_graphs_t *g);
+const ck_graph_stats_t *ck_graphs_stats(const ck_graphs_t *g);
+/* Runs one step on st: ops(ctx) launches every op of the step on st, as plain launches or
+ * inside a capture (and once more as plain launches when that capture fails: nothing ran
+ * in it); key: key_bytes bytes that determine every launch. cudaSuccess, or the error
+ * (ops' own, *what ""; or of the call named in *what). */
+cudaError_t ck_graph_run(ck_graphs_t *g, cudaStream_t st, const void *key, size_t key_bytes,
+                         cudaError_t (*ops)(void *ctx), void *ctx, const char **what);
+
 /* ---- the device's roofs (cuda_roofs.cu) --------------------------------------------------- */
 
 /* Device memory read bandwidth (bytes/s), the best of reps after a warm-up. 0, or -1 with
