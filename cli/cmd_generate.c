@@ -98,8 +98,8 @@ int cmd_generate(int argc, char **argv) {
     }
     int32_t decoded = st.generated > 0 ? st.generated - 1 : 0;
     fprintf(stderr, "[generate] %d prompt tokens, %d generated; load %.3f s, prefill %.1f ms, "
-            "decode %.1f tok/s\n", st.prompt_tokens, st.generated, st.load_s,
-            st.prefill_s * 1e3, st.decode_s > 0 ? decoded / st.decode_s : 0.0);
+            "decode %.1f tok/s; %s weights\n", st.prompt_tokens, st.generated, st.load_s,
+            st.prefill_s * 1e3, st.decode_s > 0 ? decoded / st.decode_s : 0.0, st.weights);
     free(st.ids);
     return 0;
 }

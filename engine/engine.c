@@ -264,6 +264,8 @@ static int setup(engine_t *e, char *hw_desc, size_t hw_len) {
                       .n_blocks = 0, .block_size = bs };
     if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
         return FAIL(e, "%s", err);
+    if (fwd_weight_type(e->fwd))   /* the products read a stored type (--weights native) */
+        snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, fwd_weight_type(e->fwd));
     if (by_util) {
         size_t free_b = 0, total_b = 0;
         if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)

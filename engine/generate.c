@@ -137,6 +137,8 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     if (!(bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, errlen))) goto done;
     fwd_opts_t fo = { .max_tokens = n_prompt, .max_sample = 1, .n_blocks = nb, .block_size = bs };
     if (fwd_new(bk, m, &fo, &fwd, err, errlen) != 0) goto done;
+    snprintf(st->weights, sizeof st->weights, "%s",
+             fwd_weight_type(fwd) ? fwd_weight_type(fwd) : bk->weight_type);
     st->load_s = wall() - t0;
     st->prompt_tokens = n_prompt;
 

@@ -35,6 +35,8 @@ typedef struct {
     int32_t generated;
     double load_s, prefill_s, decode_s;
     int32_t *ids;            /* the generated ids (malloc'd; the caller frees), may be NULL */
+    char weights[16];        /* what the products read: a stored type ("Q8_0"), or the
+                              * backend's weight type ("f32") */
 } gen_stats_t;
 
 void gen_opts_defaults(gen_opts_t *o);

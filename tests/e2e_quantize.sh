@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # e2e_quantize.sh: `twinserve quantize` end to end. A dummy model written in every type
 # loads and replays a trace on the engine; stories260K (.bin with tok512.bin, and .gguf) written as F32 tells
-# exactly the .bin's greedy story, and as Q8_0 and Q4_0 a story that starts like it; bad
+# exactly the .bin's greedy story, and as Q8_0 and Q4_0 a story that starts like it; in
+# every type, --weights native (the stored type on the CPU) and --weights f32 tell the same
+# story and greedy outputs are identical across policies and batch compositions; bad
 # input (no type, an unknown type, a missing model, an unwritable output, OUT = IN) gives a
 # message naming it and a non-zero exit, and leaves no output file behind.
 . "$(dirname "$0")/lib_e2e.sh"
@@ -43,6 +45,42 @@ if [ -f "$BINM" ] && [ -f "$GGUF" ]; then
         run gen_$t "$BIN" generate --model "$T/s_$t.gguf" -n 40
         want_rc 0
         want_out "Once upon a time, there was a little girl named Lily."
+        end
+    done
+    # Weights in their stored type (--weights native, the default) against the same file
+    # dequantised at load (--weights f32), every type: the same story token for token, and
+    # greedy outputs identical under every policy and batch composition.
+    printf 'arrival_s,prompt_tokens,output_tokens\n0,20,16\n0.001,45,8\n0.002,9,20\n0.002,30,12\n0.003,3,24\n' >"$T/mix.csv"
+    for t in f32 f16 bf16 q8_0 q4_0; do
+        begin "weights $t: native and f32 tell the same story; outputs identical across policies"
+        [ -f "$T/s_$t.gguf" ] || run q_$t "$BIN" quantize "$BINM" "$T/s_$t.gguf" --type $t
+        run gen_native_$t "$BIN" generate --model "$T/s_$t.gguf" -n 100
+        want_rc 0
+        want_out "Once upon a time"
+        # the products read the stored type (stories260K's ffn_down is F16 in a block type,
+        # and F32 matrices stay the backend's own)
+        case $t in f32) want_err "; f32 weights" ;; *) want_err "; ${t^^} weights" ;; esac
+        run gen_f32w_$t "$BIN" generate --model "$T/s_$t.gguf" -n 100 --weights f32
+        want_rc 0
+        want_err "; f32 weights"
+        cmp -s "$T/gen_native_$t.out" "$T/gen_f32w_$t.out" || bad " native and f32 weights tell different stories"
+        ref=""
+        for cfg in "continuous.lua|native" "continuous.lua|f32" "static.lua|native" "chunked_prefill.lua|native"; do
+            pol=${cfg%|*} w=${cfg#*|}
+            set=()
+            [ "$pol" = chunked_prefill.lua ] && set=(--set chunk=16)
+            run eng_${t}_${pol%.lua}_$w "$BIN" engine --trace "$T/mix.csv" --policy "$POL/$pol" \
+                "${set[@]}" --model "$T/s_$t.gguf" --weights $w --db "$T/e_$t.db" \
+                --name "${pol%.lua}_$w" --save-tokens --threads 2 -q
+            want_rc 0
+        done
+        got=$(sql "$T/e_$t.db" "select count(distinct run_id) || '|' || count(*) from tokens")
+        [ "$got" = "4|320" ] || bad " tokens recorded: '$got' (runs|tokens), expected 4|320"
+        for r in continuous_f32 static_native chunked_prefill_native; do
+            a=$(sql "$T/e_$t.db" "select group_concat(x, ' ') from (select req_id || ':' || idx || ':' || token_id as x from tokens join runs on runs.id = tokens.run_id where runs.name = 'continuous_native' order by req_id, idx)")
+            b=$(sql "$T/e_$t.db" "select group_concat(x, ' ') from (select req_id || ':' || idx || ':' || token_id as x from tokens join runs on runs.id = tokens.run_id where runs.name = '$r' order by req_id, idx)")
+            [ -n "$a" ] && [ "$a" = "$b" ] || bad " $r's tokens differ from continuous_native's"
+        done
         end
     done
 else
