@@ -4,10 +4,13 @@
  * (engine/cpu/backend_cpu.c) and is checked against it in tests/test_backend_cuda.c.
  *
  * Element-wise ops are memory-bound: grid-stride loops, one element per thread per
- * iteration; 16-bit types are loaded as pairs where the row length allows. Row ops
- * (rmsnorm, rope) take one block per token so that the row's reduction, or its angles,
- * stay in the block. All arithmetic in fp32 (the RoPE angles in fp64, as the CPU reference
- * computes them), rounded once at the store. */
+ * iteration, except silu_mul (the MLP's widest activation), which moves 16-byte vectors
+ * when its length and pointers allow. rmsnorm takes one block per row, so that the row's
+ * reduction stays in the block; rope_kv one block per token, or, in a step of fewer
+ * tokens than the device has SMs (decode), several blocks per token, each with whole
+ * heads (each computes the token's angles: 64 pairs, cheaper than a second launch). All
+ * arithmetic in fp32 (the RoPE angles in fp64, as the CPU reference computes them),
+ * rounded once at the store. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -89,11 +92,13 @@ __global__ void rmsnorm_k(T *out, float *x, const T *res, const T *w, int32_t di
         st(out, base + j, x[base + j] * scale * ld(w, j));
 }
 
-/* One block per token: the token's angles once into shared memory (fp64 as on the CPU),
- * then every (head, pair) of q and k rotated; k and v stored in the token's slot. */
+/* grid (n_tokens, chunks): block (t, y) rotates rows y x rpb .. + rpb - 1 of token t, a
+ * row being a head of q (rows 0 .. n_heads - 1) or of k (the rest), and stores the k and v
+ * of the kv heads among its rows in the token's slot (so each is stored once, by the block
+ * that rotated it). The token's angles first into shared memory (fp64 as on the CPU). */
 template <typename T>
 __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t layer,
-                          int32_t n_heads, const float *inv_freq, ck_batch_t b) {
+                          int32_t n_heads, const float *inv_freq, ck_batch_t b, int32_t rpb) {
     extern __shared__ float cs_sn[];   /* [pairs] cos, then [pairs] sin */
     int32_t t = blockIdx.x, hd = kv.head_dim, pairs = hd / 2, nkv = kv.n_kv_heads;
     int32_t p = b.pos[t], s = b.tok_seq[t];
@@ -105,9 +110,9 @@ __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t l
     }
     __syncthreads();
     size_t qd = (size_t)n_heads * hd, kvd = (size_t)nkv * hd;
-    int32_t rows = n_heads + nkv;
+    int32_t r0 = (int32_t)blockIdx.y * rpb, rows = min(n_heads + nkv, r0 + rpb) - r0;
     for (int32_t i = threadIdx.x; i < rows * pairs; i += blockDim.x) {
-        int32_t h = i / pairs, f = i % pairs;
+        int32_t h = r0 + i / pairs, f = i % pairs;
         T *vec = h < n_heads ? q + t * qd + (size_t)h * hd
                              : k + t * kvd + (size_t)(h - n_heads) * hd;
         float x0 = ld(vec, 2 * f), x1 = ld(vec, 2 * f + 1);
@@ -118,7 +123,8 @@ __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t l
     }
     __syncthreads();   /* the rotated k is read back below by other threads */
     int32_t blk = b.block_table[b.bt_start[s] + p / kv.block_size], slot = p % kv.block_size;
-    for (int32_t i = threadIdx.x; i < nkv * hd; i += blockDim.x) {
+    const int32_t k0 = max(r0, n_heads) - n_heads, k1 = max(r0 + rows, n_heads) - n_heads;
+    for (int32_t i = k0 * hd + threadIdx.x; i < k1 * hd; i += blockDim.x) {
         int32_t h = i / hd, d = i % hd;
         size_t ko = ck_kv_at(&kv, layer, blk, 0, h, slot) + d;
         size_t vo = ck_kv_at(&kv, layer, blk, 1, h, slot) + d;
@@ -127,11 +133,32 @@ __global__ void rope_kv_k(T *q, T *k, const T *v, T *pool, ck_kv_t kv, int32_t l
     }
 }
 
+template <typename T> __device__ __forceinline__ T silu_mul_1(T g, T u) {
+    float gf = to_f(g);
+    return from_f<T>(gf / (1.0f + expf(-gf)) * to_f(u));
+}
+
 template <typename T>
 __global__ void silu_mul_k(T *out, const T *gate, const T *up, size_t n) {
-    GRID_STRIDE(i, n) {
-        float g = ld(gate, i);
-        st(out, i, g / (1.0f + expf(-g)) * ld(up, i));
+    GRID_STRIDE(i, n) out[i] = silu_mul_1(gate[i], up[i]);
+}
+
+/* nv 16-byte vectors of each array (16-byte aligned): one load of gate and of up and one
+ * store per thread per iteration, the same arithmetic per element as silu_mul_k */
+template <typename T>
+__global__ void silu_mul_v(T *out, const T *gate, const T *up, size_t nv) {
+    constexpr int E = 16 / sizeof(T);
+    union V {
+        uint4 r;
+        T e[E];
+    };
+    GRID_STRIDE(i, nv) {
+        V g, u, o;
+        g.r = reinterpret_cast<const uint4 *>(gate)[i];
+        u.r = reinterpret_cast<const uint4 *>(up)[i];
+#pragma unroll
+        for (int j = 0; j < E; j++) o.e[j] = silu_mul_1(g.e[j], u.e[j]);
+        reinterpret_cast<uint4 *>(out)[i] = o.r;
     }
 }
 
@@ -214,19 +241,32 @@ extern "C" cudaError_t ck_rope_kv(cudaStream_t st, const ck_kv_t *kv, int32_t la
     if (b->n_tokens <= 0 || kv->head_dim <= 0 || kv->head_dim % 2 || n_heads <= 0 ||
         layer < 0 || layer >= kv->n_layers)
         return cudaErrorInvalidValue;
+    /* a step of few tokens spreads each token's heads over several blocks, so that the
+     * device's SMs (b->n_sm, 0: 132) all take part; each block recomputes the angles */
+    const int32_t rows = n_heads + kv->n_kv_heads, sms = b->n_sm > 0 ? b->n_sm : 132;
+    int32_t chunks = b->n_tokens >= sms ? 1 : (sms + b->n_tokens - 1) / b->n_tokens;
+    if (chunks > rows) chunks = rows;
+    const int32_t rpb = (rows + chunks - 1) / chunks;
+    chunks = (rows + rpb - 1) / rpb;
     size_t smem = (size_t)kv->head_dim * sizeof(float);
-    unsigned threads = row_threads((n_heads + kv->n_kv_heads) * kv->head_dim / 2);
-    DISPATCH(kv->dtype, (rope_kv_k<E><<<b->n_tokens, threads, smem, st>>>(
+    unsigned threads = row_threads(rpb * kv->head_dim / 2);
+    DISPATCH(kv->dtype, (rope_kv_k<E><<<dim3(b->n_tokens, chunks), threads, smem, st>>>(
                             (E *)q, (E *)k, (const E *)v, (E *)kv->base, *kv, layer, n_heads,
-                            inv_freq, *b)));
+                            inv_freq, *b, rpb)));
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ck_silu_mul(cudaStream_t st, ck_dtype_t t, void *out, const void *gate,
                                    const void *up, size_t n) {
     if (!n) return cudaSuccess;
-    DISPATCH(t, (silu_mul_k<E><<<grid_for(n, 256), 256, 0, st>>>((E *)out, (const E *)gate,
-                                                                  (const E *)up, n)));
+    const size_t epv = 16 / ck_dtype_size(t);
+    if (n % epv == 0 && ((uintptr_t)out | (uintptr_t)gate | (uintptr_t)up) % 16 == 0) {
+        DISPATCH(t, (silu_mul_v<E><<<grid_for(n / epv, 256), 256, 0, st>>>(
+                        (E *)out, (const E *)gate, (const E *)up, n / epv)));
+    } else {
+        DISPATCH(t, (silu_mul_k<E><<<grid_for(n, 256), 256, 0, st>>>((E *)out, (const E *)gate,
+                                                                      (const E *)up, n)));
+    }
     return cudaGetLastError();
 }
 

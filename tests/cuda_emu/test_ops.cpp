@@ -1,6 +1,8 @@
 // test_cuda_emu_ops: cuda_ops.cu's kernels (conversions, dummy weights, embedding,
 // RMSNorm with and without the residual and with out aliasing the residual, RoPE with the
-// K/V write into the paged pool, SiLU-mul, add in every kind combination, row gather) run
+// K/V write into the paged pool (one block per token, and a token's heads over several
+// blocks), SiLU-mul (16-byte vectors and scalars, in place too, bit for bit the same
+// formula), add in every kind combination, row gather) run
 // under the host CUDA emulator (emu.h) in f32, bf16 and f16, against plain references in
 // this file (double arithmetic on the same rounded inputs; exact copies compared bit for
 // bit; RoPE also bit for bit against the CPU's float formula, on host sincos). Outputs
@@ -133,6 +135,8 @@ template <typename T> static void t_rope(Cases &cs) {
     ck_dtype_t t = dt_of<T>();
     const RopeCase rc[] = {{8, 8, 8, 16}, {8, 2, 64, 1}, {12, 1, 128, 16}, {4, 4, 64, 16},
                            {2, 1, 6, 3}};
+    // n_sm 1: one block per token; 0 (132) and 7: a token's heads over several blocks
+    for (int n_sm : {1, 0, 7})
     for (const RopeCase &c : rc) {
         // three sequences: a fresh prefill, a decode deep in its context, a chunk
         const int cached[] = {0, 37, 5}, newt[] = {5, 1, 4};
@@ -171,7 +175,7 @@ template <typename T> static void t_rope(Cases &cs) {
         ck_batch_t b;
         memset(&b, 0, sizeof b);
         b.n_tokens = nt, b.n_seqs = ns, b.pos = pos.data(), b.tok_seq = tok_seq.data();
-        b.bt_start = bt_start.data(), b.block_table = table.data();
+        b.bt_start = bt_start.data(), b.block_table = table.data(), b.n_sm = n_sm;
         cs.check(ck_rope_kv(0, &kv, layer, q.p, k.p, v.p, c.nh, inv.data(), &b) == cudaSuccess,
                  "rope_kv launch");
         Err eq, ek;
@@ -211,8 +215,9 @@ template <typename T> static void t_rope(Cases &cs) {
         for (size_t i = 0; i < pool_n; i++)
             if (!written[i]) stray += !same_bits(pool[i], cvt<T>(NAN)) && !std::isnan(fl(pool[i]));
         cs.check(eq.rel() < tol_of(t) && ek.rel() < tol_of(t) && pool_ok && !stray && !inexact,
-                 fmt("rope_kv %s %d/%d hd %d bs %d: q err %.1e k err %.1e, %zu not as the "
-                     "CPU rounds, pool %s, %zu stray", dt_name(t), c.nh, c.nkv, c.hd, c.bs,
+                 fmt("rope_kv %s %d/%d hd %d bs %d sms %d: q err %.1e k err %.1e, %zu not "
+                     "as the CPU rounds, pool %s, %zu stray", dt_name(t), c.nh, c.nkv, c.hd,
+                     c.bs, n_sm,
                      eq.rel(), ek.rel(), inexact, pool_ok ? "ok" : "WRONG", stray));
     }
     ck_kv_t kv;
@@ -225,20 +230,33 @@ template <typename T> static void t_rope(Cases &cs) {
              "rope_kv odd head_dim refused");
 }
 
+// n elements at an offset of `mis` elements from 16-byte alignment (0: the 16-byte vector
+// path when n allows), in place (out = gate, as the forward pass calls it) or not; every
+// element must be what the scalar formula gives, bit for bit
 template <typename T> static void t_silu(Cases &cs) {
     ck_dtype_t t = dt_of<T>();
-    for (size_t n : {(size_t)1, (size_t)777, (size_t)5000}) {
-        Buf<T> g(n), u(n), o(n);
-        fill(g, 8.f);
-        fill(u, 2.f);
-        cs.check(ck_silu_mul(0, t, o.p, g.p, u.p, n) == cudaSuccess, "silu_mul launch");
-        Err e;
-        for (size_t i = 0; i < n; i++) {
-            double gg = fl(g[i]);
-            e.add(fl(o[i]), gg / (1 + exp(-gg)) * fl(u[i]));
-        }
-        cs.check(e.rel() < tol_of(t), fmt("silu_mul %s n %zu err %.1e", dt_name(t), n, e.rel()));
-    }
+    for (size_t n : {(size_t)1, (size_t)777, (size_t)5000, (size_t)8, (size_t)4096})
+        for (int mis = 0; mis < 2; mis++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                Buf<T> g(n + 1), u(n + 1), o(n + 1);
+                fill(g, 8.f);
+                fill(u, 2.f);
+                T *gp = g.p + mis, *up = u.p + mis, *op = in_place ? gp : o.p + mis;
+                std::vector<T> g0(gp, gp + n);
+                cs.check(ck_silu_mul(0, t, op, gp, up, n) == cudaSuccess, "silu_mul launch");
+                Err e;
+                size_t inexact = 0;
+                for (size_t i = 0; i < n; i++) {
+                    double gg = fl(g0[i]);
+                    e.add(fl(op[i]), gg / (1 + exp(-gg)) * fl(up[i]));
+                    float gf = fl(g0[i]);
+                    inexact += !same_bits(op[i], cvt<T>(gf / (1.0f + expf(-gf)) * fl(up[i])));
+                }
+                cs.check(e.rel() < tol_of(t) && !inexact,
+                         fmt("silu_mul %s n %zu misaligned %d in place %d: err %.1e, %zu "
+                             "differ from the scalar formula", dt_name(t), n, mis, in_place,
+                             e.rel(), inexact));
+            }
 }
 
 template <typename X, typename Y> static void add_case(Cases &cs, ck_dtype_t t, size_t n) {
