@@ -283,9 +283,10 @@ int cuda_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t kind,
         CU(b, cudaStreamSynchronize(c->st), "cudaStreamSynchronize (download)");
         return 0;
     }
+    const size_t es = dt_size(c, kind);   /* 2: a 16-bit weight or activation type */
     for (size_t off = 0; off < n; off += STAGE_FLOATS) {
         size_t k = n - off < STAGE_FLOATS ? n - off : STAGE_FLOATS;
-        CU(b, ck_to_f32(c->st, c->dt, c->stage, (const char *)src + off * 2, k),
+        CU(b, ck_to_f32(c->st, c->dt, c->stage, (const char *)src + off * es, k),
            "converting a download");
         CU(b, cudaMemcpyAsync(dst + off, c->stage, k * 4, cudaMemcpyDeviceToHost, c->st),
            "cudaMemcpyAsync (download)");

@@ -10,7 +10,7 @@
  *    reachable read bandwidth is the figure that says how close decode is to its limit.
  *    A copy's writes cost the HBM bus turnarounds that a read stream does not pay, so a
  *    copy figure (the ~4.3 TB/s cited for the H200) is not what decode can reach.
- *  Buffer: up to 4 GiB (at least 256 MiB, five times the H200's 50 MB L2, so the
+ *  Buffer: up to 4 GiB (at least 256 MiB, over four times the H200's 60 MB L2, so the
  *  caches do not flatter the figure), smaller when the device has less free memory (the
  *  bench measures after the model is loaded), filled with non-zero data first.
  *
