@@ -515,13 +515,14 @@ cudaError_t launch_held(void *ctx) {
 
 /* Runs the held ops of the step (ck_graph_run: a graph when the same step came before);
  * every entry point that is not an op of the step calls it first, so that nothing is
- * reordered around the held ops. The key is the batch's device pointers and host scalars
- * followed by the ops. */
+ * reordered around the held ops. The key is the batch's device pointers and host scalars,
+ * the pool's (a kv_init may move it), then the ops. */
 int flush(backend_t *b) {
     cuda_t *c = C(b);
     c->deferring = 0;
     if (!c->n_ops) return 0;
-    size_t ops_bytes = c->n_ops * sizeof(op_t), need = sizeof(ck_batch_t) + ops_bytes;
+    size_t ops_bytes = c->n_ops * sizeof(op_t), head = sizeof(ck_batch_t) + sizeof(ck_kv_t);
+    size_t need = head + ops_bytes;
     if (need > c->key_cap) {
         char *k = (char *)realloc(c->key, need);
         if (!k) {
@@ -532,7 +533,8 @@ int flush(backend_t *b) {
         c->key_cap = need;
     }
     memcpy(c->key, &c->batch, sizeof(ck_batch_t));
-    memcpy(c->key + sizeof(ck_batch_t), c->ops, ops_bytes);
+    memcpy(c->key + sizeof(ck_batch_t), &c->kv, sizeof(ck_kv_t));
+    memcpy(c->key + head, c->ops, ops_bytes);
     const char *what = "";
     b->errmsg[0] = 0;
     cudaError_t e = ck_graph_run(c->graphs, c->st, c->key, need, launch_held, b, &what);
