@@ -56,6 +56,7 @@ static void usage(FILE *out) {
             "Its work is the products it performs: 2 N x layer matrix params + 2 dim x vocab\n"
             "(LM head, one row) + attention 2 x 2 x N^2/2 x n_heads x head_dim x n_layers;\n"
             "the usual 2 x params x N + attention is printed beside it.\n"
+            "--threads N: CPU threads (default 0: all cores).\n"
             "--dtype: the GPU's weight type (default bf16); the CPU backend is fp32 only.\n"
             "--weights native (default): a GGUF's F16/BF16/Q8_0/Q4_0 matrices stay in their\n"
             "type on the CPU (weight bytes, bytes/weight and the memory roof are that type's);\n"

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
         "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --model FILE|dummy:P  llama2.c .bin, GGUF, or seeded random weights of preset P\n"
         "  --backend NAME        cpu (default) or cuda\n"
-        "  --threads N           CPU threads (default: all cores)\n"
+        "  --threads N           CPU threads (default 0: all cores)\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
         "                        dequantised inside the products (native, the default), or\n"

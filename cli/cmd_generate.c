@@ -27,7 +27,7 @@ static void usage(FILE *f) {
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
         "  --seed N              sampling seed (0)\n"
         "  --backend NAME        cpu (default) or cuda\n"
-        "  --threads N           CPU threads (default: all cores)\n"
+        "  --threads N           CPU threads (default 0: all cores)\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
         "                        dequantised inside the products (native, the default), or\n"

@@ -44,7 +44,7 @@ static void usage(FILE *f) {
         "  --out FILE            the profile to write\n"
         "  --backend NAME        cpu (default) or cuda\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
-        "  --threads N           CPU threads (default: all cores)\n"
+        "  --threads N           CPU threads (default 0: all cores)\n"
         "  --reps N              timed passes per point (5; points whose warm-up takes over\n"
         "                        %.2f s get fewer, at least %d: see the reps column)\n"
         "  --max-seqs N          the largest decode batch (64, the engine's default)\n"

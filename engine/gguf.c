@@ -16,6 +16,9 @@
 #define MAX_NAME_LEN 4096
 #define MAX_ARRAY_DEPTH 8
 #define MAX_ALIGNMENT (1u << 30)
+/* Counts above this are called absurd rather than truncated (vocabularies and merge lists,
+ * the largest arrays, are under 2^20) */
+#define MAX_PLAUSIBLE ((uint64_t)1 << 28)
 
 typedef struct {
     const uint8_t *p;
@@ -84,11 +87,16 @@ static int rd_array(cur_t *c, gguf_kv_t *kv, int depth) {
         return fail(c, m);
     }
     /* Every element takes at least one byte (strings and arrays: 8), so a count beyond the
-     * remaining bytes is absurd whatever the elements are. */
+     * remaining bytes cannot be read: absurd past MAX_PLAUSIBLE (no real array comes
+     * near), otherwise a truncated file, and said as such. */
     uint64_t min = es > 0 ? (uint64_t)es : 8;
     if (n > (c->size - c->off) / min) {
-        char m[120];
-        snprintf(m, sizeof m, "array of absurd count %llu", (unsigned long long)n);
+        char m[160];
+        if (n > MAX_PLAUSIBLE)
+            snprintf(m, sizeof m, "array of absurd count %llu", (unsigned long long)n);
+        else
+            snprintf(m, sizeof m, "array of %llu elements (%llu bytes or more) runs past the "
+                     "end of the file", (unsigned long long)n, (unsigned long long)(n * min));
         return fail(c, m);
     }
     if (kv) {
@@ -224,9 +232,12 @@ static int parse(cur_t *c, gguf_t *g) {
     if (c->failed) return -1;
     /* A key/value takes at least 13 bytes, a tensor info at least 29. */
     if (g->n_kv > (c->size - c->off) / 13 || g->n_tensors > (c->size - c->off) / 29) {
-        snprintf(c->err, c->errlen, "%s: absurd counts: %llu tensors, %llu metadata keys in a "
-                 "file of %llu bytes", c->path, (unsigned long long)g->n_tensors,
-                 (unsigned long long)g->n_kv, (unsigned long long)c->size);
+        int absurd = g->n_kv > MAX_PLAUSIBLE || g->n_tensors > MAX_PLAUSIBLE;
+        snprintf(c->err, c->errlen, "%s: %s: %llu tensors, %llu metadata keys in a file of "
+                 "%llu bytes", c->path, absurd ? "absurd counts" : "truncated GGUF: the "
+                 "header's counts need more bytes than the file has",
+                 (unsigned long long)g->n_tensors, (unsigned long long)g->n_kv,
+                 (unsigned long long)c->size);
         return -1;
     }
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);

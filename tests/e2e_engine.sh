@@ -188,4 +188,16 @@ want_rc 2
 want_err "--ctx"
 end
 
+begin "--threads 0 means all cores (documented), a negative count is refused"
+run thr0 "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
+    --model dummy:stories260k --db "$T/t0.db" --threads 0 -q
+want_rc 0
+want_sql "$T/t0.db" "select count(*) from requests where status='finished'" 4
+run thr_help "$BIN" generate --help
+want_out "default 0: all cores"
+run thr_neg "$BIN" generate --model dummy:stories260k -n 4 --threads -1
+want_rc 2
+want_err "bad value '-1' for --threads"
+end
+
 e2e_finish e2e_engine

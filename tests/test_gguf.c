@@ -418,6 +418,9 @@ START_TEST(test_damaged) {
         {L.n_kv_at, 1ull << 40, 8, "absurd counts"},
         {L.first_key_len_at, 1ull << 50, 8, "absurd length"},
         {L.tokens_count_at, 1ull << 40, 8, "absurd count"},
+        /* a normal count whose strings run past the end (as in a cut file) */
+        {L.tokens_count_at, 100000, 8, "array of 100000 elements (800000 bytes or more) runs "
+                                       "past the end of the file"},
         {L.ndims_at[4], 9, 4, "9 dims"},
         {L.ne0_at[4], 1ull << 63, 8, "absurd shape"},
         {L.type_at[fu], 12, 4, "blk.1.ffn_up.weight has type Q4_K"},
@@ -446,6 +449,9 @@ START_TEST(test_damaged) {
         build(&b, &L, &bad[k]);
         expect_fail(&b, b.n, needles[k], needles[k]);
     }
+    /* A cut file with normal counts is said to be truncated, not to hold absurd counts. */
+    expect_fail(&good, L.tokens_count_at + 8 + 20, "truncated GGUF: the header's counts",
+                "cut in the tokens");
     /* Truncated at every byte of the header and infos, then through the data. */
     for (size_t n = 0; n < good.n; n += n < L.infos_end + 40 ? 1 : 97)
         expect_fail(&good, n, NULL, "truncated");
