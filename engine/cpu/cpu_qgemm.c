@@ -12,7 +12,6 @@
 
 #define PW CGEMM_PANEL
 #define QK 32                  /* steps per block of the block types */
-#define PF_AHEAD 1024          /* bytes ahead in the panel that dequantisation prefetches */
 
 int cqg_supported(uint32_t type) {
     return type == DQ_F16 || type == DQ_BF16 || type == DQ_Q8_0 || type == DQ_Q4_0;
@@ -91,12 +90,16 @@ static void dequant_portable(float *dst, const uint8_t *w, uint32_t type, int32_
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
+/* Each run prefetches the same panel's next run (as many steps ahead): the caller comes
+ * back to this panel after its other panels and the products, so that is the distance
+ * that hides the memory latency (one or two KB ahead measured 2x slower for Q8_0). */
 AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
                                   int32_t k1) {
     if (type == DQ_F16 || type == DQ_BF16) {
         const uint8_t *s = w + (size_t)k0 * PW * 2;
+        size_t ahead = (size_t)(k1 - k0) * PW * 2;
         for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
-            _mm_prefetch((const char *)s + PF_AHEAD, _MM_HINT_T0);
+            if (kk % 2 == 0) _mm_prefetch((const char *)s + ahead, _MM_HINT_T0);
             __m256i h = _mm256_loadu_si256((const __m256i *)s);
             __m512 v = type == DQ_F16
                            ? _mm512_cvtph_ps(h)
@@ -107,8 +110,9 @@ AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, i
     }
     size_t bb = type == DQ_Q8_0 ? PW * 2 + QK * PW : PW * 2 + QK * PW / 2;
     const uint8_t *blk = w + (size_t)(k0 / QK) * bb;
+    size_t ahead = (size_t)((k1 - k0) / QK) * bb;
     for (int32_t kk = k0; kk < k1; kk += QK, blk += bb, dst += QK * PW) {
-        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + PF_AHEAD + o, _MM_HINT_T0);
+        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const uint8_t *q = blk + PW * 2;
         if (type == DQ_Q8_0) {
