@@ -31,17 +31,23 @@ static void usage(FILE *f) {
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
         "                        dequantised inside the products (native, the default), or\n"
-        "                        dequantised to fp32 at load\n");
+        "                        dequantised to fp32 at load\n"
+        "  --draft FILE|dummy:P|ngram  speculative decoding: a draft model sharing the\n"
+        "                        vocabulary (or the n-gram proposer) proposes --spec-k tokens\n"
+        "                        per step, verified in one pass (greedy output unchanged;\n"
+        "                        sampled output distributed as the target's)\n"
+        "  --spec-k K            drafts per step with --draft (4)\n");
 }
 
 enum { O_MODEL = 256, O_TOK, O_PROMPT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_BACKEND, O_THREADS,
-       O_DTYPE, O_WEIGHTS, O_HELP };
+       O_DTYPE, O_WEIGHTS, O_DRAFT, O_SPECK, O_HELP };
 
 static const struct option opts[] = {
     { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK }, { "prompt", 1, 0, O_PROMPT },
     { "temperature", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP },
     { "seed", 1, 0, O_SEED }, { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
-    { "dtype", 1, 0, O_DTYPE }, { "weights", 1, 0, O_WEIGHTS }, { "help", 0, 0, O_HELP },
+    { "dtype", 1, 0, O_DTYPE }, { "weights", 1, 0, O_WEIGHTS }, { "draft", 1, 0, O_DRAFT },
+    { "spec-k", 1, 0, O_SPECK }, { "help", 0, 0, O_HELP },
     { 0, 0, 0, 0 },
 };
 
@@ -69,6 +75,8 @@ int cmd_generate(int argc, char **argv) {
             o.weights = optarg;
             ok = !strcmp(optarg, "native") || !strcmp(optarg, "f32");
             break;
+        case O_DRAFT: o.draft = optarg; ok = *optarg != 0; break;
+        case O_SPECK: ok = cli_int(optarg, 1, 64, &o.spec_k); break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -100,6 +108,12 @@ int cmd_generate(int argc, char **argv) {
     fprintf(stderr, "[generate] %d prompt tokens, %d generated; load %.3f s, prefill %.1f ms, "
             "decode %.1f tok/s; %s weights\n", st.prompt_tokens, st.generated, st.load_s,
             st.prefill_s * 1e3, st.decode_s > 0 ? decoded / st.decode_s : 0.0, st.weights);
+    if (o.draft)
+        fprintf(stderr, "[generate] speculation (%s): %lld of %lld drafts accepted (%.1f%%), "
+                "%.2f tokens per step\n", o.draft, (long long)st.spec_accepted,
+                (long long)st.spec_proposed,
+                st.spec_proposed ? 100.0 * st.spec_accepted / st.spec_proposed : 0.0,
+                st.spec_steps ? (double)(st.spec_steps + st.spec_accepted) / st.spec_steps : 0.0);
     free(st.ids);
     return 0;
 }

@@ -7,6 +7,12 @@
  * tok<VOCAB>.bin or tokenizer.bin next to a llama2.c checkpoint. dummy:PRESET models have
  * none: ids are printed instead of text.
  *
+ * Speculative decoding (--draft): each step first proposes up to spec_k tokens, with a
+ * draft model (engine/draft.h: a second model sharing the vocabulary) or the n-gram
+ * proposer ("ngram"), then the target computes them all in one pass and keeps what
+ * verification accepts (engine/spec.h): greedy output is the same token for token as
+ * without a draft; sampled output is distributed as the target's.
+ *
  * Ownership: gen_run borrows the options; out receives the text. */
 #ifndef TWIN_GENERATE_H
 #define TWIN_GENERATE_H
@@ -28,7 +34,11 @@ typedef struct {
     int n_threads;
     const char *dtype;
     const char *weights;     /* bk_opts_t.weights: "native" (NULL) or "f32" */
+    const char *draft;       /* NULL: no speculation; FILE|dummy:PRESET|"ngram" */
+    int32_t spec_k;          /* drafts per step with a draft (GEN_SPEC_K when 0) */
 } gen_opts_t;
+
+#define GEN_SPEC_K 4
 
 typedef struct {
     int32_t prompt_tokens;
@@ -37,6 +47,7 @@ typedef struct {
     int32_t *ids;            /* the generated ids (malloc'd; the caller frees), may be NULL */
     char weights[16];        /* what the products read: a stored type ("Q8_0"), or the
                               * backend's weight type ("f32") */
+    int64_t spec_steps, spec_proposed, spec_accepted;   /* with a draft */
 } gen_stats_t;
 
 void gen_opts_defaults(gen_opts_t *o);

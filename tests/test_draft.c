@@ -3,11 +3,13 @@
  * identical with and without a draft under every policy (test_engine checks the runs
  * without one against each request decoded alone), a draft equal to the target accepted
  * everywhere, sampled outputs distributed as without speculation, bad --draft values
- * refused with a message before anything is recorded. */
+ * refused with a message before anything is recorded; generate --draft's greedy text the
+ * same as without. */
 #include <math.h>
 #include <sqlite3.h>
 
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "testutil.h"
 
 /* As test_engine's: all at time 0, so that batches (and preemptions, with 16 blocks) do not
@@ -261,6 +263,38 @@ START_TEST(test_bad_draft) {
 }
 END_TEST
 
+/* generate --draft: the same greedy tokens as without, with a perfect, a poor and the
+ * n-gram proposer, at several k; the perfect draft accepted everywhere. */
+START_TEST(test_generate_with_draft) {
+    char model[512], err[2048];
+    model_path(model, sizeof model);
+    gen_opts_t o;
+    gen_opts_defaults(&o);
+    o.model = model;
+    o.n = 120;
+    o.n_threads = 2;
+    o.seed = 5;
+    FILE *sink = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(sink);
+    gen_stats_t ref, st;
+    ck_assert_msg(gen_run(&o, sink, &ref, err, sizeof err) == 0, "%s", err);
+    const char *drafts[] = { model, "dummy:stories260k", "ngram" };
+    for (size_t d = 0; d < sizeof drafts / sizeof *drafts; d++)
+        for (int32_t k = 1; k <= 5; k += 2) {
+            o.draft = drafts[d];
+            o.spec_k = k;
+            ck_assert_msg(gen_run(&o, sink, &st, err, sizeof err) == 0, "%s", err);
+            ck_assert_int_eq(st.generated, ref.generated);
+            ck_assert_mem_eq(st.ids, ref.ids, sizeof(int32_t) * (size_t)ref.generated);
+            ck_assert_int_gt(st.spec_proposed, 0);
+            if (d == 0) ck_assert_int_eq(st.spec_accepted, st.spec_proposed);
+            free(st.ids);
+        }
+    free(ref.ids);
+    fclose(sink);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("draft");
     TCase *t = tcase_create("core");
@@ -268,6 +302,7 @@ static Suite *suite(void) {
     tcase_add_test(t, test_greedy_identical_with_draft);
     tcase_add_test(t, test_sampled_distribution_kept);
     tcase_add_test(t, test_bad_draft);
+    tcase_add_test(t, test_generate_with_draft);
     suite_add_tcase(s, t);
     return s;
 }
