@@ -250,13 +250,14 @@ models="models in $TWIN_DATA"
 [ -f "$TWIN_DATA/models/stories260K.bin" ] ||
     models="NO test models in $TWIN_DATA (bash bench/gpu_prep.sh): the real-model checks will skip"
 echo "$models" >>"$pre"
-record preflight INFO 0 "GPU: $gpu_name; nvcc $(field nvcc); C libraries: ${deps_note:0:60}; $models"
+record preflight INFO 0 "GPU: $gpu_name; nvcc $(field nvcc); C libraries: $deps_note; $models"
 
 # ---- 2. build --------------------------------------------------------------------------
 tests=(test_backend_cuda test_engine)
 if [ "${GPU_SKIP_BUILD:-0}" = 1 ]; then
     echo "GPU_SKIP_BUILD=1: the build in $build is used as it is" >"$logdir/build.log"
     record build SKIP 0 "GPU_SKIP_BUILD=1: using the build already in $build"
+    st=SKIP
 else
     targets=(all)
     for t in "${tests[@]}"; do targets+=("$build/tests/$t"); done
@@ -264,11 +265,16 @@ else
     run_step build 180 "" make -k -j"$(nproc)" BUILD="$build" ${GPU_MAKE_ARGS:-} "${targets[@]}"
     st=$(verdict "$logdir/build.log")
     note=$(grep -m1 -E 'error|No rule|warning: nvcc' "$logdir/build.log")
-    [ "$st" = PASS ] && note="built: $(cd "$build" && ls twinserve libtwinserve_cuda.so tests/test_* 2>/dev/null | tr '\n' ' ')"
+    [ "$st" = PASS ] && note="built: $(cd "$build" && ls twinserve libtwinserve_cuda.so tests/test_* 2>/dev/null | grep -v '\.d$' | tr '\n' ' ')"
     record build "$st" "$DT" "$note"
 fi
 so=$(field so)
-[ -n "$so" ] && [ -f "$so" ] || stop "the build left the CUDA backend out (no ${so:-libtwinserve_cuda.so})" test_backend_cuda
+if [ -z "$so" ] || [ ! -f "$so" ]; then
+    case $st in
+        PASS | SKIP) stop "the build left the CUDA backend out (no ${so:-libtwinserve_cuda.so})" test_backend_cuda ;;
+        *) stop "the build ended $st without the CUDA backend (see build.log)" test_backend_cuda ;;
+    esac
+fi
 [ -x "$bin" ] || stop "no binary at $bin (see build.log)" test_backend_cuda
 [ $gpu_seen = 1 ] || stop "no GPU seen by nvidia-smi (a dry run)" test_backend_cuda
 

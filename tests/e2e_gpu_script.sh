@@ -12,6 +12,7 @@
 #  - bad usage is refused.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_gpu_script
+# shellcheck disable=SC2034  # (read by lib_e2e.sh's run)
 LIMIT=120   # a whole gpu.sh run: a dozen steps, each packing the summary and archive
 
 bdir=$(cd "$(dirname "$BIN")" && pwd)
@@ -82,7 +83,7 @@ end
 debs=${TWIN_GPU_DEPS:-$PWD/.gpu-carry/deps}
 if ls "$debs"/*.deb >/dev/null 2>&1 && command -v dpkg-deb >/dev/null; then
     begin "no system libraries: gpu.sh's preflight unpacks and uses the carried packages"
-    PKG_CONFIG_LIBDIR=$T/empty PKG_CONFIG_PATH= PATH=$T/nogpu:$PATH GPU_SKIP_BUILD=1 \
+    PKG_CONFIG_LIBDIR=$T/empty PKG_CONFIG_PATH='' PATH=$T/nogpu:$PATH GPU_SKIP_BUILD=1 \
         GPU_BUILD_DIR=$bdir GPU_DEPS_ROOT=$T/root GPU_ONLY=none \
         run nosys bash bench/gpu.sh "$T/out5" --logs "$T/logs5"
     want_rc 3
