@@ -9,6 +9,7 @@
  *
  * Attention and silu use exp_ps, our vectorised e^x (3e-7 relative to libm's expf). */
 #include "engine/cpu/cpu_gemm.h"
+#include "engine/cpu/cpu_gemm_avx2.h"
 #include "engine/cpu/cpu_qgemm.h"
 
 #include <immintrin.h>
@@ -247,7 +248,7 @@ static void qpanels_avx512(float *y, const float *x, const void *wq, uint32_t ty
         for (int32_t k0 = 0; k0 < k; k0 += QKC) {
             int32_t k1 = k - k0 > QKC ? k0 + QKC : k;
             for (int j = 0; j < g; j++)
-                cqg_dequant(wbuf + (size_t)j * PW * QKC, wq, type, k, p0 + j, k0, k1, 1);
+                cqg_dequant(wbuf + (size_t)j * PW * QKC, wq, type, k, p0 + j, k0, k1, CQG_AVX512);
             t.k0 = k0;
             t.k1 = k1;
             t.acc = k0 > 0;
@@ -498,16 +499,26 @@ static void panels_portable(float *y, const float *x, const float *wp, int32_t m
     for (int32_t p = p_lo; p < p_hi; p++) panel_portable(y, x, wp + (size_t)p * PW * k, m, n, k, p);
 }
 
-static int cached = -1;
+static int cached = -1;   /* CQG_AVX512, CQG_AVX2 or CQG_PORTABLE; -1: not yet detected */
 
-static int have_avx512(void) {
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("fma");
-    }
+static int cpu_level(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma"))
+        return CQG_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return CQG_AVX2;
+    return CQG_PORTABLE;
+}
+
+static int level(void) {
+    if (cached < 0) cached = cpu_level();
     return cached;
 }
+
+/* attention, silu and argmax have AVX-512 and portable forms only */
+static int have_avx512(void) { return level() == CQG_AVX512; }
 
 void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n) {
     if (have_avx512()) {
@@ -526,9 +537,25 @@ int32_t cgemm_argmax(const float *v, int32_t n) {
     return r;
 }
 
-const char *cgemm_kernel(void) { return have_avx512() ? "avx512" : "portable"; }
+static const char *const kernel_names[] = {"portable", "avx2", "avx512"};
 
-void cgemm_force_portable(int on) { cached = on ? 0 : -1; }
+const char *cgemm_kernel(void) { return kernel_names[level()]; }
+
+int cgemm_force(const char *kernel) {
+    if (!kernel) {
+        cached = -1;
+        return 0;
+    }
+    for (int l = 0; l < 3; l++)
+        if (!strcmp(kernel, kernel_names[l])) {
+            if (l > cpu_level()) return -1;
+            cached = l;
+            return 0;
+        }
+    return -1;
+}
+
+void cgemm_force_portable(int on) { cgemm_force(on ? "portable" : NULL); }
 
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores) {
@@ -565,8 +592,10 @@ void cgemm_unpack_row(float *dst, const float *wp, int32_t k, int32_t r) {
 
 void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t n, int32_t k,
                   int32_t p_lo, int32_t p_hi, float *scratch) {
-    if (have_avx512())
+    if (level() == CQG_AVX512)
         panels_avx512(y, x, wp, m, n, k, p_lo, p_hi, scratch);
+    else if (level() == CQG_AVX2)
+        cgemm_avx2_panels(y, x, wp, m, n, k, p_lo, p_hi);
     else
         panels_portable(y, x, wp, m, n, k, p_lo, p_hi);
 }
@@ -580,12 +609,16 @@ size_t cgemm_qscratch(int32_t m, int32_t k) {
 void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
                    int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *scratch) {
     float *wbuf = scratch + (((size_t)m * k + 15) & ~(size_t)15);
-    if (have_avx512()) {
+    if (level() == CQG_AVX512) {
         qpanels_avx512(y, x, wq, type, m, n, k, p_lo, p_hi, scratch, wbuf);
         return;
     }
+    if (level() == CQG_AVX2) {
+        cgemm_avx2_qpanels(y, x, wq, type, m, n, k, p_lo, p_hi, wbuf);
+        return;
+    }
     for (int32_t p = p_lo; p < p_hi; p++) {   /* a whole panel at a time: one k loop */
-        cqg_dequant(wbuf, wq, type, k, p, 0, k, 0);
+        cqg_dequant(wbuf, wq, type, k, p, 0, k, CQG_PORTABLE);
         panel_portable(y, x, wbuf, m, n, k, p);
     }
 }

@@ -16,8 +16,8 @@
  * cgemm_panels computes the output columns of panels [p_lo, p_hi) only, so the caller can
  * split panels over threads. x [m][k] and y [m][n] row-major fp32, wp packed; scratch:
  * m x k floats of the calling thread's own (x is repacked there). AVX-512
- * when the CPU has it (chosen at run time: the build uses no -march flag), a portable
- * kernel otherwise; both read the same layout. */
+ * when the CPU has it, else AVX2 + FMA (engine/cpu/cpu_gemm_avx2.c), else a portable
+ * kernel (chosen at run time: the build uses no -march flag); all read the same layout. */
 #ifndef TWIN_CPU_GEMM_H
 #define TWIN_CPU_GEMM_H
 
@@ -56,11 +56,14 @@ void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n);
  * (engine/sampler.h), vectorised. */
 int32_t cgemm_argmax(const float *v, int32_t n);
 
-/* "avx512" or "portable": the kernels this process uses. */
+/* "avx512", "avx2" or "portable": the product kernels this process uses (attention, silu
+ * and argmax: AVX-512 or portable). */
 const char *cgemm_kernel(void);
-/* on = 1: the portable kernels from now on, even where AVX-512 exists (tests check both
- * paths on one machine); on = 0: back to detecting the CPU. Not thread-safe: call it
- * while no product is running. */
+/* Those kernels from now on ("avx512", "avx2", "portable"), so that tests check every
+ * path on one machine; NULL: back to detecting the CPU. -1 when the CPU lacks them. Not
+ * thread-safe: call it while no product is running. */
+int cgemm_force(const char *kernel);
+/* on = 1: cgemm_force("portable"); on = 0: cgemm_force(NULL) */
 void cgemm_force_portable(int on);
 
 #endif

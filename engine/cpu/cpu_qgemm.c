@@ -135,10 +135,58 @@ AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, i
     }
 }
 
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* As dequant_avx512, a panel step as two 8-float halves. */
+AVX2 static void dequant_avx2(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
+                              int32_t k1) {
+    if (type == DQ_F16 || type == DQ_BF16) {
+        const uint8_t *s = w + (size_t)k0 * PW * 2;
+        size_t ahead = (size_t)(k1 - k0) * PW * 2;
+        for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
+            if (kk % 2 == 0) _mm_prefetch((const char *)s + ahead, _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * h));
+                __m256 f = type == DQ_F16
+                               ? _mm256_cvtph_ps(v)
+                               : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+                _mm256_store_ps(dst + 8 * h, f);
+            }
+        }
+        return;
+    }
+    size_t bb = type == DQ_Q8_0 ? PW * 2 + QK * PW : PW * 2 + QK * PW / 2;
+    const uint8_t *blk = w + (size_t)(k0 / QK) * bb;
+    size_t ahead = (size_t)((k1 - k0) / QK) * bb;
+    const __m256i lo4 = _mm256_set1_epi32(0x0f), eight = _mm256_set1_epi32(8);
+    for (int32_t kk = k0; kk < k1; kk += QK, blk += bb, dst += QK * PW) {
+        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
+        __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)),
+                       _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)))};
+        const uint8_t *q = blk + PW * 2;
+        for (int j = 0; j < (type == DQ_Q8_0 ? QK : QK / 2); j++)
+            for (int h = 0; h < 2; h++) {
+                __m128i b = _mm_loadl_epi64((const __m128i *)(q + j * PW + 8 * h));
+                if (type == DQ_Q8_0) {
+                    __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+                    _mm256_store_ps(dst + j * PW + 8 * h, _mm256_mul_ps(f, d[h]));
+                } else {
+                    __m256i v = _mm256_cvtepu8_epi32(b);
+                    __m256i a = _mm256_sub_epi32(_mm256_and_si256(v, lo4), eight);
+                    __m256i c = _mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight);
+                    _mm256_store_ps(dst + j * PW + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(a), d[h]));
+                    _mm256_store_ps(dst + (j + 16) * PW + 8 * h,
+                                    _mm256_mul_ps(_mm256_cvtepi32_ps(c), d[h]));
+                }
+            }
+    }
+}
+
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
-                 int32_t k1, int avx512) {
+                 int32_t k1, int level) {
     const uint8_t *w = (const uint8_t *)wq + (size_t)p * panel_bytes(type, k);
-    if (avx512) dequant_avx512(dst, w, type, k0, k1);
+    if (level == CQG_AVX512) dequant_avx512(dst, w, type, k0, k1);
+    else if (level == CQG_AVX2) dequant_avx2(dst, w, type, k0, k1);
     else dequant_portable(dst, w, type, k0, k1);
 }
 

@@ -16,8 +16,9 @@
  * cqg_elems(type, r0, k): the backend's rule for slices and concatenations.
  * Block types need k a multiple of 32 (GGUF's rows are whole blocks).
  *
- * Kernels: AVX-512 where the CPU has it (cpu_gemm's choice: cgemm_force_portable switches
- * both), a portable one otherwise; both give the same floats (dequantisation is exact).
+ * Kernels: AVX-512 or AVX2 (+F16C) where the CPU has them (cpu_gemm's choice, which
+ * cgemm_force switches), a portable one otherwise; all give the same floats
+ * (dequantisation is exact).
  *
  * Ownership: pure functions over caller buffers. */
 #ifndef TWIN_CPU_QGEMM_H
@@ -34,9 +35,11 @@ size_t cqg_elems(uint32_t type, int32_t n, int32_t k);
 /* dst [cqg_elems] = src [n][k] row-major in the type's ggml bytes, packed */
 void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
 /* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of a stored matrix with k columns;
- * k0 a multiple of 32 for block types, k1 a multiple of 32 or k. avx512: that kernel. */
+ * k0 a multiple of 32 for block types, k1 a multiple of 32 or k; dst 64-byte aligned.
+ * level: the instructions to use (the caller has checked the CPU has them). */
+enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
-                 int32_t k1, int avx512);
+                 int32_t k1, int level);
 /* dst [k] = row r of a stored matrix (tests) */
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r);
 
