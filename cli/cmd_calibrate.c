@@ -8,6 +8,7 @@
 
 #include "analysis/calibrate.h"
 #include "analysis/calibrate_sim.h"
+#include "analysis/spec_curve.h"
 #include "cli/cli_sim.h"
 #include "analysis/vidur.h"
 #include "cli/cli.h"
@@ -26,6 +27,8 @@ static void usage(FILE *f) {
         "the steps an engine run recorded. Prints the coefficients with what they mean, the\n"
         "cross-validated error (held-out points: median and p90 of |predicted - measured| /\n"
         "measured) and how the model extrapolates, and writes COST for `sim --cost COST`.\n"
+        "An engine run that speculated (policies/speculative.lua) also gets its acceptance\n"
+        "per draft position and the alpha it implies for the simulator.\n"
         "\n"
         "  --profile FILE        a profile CSV (its kind=host rows fit the host-time terms);\n"
         "                        repeat it to pool profiles of one model, e.g. taken before\n"
@@ -287,6 +290,11 @@ int cmd_calibrate(int argc, char **argv) {
     if (json) calib_json(stdout, &in, &cf, &pr, &hr);
     else if (!quiet) {
         calib_print(stdout, &in, &cf, &pr, &hr, fo.folds);
+        speccurve_t sc;
+        /* a speculative engine run: the acceptance the simulator's alpha stands for */
+        int got = db ? speccurve_load(db, run, &sc, err, sizeof err) : 0;
+        if (got > 0) speccurve_print(stdout, &sc);
+        else if (got < 0) fprintf(stderr, "twinserve calibrate: note: %s\n", err);
         printf("\nwrote %s: `twinserve sim --cost %s --kv-blocks N ...`\n", out, out);
     }
     rc = 0;

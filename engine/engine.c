@@ -672,19 +672,21 @@ static int run_loop(engine_t *e) {
 
 /* ------------------------------------------------------------------ entry point */
 
-/* The run's per-position acceptance (spec.h) into its config, "spec_curve":{"reached":[..],
- * "accepted":[..]}, for `calibrate` to print with the alpha it implies. */
+/* The run's per-position acceptance (spec.h) into its config, "spec_curve":{"proposed":
+ * [..],"reached":[..],"accepted":[..]}, for `calibrate` to print with the alpha it implies. */
 static void record_curve(engine_t *e) {
     if (e->curve.n == 0 || e->rp.run_id < 0) return;
-    char buf[2 * SPEC_CURVE_MAX * 24 + 64];
-    int len = snprintf(buf, sizeof buf, "{\"reached\":[");
-    for (int32_t j = 0; j < e->curve.n; j++)
-        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
-                        (long long)e->curve.reached[j]);
-    len += snprintf(buf + len, sizeof buf - (size_t)len, "],\"accepted\":[");
-    for (int32_t j = 0; j < e->curve.n; j++)
-        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
-                        (long long)e->curve.accepted[j]);
+    char buf[3 * SPEC_CURVE_MAX * 24 + 64];
+    const int64_t *cols[] = { e->curve.proposed, e->curve.reached, e->curve.accepted };
+    const char *keys[] = { "proposed", "reached", "accepted" };
+    int len = 0;
+    for (int c = 0; c < 3; c++) {
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s\"%s\":[", c ? "]," : "{",
+                        keys[c]);
+        for (int32_t j = 0; j < e->curve.n; j++)
+            len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
+                            (long long)cols[c][j]);
+    }
     snprintf(buf + len, sizeof buf - (size_t)len, "]}");
     if (rec_run_config_set(e->rp.rec, e->rp.run_id, "spec_curve", buf) != 0 && !e->rp.failed)
         replay_fail(&e->rp, "%s", rec_errmsg(e->rp.rec));

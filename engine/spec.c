@@ -54,8 +54,9 @@ int32_t spec_verify(const double *p, const double *q, const int32_t *drafts, int
 }
 
 void spec_curve_add(spec_curve_t *c, int32_t k, int32_t accepted) {
-    for (int32_t j = 0; j < k && j <= accepted && j < SPEC_CURVE_MAX; j++) {
-        c->reached[j]++;
+    for (int32_t j = 0; j < k && j < SPEC_CURVE_MAX; j++) {
+        c->proposed[j]++;
+        c->reached[j] += j <= accepted;
         c->accepted[j] += j < accepted;
         if (j + 1 > c->n) c->n = j + 1;
     }

@@ -43,15 +43,15 @@ int32_t spec_verify(const double *p, const double *q, const int32_t *drafts, int
 #define SPEC_U_RESID 0x7265736964ULL    /* "resid": the draw after a rejection */
 #define SPEC_U_BONUS 0x626f6e7573ULL    /* "bonus": the draw after k acceptances */
 
-/* The per-position acceptance curve of a run: reached[j] counts verifications that got to
- * draft j (k > j and drafts 0..j-1 accepted), accepted[j] those that accepted it too, for
- * j < SPEC_CURVE_MAX (later positions are not counted). accepted[j] / reached[j] is the
+/* The per-position acceptance curve of a run: proposed[j] counts verifications of more than
+ * j drafts, reached[j] those that got to draft j (drafts 0..j-1 accepted), accepted[j] those
+ * that accepted it too, for j < SPEC_CURVE_MAX (later positions are not counted). accepted[j] / reached[j] is the
  * conditional acceptance at position j: the simulator's alpha, which speculative.lua takes
  * as the same at every position. */
 enum { SPEC_CURVE_MAX = 32 };
 typedef struct {
-    int64_t reached[SPEC_CURVE_MAX], accepted[SPEC_CURVE_MAX];
-    int32_t n;   /* positions with reached > 0 (the largest k seen, capped) */
+    int64_t proposed[SPEC_CURVE_MAX], reached[SPEC_CURVE_MAX], accepted[SPEC_CURVE_MAX];
+    int32_t n;   /* positions counted: the largest k seen, capped */
 } spec_curve_t;
 
 void spec_curve_add(spec_curve_t *c, int32_t k, int32_t accepted);

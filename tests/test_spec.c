@@ -158,13 +158,16 @@ END_TEST
 
 /* The curve counts reached and accepted drafts per position; alpha is their pooled ratio. */
 START_TEST(test_curve) {
-    spec_curve_t c = { { 0 }, { 0 }, 0 };
+    spec_curve_t c = { { 0 }, { 0 }, { 0 }, 0 };
     ck_assert(spec_curve_alpha(&c) < 0);
     spec_curve_add(&c, 3, 3);   /* reached 0,1,2, all accepted */
     spec_curve_add(&c, 3, 1);   /* reached 0,1; accepted 0 */
     spec_curve_add(&c, 2, 0);   /* reached 0 */
     spec_curve_add(&c, 0, 0);   /* nothing proposed */
     ck_assert_int_eq(c.n, 3);
+    ck_assert_int_eq(c.proposed[0], 3);
+    ck_assert_int_eq(c.proposed[1], 3);
+    ck_assert_int_eq(c.proposed[2], 2);
     ck_assert_int_eq(c.reached[0], 3);
     ck_assert_int_eq(c.accepted[0], 2);
     ck_assert_int_eq(c.reached[1], 2);
