@@ -376,7 +376,8 @@ static const char SQL_REJECTED[] =
 /* Aborts by reason class (SUMMARY_ABT_*), from replay.h's and sim.h's fixed wording. */
 static const char SQL_ABORTED[] =
     "SELECT CASE WHEN reason LIKE 'interrupted by %' THEN 0"
-    " WHEN reason LIKE 'stopped by the caller%' THEN 1 ELSE 2 END AS cls, count(*) "
+    " WHEN reason LIKE 'stopped by the caller%' THEN 1"
+    " WHEN reason = 'client disconnected' THEN 3 ELSE 2 END AS cls, count(*) "
     "FROM requests WHERE run_id = ?1 AND status = 'aborted' GROUP BY cls";
 static const char SQL_COUNTS[] =
     "SELECT count(*), "
@@ -452,7 +453,7 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     sqlite3_bind_int64(st, 1, run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int cls = sqlite3_column_int(st, 0);
-        if (cls >= 0 && cls <= SUMMARY_ABT_FAILED) out->aborted_by[cls] = sqlite3_column_int64(st, 1);
+        if (cls >= 0 && cls < SUMMARY_ABT_CLASSES) out->aborted_by[cls] = sqlite3_column_int64(st, 1);
     }
     if (rc != SQLITE_DONE) goto sql_error;
     sqlite3_finalize(st);
@@ -595,6 +596,7 @@ static void summary_print_dropped(FILE *f, const summary_t *s) {
         [SUMMARY_ABT_INTERRUPTED] = "unfinished when the run was interrupted",
         [SUMMARY_ABT_STOPPED] = "unfinished when the run was stopped (explain --steps)",
         [SUMMARY_ABT_FAILED] = "unfinished when the run failed (the error above)",
+        [SUMMARY_ABT_CLIENT] = "by their clients, who went away (twinserve serve)",
     };
     const char *head = "rejected ";
     for (int i = 0; i < SUMMARY_REJ_CLASSES; i++) {
@@ -615,7 +617,7 @@ static void summary_print_dropped(FILE *f, const summary_t *s) {
                     rej[i].what, rej[i].large);
     }
     head = "aborted  ";
-    for (int i = 0; i <= SUMMARY_ABT_FAILED; i++) {
+    for (int i = 0; i < SUMMARY_ABT_CLASSES; i++) {
         int64_t n = s->aborted_by[i];
         if (n == 0) continue;
         double pct = share_pct(s, n);

@@ -85,7 +85,7 @@ typedef struct {
     int clip_to_context;
     /* Aborts by reason (SUMMARY_ABT_*): requests a run left unfinished when it ended early;
      * max_model_len: the config's context length (0 when unsaid), for the hints. */
-    int64_t aborted_by[3];
+    int64_t aborted_by[4];
     int32_t max_model_len;
 } summary_t;
 
@@ -93,7 +93,9 @@ typedef struct {
 enum {
     SUMMARY_ABT_INTERRUPTED, /* a signal (Ctrl-C, kill): "interrupted by SIGINT at t=..." */
     SUMMARY_ABT_STOPPED,     /* a caller stopped the run (explain --steps) */
-    SUMMARY_ABT_FAILED       /* the run failed (its error) */
+    SUMMARY_ABT_FAILED,      /* the run failed (its error) */
+    SUMMARY_ABT_CLIENT,      /* its client went away (twinserve serve): "client disconnected" */
+    SUMMARY_ABT_CLASSES
 };
 
 /* A share of the trace rejected or aborted above this gets a warning line with its hint:
