@@ -201,14 +201,15 @@ pre=$logdir/preflight.log
 {
     echo "date: $(date -u '+%F %T UTC')"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-    for t in make "${CC:-cc}" nvcc pkg-config python3 nvidia-smi tar; do
+    for t in make "${CC:-cc}" "${CXX:-g++}" nvcc pkg-config sqlite3 python3 nvidia-smi tar; do
         printf '%-11s %s\n' "$t:" "$(command -v "$t" || echo MISSING)"
     done
     [ $gpu_seen = 1 ] && timeout 20 nvidia-smi \
         --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
 } >"$pre" 2>&1
 missing=()
-for t in make "${CC:-cc}" timeout tar; do command -v "$t" >/dev/null || missing+=("$t"); done
+# (g++ links the CUDA backend's shared object and is nvcc's host compiler)
+for t in make "${CC:-cc}" "${CXX:-g++}" timeout tar; do command -v "$t" >/dev/null || missing+=("$t"); done
 [ ${#missing[@]} -gt 0 ] && { record preflight FAIL 0 "missing: ${missing[*]}"; stop "preflight: ${missing[*]} missing" build; }
 # the Makefile decides where nvcc and the CUDA libraries are; ask it, not a copy of its rules
 info=$(make --no-print-directory -s BUILD="$build" cuda-info 2>>"$pre")
@@ -225,14 +226,15 @@ if [ -z "$(field nvcc)" ]; then
 fi
 deps_note="system libraries"
 pkgs=$(field pkgs)
+# (the sqlite3 CLI too: the end-to-end tests read their databases with it)
 # shellcheck disable=SC2086
-if ! pkg-config --exists $pkgs 2>/dev/null; then
+if ! pkg-config --exists $pkgs 2>/dev/null || ! command -v sqlite3 >/dev/null; then
     if ls .gpu-carry/deps/*.deb >/dev/null 2>&1; then
         . bench/gpu_deps.sh
         gpu_deps_use .gpu-carry/deps "${GPU_DEPS_ROOT:-.gpu-carry/root}" >"$logdir/deps.txt" 2>&1
         deps_note=$(tail -n 1 "$logdir/deps.txt")
     else
-        deps_note="not found by pkg-config and no .gpu-carry/deps (bash bench/gpu_prep.sh)"
+        deps_note="C libraries or the sqlite3 CLI not found, and no .gpu-carry/deps (bash bench/gpu_prep.sh)"
     fi
     # shellcheck disable=SC2086
     if ! pkg-config --exists $pkgs 2>>"$pre"; then
@@ -265,7 +267,10 @@ else
     run_step build 180 "" make -k -j"$(nproc)" BUILD="$build" ${GPU_MAKE_ARGS:-} "${targets[@]}"
     st=$(verdict "$logdir/build.log")
     note=$(grep -m1 -E 'error|No rule|warning: nvcc' "$logdir/build.log")
-    [ "$st" = PASS ] && note="built: $(cd "$build" && ls twinserve libtwinserve_cuda.so tests/test_* 2>/dev/null | grep -v '\.d$' | tr '\n' ' ')"
+    if [ "$st" = PASS ]; then
+        note="built:"
+        for t in twinserve libtwinserve_cuda.so "${tests[@]/#/tests/}"; do [ -f "$build/$t" ] && note+=" $t"; done
+    fi
     record build "$st" "$DT" "$note"
 fi
 so=$(field so)
