@@ -195,6 +195,11 @@ cuda-info:
 demo-run: $(BIN)
 	@bash cli/demo.sh $(BIN)
 
+# stories260K behind the OpenAI-compatible server, for a first try (Ctrl-C stops it).
+.PHONY: serve
+serve: $(BIN)
+	$(BIN) serve --model $${TWIN_DATA:-../shared/data}/models/stories260K.bin
+
 bench: $(BIN) $(BENCH_BIN)
 	@bash bench/sim_azure.sh $(BIN)
 	@$(BUILD)/bench/bench_policy
