@@ -49,6 +49,9 @@ static void usage(FILE *f) {
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default: all cores)\n"
         "  --save-tokens         record every output token id and time (tokens table)\n"
+        "  --trace-out FILE      where the served requests are written as a plain trace when\n"
+        "                        the server stops (arrival, prompt, output, max_tokens), for\n"
+        "                        `twinserve validate` (default: DB-serve-TIME.csv beside DB)\n"
         "  --block-size N, --max-tokens N, --max-seqs N, --max-model-len N, --kv-blocks N,\n"
         "  --kv-mem GB, --watermark F   as `twinserve engine`\n"
         "  -q, --quiet           no start line or summary\n"
@@ -61,7 +64,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_TOK, O_SERVED, O_POLICY, O_SET, O_HOST, O_PORT, O_DB, O_NAME, O_SEED,
     O_BACKEND, O_THREADS, O_SAVE, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM,
-    O_HELP
+    O_TRACEOUT, O_HELP
 };
 
 static const struct option opts[] = {
@@ -74,11 +77,11 @@ static const struct option opts[] = {
     { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
     { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
-    { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    { "trace-out", 1, 0, O_TRACEOUT }, { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
 typedef struct {
-    const char *tokenizer, *served, *host;
+    const char *tokenizer, *served, *host, *trace_out;
     int32_t port;
 } serve_opts_t;
 
@@ -104,8 +107,29 @@ static int apply(int c, const char *a, engine_opts_t *o, serve_opts_t *so) {
     case O_KVB: return cli_int(a, 1, INT32_MAX, &o->kv_blocks);
     case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
     case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
+    case O_TRACEOUT: so->trace_out = a; return *a != '\0';
     }
     return 0;
+}
+
+/* The trace file's absolute path (the run's config records it, and validate may run from
+ * elsewhere): --trace-out, else DB-serve-YYYYmmdd-HHMMSS.csv beside the database. */
+static int served_trace_path(const char *given, const char *db, char *out, size_t len) {
+    char name[1200], cwd[1024];
+    if (given) {
+        snprintf(name, sizeof name, "%s", given);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+        const char *dot = strrchr(db, '.'), *slash = strrchr(db, '/');
+        int stem = dot && (!slash || dot > slash) ? (int)(dot - db) : (int)strlen(db);
+        snprintf(name, sizeof name, "%.*s-serve-%s.csv", stem, db, stamp);
+    }
+    if (name[0] == '/') return snprintf(out, len, "%s", name) < (int)len;
+    if (!getcwd(cwd, sizeof cwd)) return 0;
+    return snprintf(out, len, "%s/%s", cwd, name) < (int)len;
 }
 
 /* The model's tokenizer: --tokenizer, the GGUF's own, or tok<V>.bin / tokenizer.bin next to a
@@ -206,6 +230,13 @@ int cmd_serve(int argc, char **argv) {
     }
     /* a client gone mid-write must not kill the server */
     signal(SIGPIPE, SIG_IGN);
+    char trace[2400];
+    if (!served_trace_path(so.trace_out, o.db_path, trace, sizeof trace)) {
+        fprintf(stderr, "twinserve serve: cannot make the --trace-out path absolute\n");
+        goto done;
+    }
+    o.trace_path = trace;
+    o.trace_opts.format = TRACE_FMT_PLAIN;
     snprintf(extra, sizeof extra, "\"serve\":{\"host\":\"%s\",\"port\":%d,\"model_id\":\"%s\"}",
              so.host, port, ctx.model);
     o.config_extra = extra;
@@ -220,6 +251,13 @@ int cmd_serve(int argc, char **argv) {
     live_engine_close(live, "the server stopped");
     serve_http_stop(http); /* waits for the connection threads, whose channels are ended */
     http = NULL;
+    if (res.run_id >= 0) {
+        char terr[512];
+        if (live_write_trace(live, trace, terr, sizeof terr) != 0)
+            fprintf(stderr, "twinserve serve: writing the served requests' trace: %s\n", terr);
+        else if (!quiet)
+            fprintf(stderr, "twinserve serve: the served requests are in %s\n", trace);
+    }
     if (failed) {
         rc = cli_run_failed("serve", o.db_path, res.run_id, res.setup_failed, err);
         goto done;

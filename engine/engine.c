@@ -620,7 +620,7 @@ static int run_loop(engine_t *e) {
     if (have < 0) return -1;
     if (warm_up(e)) return -1;
     e->t0 = replay_wall();
-    if (live) live_engine_ready(live, e->max_model_len, e->num_blocks);
+    if (live) live_engine_ready(live, e->t0, e->max_model_len, e->num_blocks);
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
@@ -784,7 +784,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
     }
     fputc(',', cf);
     replay_json_path(cf, "policy_file", o->policy_path);
-    if (!o->live) { /* a live run's workload is its requests rows alone */
+    /* a live run's trace is the file its server writes when it stops (live_write_trace) */
+    if (!o->live || o->trace_path) {
         fputc(',', cf);
         replay_trace_json(cf, o->trace_path, &o->trace_opts);
     }

@@ -88,7 +88,9 @@ typedef struct {
     const char *config_extra; /* NULL or JSON members appended to the run's config object
                                * (--repeat records "experiment":{...} here) */
     struct live *live;        /* NULL: replay trace_path; else serve the live requests
-                               * submitted to it (engine/live.h) until interrupted */
+                               * submitted to it (engine/live.h) until interrupted;
+                               * trace_path, if set, is then only recorded in the config
+                               * (the caller writes the served requests there) */
 } engine_opts_t;
 
 typedef struct {

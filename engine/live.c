@@ -44,6 +44,11 @@ typedef struct {
     char reason[64];
 } ending_t;
 
+typedef struct {
+    double arrival_s;
+    int32_t prompt, output, max_tokens;
+} logged_t;
+
 struct live {
     pthread_mutex_t mu;
     pthread_cond_t engine_cv;       /* the engine's idle wait */
@@ -57,6 +62,10 @@ struct live {
     int64_t by_cap;
     ending_t *endings;
     int32_t n_endings, endings_cap;
+    double t0;                      /* replay_wall() at the engine's time 0 */
+    logged_t *log;                  /* the ended requests, for live_write_trace */
+    int64_t n_log, log_cap;
+    int log_failed;                 /* out of memory: the trace would be incomplete */
     live_stats_t stats;
 };
 
@@ -90,6 +99,7 @@ void live_free(live_t *l) {
     pthread_cond_destroy(&l->engine_cv);
     free(l->by_id);
     free(l->endings);
+    free(l->log);
     free(l);
 }
 
@@ -294,8 +304,9 @@ void live_metrics(live_t *l, live_stats_t *out) {
 
 /* ------------------------------------------------------------------ the engine thread */
 
-void live_engine_ready(live_t *l, int32_t max_model_len, int32_t kv_total) {
+void live_engine_ready(live_t *l, double t0, int32_t max_model_len, int32_t kv_total) {
     pthread_mutex_lock(&l->mu);
+    l->t0 = t0;
     l->ready = 1;
     l->stats.ready = 1;
     l->stats.max_model_len = max_model_len;
@@ -435,6 +446,19 @@ void live_engine_final(live_t *l, int32_t id, int32_t state, const char *reason,
     q->st.completion_tokens = generated;
     l->stats.prompt_tokens += prompt_tokens;
     l->stats.generation_tokens += generated;
+    if (l->n_log == l->log_cap) {
+        int64_t cap = l->log_cap ? l->log_cap * 2 : 1024;
+        logged_t *v = realloc(l->log, sizeof *v * (size_t)cap);
+        if (v) {
+            l->log = v;
+            l->log_cap = cap;
+        }
+    }
+    if (l->n_log < l->log_cap)
+        l->log[l->n_log++] = (logged_t){ q->received - l->t0, prompt_tokens, generated,
+                                         q->max_tokens };
+    else
+        l->log_failed = 1;
     char err[256] = "";
     if (state == SCHED_FINISHED) {
         l->stats.finished++;
@@ -475,4 +499,36 @@ void live_engine_close(live_t *l, const char *msg) {
     for (int64_t i = 0; i < l->by_cap; i++)
         if (l->by_id[i]) end_channel(l, l->by_id[i], "", err);
     pthread_mutex_unlock(&l->mu);
+}
+
+static int by_arrival(const void *a, const void *b) {
+    double x = ((const logged_t *)a)->arrival_s, y = ((const logged_t *)b)->arrival_s;
+    return x < y ? -1 : x > y;
+}
+
+int live_write_trace(live_t *l, const char *path, char *err, size_t errlen) {
+    pthread_mutex_lock(&l->mu);
+    int rc = -1;
+    FILE *f = NULL;
+    if (l->log_failed) {
+        snprintf(err, errlen, "out of memory logging the served requests");
+        goto done;
+    }
+    qsort(l->log, (size_t)l->n_log, sizeof *l->log, by_arrival);
+    if (!(f = fopen(path, "w"))) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    fputs("arrival_s,prompt_tokens,output_tokens,max_output_tokens\n", f);
+    for (int64_t i = 0; i < l->n_log; i++)
+        fprintf(f, "%.9f,%d,%d,%d\n", l->log[i].arrival_s > 0 ? l->log[i].arrival_s : 0,
+                l->log[i].prompt, l->log[i].output, l->log[i].max_tokens);
+    rc = 0;
+done:
+    if (f && fclose(f) != 0 && rc == 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
 }

@@ -100,8 +100,9 @@ typedef struct {
     int32_t n_prompt, max_tokens;
 } live_arrival_t;
 
-/* The engine runs: submissions are accepted from now on. */
-void live_engine_ready(live_t *l, int32_t max_model_len, int32_t kv_total);
+/* The engine runs: submissions are accepted from now on. t0: replay_wall() at the run's
+ * time 0 (arrival times in the trace log are from it). */
+void live_engine_ready(live_t *l, double t0, int32_t max_model_len, int32_t kv_total);
 /* The next submission in id order: 1 with *a, 0 none. */
 int live_engine_pop(live_t *l, live_arrival_t *a);
 /* Waits up to timeout_s for a submission or a cancellation (returns at once if one is
@@ -123,5 +124,13 @@ void live_engine_stats(live_t *l, int32_t waiting, int32_t running, int32_t kv_u
                        int64_t steps);
 /* The engine stopped: open channels end with msg, new submissions are refused. */
 void live_engine_close(live_t *l, const char *msg);
+
+/* The served workload as a plain trace (traces/trace.h: arrival_s, prompt_tokens,
+ * output_tokens, max_output_tokens), one row per request the engine ended, in arrival
+ * order: what a replay (validate) needs. The output length is what the request generated
+ * (its true length when it finished; up to where its client left when aborted, 0 when it
+ * left while queued, which a replay rejects). Call after the engine stopped. 0, or -1
+ * with a message. */
+int live_write_trace(live_t *l, const char *path, char *err, size_t errlen);
 
 #endif

@@ -245,7 +245,21 @@ want_sql "$T/serve.db" "SELECT count(*) > 0 FROM requests WHERE status = 'finish
 want_sql "$T/serve.db" "SELECT count(*) FROM requests WHERE status NOT IN ('finished', 'aborted')" "0"
 run report "$BIN" report "$T/serve.db"
 want_rc 0
-want_out "serve: live requests"
+want_out "serve: live requests" "by their clients, who went away"
+end
+
+begin serve_validate
+# the served requests as a plain trace (one row per request, in arrival order), which the
+# run's config names: calibrate and validate replay the run from it
+trace=$(sed -n 's/^twinserve serve: the served requests are in //p' "$T/main.err")
+[ -f "$trace" ] || bad " no trace file named in the server's output"
+[ "$(($(wc -l <"$trace") - 1))" = "$received" ] || bad " the trace has $(($(wc -l <"$trace") - 1)) rows, expected $received"
+want_sql "$T/serve.db" "SELECT json_extract(config, '\$.trace.path') = '$trace', json_extract(config, '\$.trace.format') FROM runs" "1|plain"
+run calib "$BIN" calibrate --db "$T/serve.db" --run 1 --out "$T/serve.cost"
+want_rc 0
+run validate "$BIN" validate --db "$T/serve.db" --cost "$T/serve.cost"
+want_rc 0
+want_out "MAPE" "output tok/s"
 end
 
 begin serve_disconnect_while_queued
