@@ -119,8 +119,8 @@ static const struct option opts[] = {
     { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
     { "idle", 1, 0, O_IDLE }, { "max-output-tokens", 1, 0, O_MAXOUTTOK },
     { "oracle-lengths", 0, 0, O_ORACLE }, { "clip-to-context", 0, 0, O_CLIP },
-    { "prefix-caching", 0, 0, O_PREFIX }, { "draft", 1, 0, O_DRAFT },
-    { "repeat", 1, 0, O_REPEAT },
+    { "prefix-caching", 0, 0, O_PREFIX },
+    { "repeat", 1, 0, O_REPEAT }, { "draft", 1, 0, O_DRAFT },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
