@@ -170,6 +170,16 @@ static int text_append(live_req_t *q, const char *s) {
 
 /* ------------------------------------------------------------------ HTTP threads */
 
+/* timeout_s from now on the clock pthread_cond_timedwait reads (CLOCK_REALTIME). */
+static struct timespec deadline(double timeout_s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double end = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + timeout_s;
+    ts.tv_sec = (time_t)end;
+    ts.tv_nsec = (long)((end - floor(end)) * 1e9);
+    return ts;
+}
+
 int live_encode(live_t *l, const char *text, int32_t *ids, int32_t cap, int32_t *n,
                 char *err, size_t errlen) {
     if (!l->tok) {
@@ -234,11 +244,7 @@ int32_t live_req_id(const live_req_t *q) { return q->id; }
 int live_read(live_req_t *q, char *buf, size_t cap, size_t *n, live_status_t *st,
               double timeout_s) {
     live_t *l = q->l;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double end = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + timeout_s;
-    ts.tv_sec = (time_t)end;
-    ts.tv_nsec = (long)((end - floor(end)) * 1e9);
+    struct timespec ts = deadline(timeout_s);
     pthread_mutex_lock(&l->mu);
     int rc = 0;
     while (q->out_len == 0 && !q->st.done)
@@ -346,11 +352,7 @@ int live_engine_pop(live_t *l, live_arrival_t *a) {
 void live_engine_wait(live_t *l, double timeout_s) {
     if (!(timeout_s > 0)) return;
     if (timeout_s > 3600) timeout_s = 3600;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double end = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + timeout_s;
-    ts.tv_sec = (time_t)end;
-    ts.tv_nsec = (long)((end - floor(end)) * 1e9);
+    struct timespec ts = deadline(timeout_s);
     pthread_mutex_lock(&l->mu);
     while (l->wakeups == 0)
         if (pthread_cond_timedwait(&l->engine_cv, &l->mu, &ts) == ETIMEDOUT) break;
