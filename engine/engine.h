@@ -26,6 +26,11 @@
  *  - interrupt: polled between steps and during idle waits; once non-zero (a signal's
  *    number) the run ends as failed with "interrupted by SIGINT at t=T s" (engine time);
  *    set during setup (a model loading), nothing is run or recorded.
+ *  - live (`twinserve serve`, engine/live.h): the arrivals are a server's requests, taken
+ *    at step boundaries with their own prompts, sampling and max_tokens (arrival = when
+ *    the server received them); EOS, stop strings and clients gone end requests early
+ *    (sched_finish_early, KV freed at once). The loop waits for arrivals until interrupted;
+ *    interrupted with nothing in flight, the run ends as done.
  *
  * Ownership: engine_run borrows the options for the duration of the call. */
 #ifndef TWIN_ENGINE_H
