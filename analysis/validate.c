@@ -168,9 +168,11 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
         goto done;
     }
     if (sqlite3_column_int64(st, 28) > 0) {
-        fail(err, errlen, "run '%s' is speculative (%lld drafts proposed): the engine drafts "
-             "with an n-gram proposer whose acceptance the simulator does not model, so "
-             "validate cannot replay it", w->name, (long long)sqlite3_column_int64(st, 28));
+        fail(err, errlen, "run '%s' is speculative (%lld drafts proposed): the simulator "
+             "cannot cost its draft (an n-gram proposer, or a draft model a calibrated cost "
+             "file does not model), so validate cannot replay it; `twinserve calibrate` prints "
+             "its acceptance per draft position and the alpha it implies", w->name,
+             (long long)sqlite3_column_int64(st, 28));
         goto done;
     }
     w->seed = (uint64_t)sqlite3_column_int64(st, 3);

@@ -16,9 +16,13 @@
  *    the backend options, the model as given (model_spec) and the workload ("trace").
  *  - Sampling is seeded per request (seed, request id) and per output index, so outputs do
  *    not depend on batching; greedy outputs are identical under every policy.
- *  - Speculative steps verify drafts from an n-gram (prompt-lookup) proposer over the
- *    request's own tokens; a draft is accepted while it equals the token the model samples
- *    at its position, which keeps the output distribution exact.
+ *  - Speculative steps verify drafts from a draft model (opts.draft, engine/draft.h: its
+ *    passes run first in the step, its KV in the request's own blocks; sampled requests
+ *    are verified by speculative sampling) or from the n-gram (prompt-lookup) proposer over
+ *    the request's own tokens (a draft accepted while it equals the token the model samples
+ *    at its position). Either keeps the output distribution exact; greedy outputs are the
+ *    same as without speculation. The acceptance per draft position goes to the run's
+ *    config ("spec_curve") at its end.
  *  - A failed run is marked failed with its message; unfinished requests become aborted.
  *    A configuration that cannot run (options, the model file, the backend, the policy,
  *    a trace without a request to replay) fails before the run row: nothing is recorded

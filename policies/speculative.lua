@@ -16,11 +16,15 @@
 --   * the simulator models a draft MODEL: a step costs k passes of the `draft` preset plus
 --     the target's verification pass, and each draft is accepted with probability `alpha`
 --     (drawn from the run's seed);
---   * the engine has no draft model: it proposes drafts with an n-gram (prompt-lookup)
---     proposer over the request's own tokens (engine/spec.c), and the target's own samples
---     decide acceptance. `alpha` and `draft` have no effect there, so an engine run leaves
+--   * the engine runs a real draft model given as `engine --draft FILE|dummy:PRESET`
+--     (engine/draft.c): the same work per step (the draft's catch-up and k passes, then
+--     the target's verification), its KV in the request's own blocks, and speculative
+--     sampling decides acceptance; without --draft (or with --draft ngram) it proposes
+--     with an n-gram (prompt-lookup) proposer over the request's own tokens
+--     (engine/spec.c). `alpha` and `draft` have no effect there, so an engine run leaves
 --     them out of its recorded params (they are declared only = "sim"); its config records
---     "proposer": "ngram".
+--     "proposer" ("draft" or "ngram") and the acceptance per draft position, from which
+--     `twinserve calibrate` prints the alpha to set here.
 -- Either way `report` shows the acceptance rate (spec_accepted / spec_proposed) and the
 -- mean tokens per decoding request-step.
 
