@@ -19,7 +19,14 @@
  *    64 positions staged in shared memory (each K/V row is read once per block and used by
  *    all 64 queries), with an online softmax per query row. bf16/f16: tensor cores
  *    (nvcuda::wmma 16x16x16, fp32 accumulate; P rounded to the element type, as flash
- *    attention does); fp32: a register-tiled FMA kernel.
+ *    attention does); fp32: a register-tiled FMA kernel. The wmma kernel double-buffers
+ *    its K/V tiles (the next one copied by cp.async while this one is computed on) where
+ *    the rows are 16-byte chunks and the second buffer costs no resident block (head dims
+ *    128 and 256 on sm_90; TWIN_CUDA_PF_DB=0/1 forces either). Tile loops have a
+ *    compile-time trip count. The query heads of one kv head are neighbouring blocks
+ *    (blockIdx.x), so a K/V tile they share comes from L2 after the first; one block
+ *    serving them all would need the group's Q and score tiles in shared memory (some
+ *    140 KB at 4 heads of 128) or its accumulators in registers, and is not done.
  * Correct by construction rather than by layout knowledge: the wmma accumulators are only
  * touched element-wise through a map of their rows that the kernel reads at run time (a
  * fragment loaded from a matrix of row numbers), never through an assumed layout.
@@ -37,6 +44,7 @@
 #include <math.h>
 #include <mma.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "engine/cuda/cuda_elem.cuh"
 #include "engine/cuda/cuda_kernels.h"
@@ -389,19 +397,58 @@ template <typename T> __global__ void __launch_bounds__(256) dec_combine(att_arg
 
 /* ---- prefill ------------------------------------------------------------------------------ */
 
+/* cp.async (sm_80 on): 16 bytes from global to shared memory without a trip through
+ * registers, in flight until the thread waits for its group; the emulator (emu.h) lands
+ * the copy only at that wait, so a tile read too early shows there. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#elif defined(TWIN_CUDA_EMU)
+    emu::cp_async(dst, src, 16);
+#else
+    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+#endif
+}
+__device__ __forceinline__ void cp_commit() {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(TWIN_CUDA_EMU)
+    emu::cp_commit();
+#endif
+}
+/* every committed group of this thread but the newest N has landed */
+template <int N> __device__ __forceinline__ void cp_wait() {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#elif defined(TWIN_CUDA_EMU)
+    emu::cp_wait(N);
+#endif
+}
+
 /* Copies PF_T rows of hd elements into dst [PF_T][LD] (and, when dst2, the rows at src +
  * off2 into dst2), zero-filling the columns hd .. HDP and the rows without a source.
- * rowptr(r): the source of row r, or NULL. */
-template <typename T, int HDP, int LD, typename F>
+ * rowptr(r): the source of row r, or NULL. NT threads (blockDim.x), so the loop's trip
+ * count is a constant. ASYNC (vec16 only): the rows' chunks go by cp.async, the zeros by
+ * plain stores; the caller commits and waits. */
+template <typename T, int HDP, int LD, int NT, bool ASYNC = false, typename F>
 __device__ __forceinline__ void load_tile(T *dst, T *dst2, size_t off2, int hd, int vec16,
                                           F rowptr) {
-    constexpr int EPC = 16 / sizeof(T), CPR = HDP / EPC;
+    constexpr int EPC = 16 / sizeof(T), CPR = HDP / EPC, ITERS = (PF_T * CPR + NT - 1) / NT;
     static_assert(HDP % EPC == 0 && (LD * sizeof(T)) % 16 == 0, "16-byte rows");
-    for (int idx = threadIdx.x; idx < PF_T * CPR; idx += blockDim.x) {
+#pragma unroll 4
+    for (int it = 0; it < ITERS; it++) {
+        const int idx = it * NT + (int)threadIdx.x;
+        if ((PF_T * CPR) % NT && idx >= PF_T * CPR) break;
         int r = idx / CPR, c = (idx - r * CPR) * EPC;
         const T *src = rowptr(r);
         T *d = dst + r * LD + c, *d2 = dst2 ? dst2 + r * LD + c : nullptr;
-        if (vec16) { /* hd is a multiple of EPC: a chunk is all in or all out */
+        if (ASYNC && src && c < hd) {
+            cp_async16(d, src + c);
+            if (d2) cp_async16(d2, src + off2 + c);
+        } else if (vec16 || ASYNC) { /* hd is a multiple of EPC: a chunk is all in or all out */
             uint4 v = make_uint4(0, 0, 0, 0), v2 = v;
             if (src && c < hd) {
                 v = *reinterpret_cast<const uint4 *>(src + c);
@@ -437,17 +484,20 @@ template <typename T> __device__ __forceinline__ pf_tile_t<T> pf_setup(const att
 /* Tensor-core prefill, T = bf16 | f16. 4 warps; warp w owns query rows 16w .. 16w + 15.
  * Per context tile: S = Q K^T (wmma, fp32) to shared memory; the warp's softmax (two
  * lanes per row, 32 columns each) writes P (type T) and each row's correction; O (wmma
- * accumulators in registers, NF of them) is rescaled through the row map and O += P V. */
-template <typename T, int HDP>
+ * accumulators in registers, NF of them) is rescaled through the row map and O += P V.
+ * DB (16-byte rows only): the K/V tiles are double-buffered, the next one copied with
+ * cp.async while this one is computed on (a second K/V buffer after sL). */
+template <typename T, int HDP, bool DB>
 __global__ void __launch_bounds__(128) pf_wmma_kernel(att_args<T> a) {
     using namespace nvcuda;
     constexpr int LDT = HDP + 8, LDS = PF_T + 4, LDP = PF_T + 8, NF = HDP / 16;
     constexpr int NS = HDP > 128 ? 2 : 4;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
-    T *sQ = reinterpret_cast<T *>(smem4), *sK = sQ + PF_T * LDT, *sV = sK + PF_T * LDT;
-    float *sS = reinterpret_cast<float *>(sV + PF_T * LDT);
+    T *sQ = reinterpret_cast<T *>(smem4), *sK0 = sQ + PF_T * LDT, *sV0 = sK0 + PF_T * LDT;
+    float *sS = reinterpret_cast<float *>(sV0 + PF_T * LDT);
     T *sP = reinterpret_cast<T *>(sS + PF_T * LDS);
     float *sCorr = reinterpret_cast<float *>(sP + PF_T * LDP), *sL = sCorr + PF_T;
+    T *sK1 = reinterpret_cast<T *>(sL + PF_T), *sV1 = sK1 + PF_T * LDT; /* DB only */
     const pf_tile_t<T> p = pf_setup(a);
     if (p.n < 1 || p.n > PF_T) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -468,7 +518,7 @@ __global__ void __launch_bounds__(128) pf_wmma_kernel(att_args<T> a) {
     __syncwarp();
 
     const T *qbase = a.q + (size_t)p.h * a.hd;
-    load_tile<T, HDP, LDT>(sQ, (T *)nullptr, 0, a.hd, a.vec16, [&](int i) -> const T * {
+    load_tile<T, HDP, LDT, 128>(sQ, (T *)nullptr, 0, a.hd, a.vec16, [&](int i) -> const T * {
         return i < p.n ? qbase + (size_t)(p.first + i) * a.n_heads * a.hd : nullptr;
     });
     acc_t o[NF];
@@ -476,10 +526,30 @@ __global__ void __launch_bounds__(128) pf_wmma_kernel(att_args<T> a) {
     for (int f = 0; f < NF; f++) wmma::fill_fragment(o[f], 0.f);
     float m_run = -INFINITY, l_run = 0.f;
 
-    for (int c0 = 0; c0 < p.kend; c0 += PF_T) {
-        load_tile<T, HDP, LDT>(sK, sV, a.which_stride, a.hd, a.vec16, [&](int i) -> const T * {
-            return c0 + i < p.kend ? kv_row(a, p.kbase, p.table, c0 + i) : nullptr;
-        });
+    /* the K/V rows of the context tile at c (NULL past the context's end) */
+    auto kv_src = [&](int c) {
+        return [&, c](int i) -> const T * {
+            return c + i < p.kend ? kv_row(a, p.kbase, p.table, c + i) : nullptr;
+        };
+    };
+    if (DB) {
+        load_tile<T, HDP, LDT, 128, true>(sK0, sV0, a.which_stride, a.hd, 1, kv_src(0));
+        cp_commit();
+    }
+    for (int c0 = 0, it = 0; c0 < p.kend; c0 += PF_T, it++) {
+        T *sK = DB && (it & 1) ? sK1 : sK0, *sV = DB && (it & 1) ? sV1 : sV0;
+        if (DB) {
+            /* the other buffers were last read in the previous tile, before its final
+             * barrier; the group just committed is the next tile, so waiting for all but
+             * the newest group waits for this one */
+            if (c0 + PF_T < p.kend)
+                load_tile<T, HDP, LDT, 128, true>(it & 1 ? sK0 : sK1, it & 1 ? sV0 : sV1,
+                                                  a.which_stride, a.hd, 1, kv_src(c0 + PF_T));
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            load_tile<T, HDP, LDT, 128>(sK, sV, a.which_stride, a.hd, a.vec16, kv_src(c0));
+        }
         __syncthreads();
         /* S in NS column fragments a pass: large head dims keep fewer live accumulators */
 #pragma unroll
@@ -578,7 +648,7 @@ template <int HDP> __global__ void __launch_bounds__(256) pf_fma_kernel(att_args
     if (p.n < 1 || p.n > PF_T) return;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, hd4 = (a.hd + 3) & ~3;
     const float *qbase = a.q + (size_t)p.h * a.hd;
-    load_tile<float, HDP, LD>(sQ, (float *)nullptr, 0, a.hd, a.vec16, [&](int i) -> const float * {
+    load_tile<float, HDP, LD, 256>(sQ, (float *)nullptr, 0, a.hd, a.vec16, [&](int i) -> const float * {
         return i < p.n ? qbase + (size_t)(p.first + i) * a.n_heads * a.hd : nullptr;
     });
     int qp[4];
@@ -595,7 +665,7 @@ template <int HDP> __global__ void __launch_bounds__(256) pf_fma_kernel(att_args
     }
 
     for (int c0 = 0; c0 < p.kend; c0 += PF_T) {
-        load_tile<float, HDP, LD>(sK, sV, a.which_stride, a.hd, a.vec16,
+        load_tile<float, HDP, LD, 256>(sK, sV, a.which_stride, a.hd, a.vec16,
                                   [&](int i) -> const float * {
                                       return c0 + i < p.kend
                                                  ? kv_row(a, p.kbase, p.table, c0 + i)
@@ -713,15 +783,34 @@ void launch_dec_g(const att_args<T> &a, int gt, dim3 grid, cudaStream_t st) {
     }
 }
 
+/* Bytes of shared memory that an SM of sm_90 holds for blocks (228 KB, 1 KB of it per
+ * block reserved), and the blocks of `smem` bytes that fit. */
+#define SM_SMEM_BYTES (228 * 1024)
+static int blocks_per_sm(size_t smem) { return (int)(SM_SMEM_BYTES / (smem + 1024)); }
+
+/* The double-buffered kernel where the rows are 16-byte chunks and its second K/V buffer
+ * costs no resident block (head dims 128 and 256 on sm_90); TWIN_CUDA_PF_DB=1 or 0 forces
+ * either (tests, measurements). */
 template <typename T, int HDP> cudaError_t launch_pf_wmma(const att_args<T> &a, dim3 grid,
                                                          cudaStream_t st) {
-    static int done;
+    static int done[2];
     constexpr int LDT = HDP + 8;
-    size_t smem = 3 * PF_T * LDT * sizeof(T) + PF_T * (PF_T + 4) * sizeof(float) +
-                  PF_T * (PF_T + 8) * sizeof(T) + 2 * PF_T * sizeof(float);
-    cudaError_t e = smem_attr(pf_wmma_kernel<T, HDP>, smem, &done);
-    if (e != cudaSuccess) return e;
-    pf_wmma_kernel<T, HDP><<<grid, 128, smem, st>>>(a);
+    const size_t smem = 3 * PF_T * LDT * sizeof(T) + PF_T * (PF_T + 4) * sizeof(float) +
+                        PF_T * (PF_T + 8) * sizeof(T) + 2 * PF_T * sizeof(float);
+    const size_t smem_db = smem + 2 * PF_T * LDT * sizeof(T);
+    const char *env = getenv("TWIN_CUDA_PF_DB");
+    bool db = env && *env ? atoi(env) != 0 : blocks_per_sm(smem_db) >= blocks_per_sm(smem);
+    db = db && a.vec16;
+    cudaError_t e;
+    if (db) {
+        if ((e = smem_attr(pf_wmma_kernel<T, HDP, true>, smem_db, &done[1])) != cudaSuccess)
+            return e;
+        pf_wmma_kernel<T, HDP, true><<<grid, 128, smem_db, st>>>(a);
+    } else {
+        if ((e = smem_attr(pf_wmma_kernel<T, HDP, false>, smem, &done[0])) != cudaSuccess)
+            return e;
+        pf_wmma_kernel<T, HDP, false><<<grid, 128, smem, st>>>(a);
+    }
     return cudaSuccess;
 }
 

@@ -122,6 +122,41 @@ cudaError_t free_(void *p) {
     return cudaSuccess;
 }
 
+// cp.async: per thread of the block, its pending copies (source bytes read at issue) and
+// the group each belongs to; groups are numbered by the thread's commits
+struct CpCopy {
+    void *dst;
+    unsigned char data[16];
+    unsigned bytes;
+    long long group;
+};
+static std::vector<CpCopy> cp_pending[1024];
+static long long cp_groups[1024];
+
+void cp_async(void *dst, const void *src, unsigned bytes) {
+    if (bytes != 4 && bytes != 8 && bytes != 16) die("cp.async of other than 4, 8 or 16 bytes");
+    if (((uintptr_t)dst | (uintptr_t)src) % bytes) die("misaligned cp.async");
+    CpCopy c;
+    c.dst = dst;
+    memcpy(c.data, src, bytes);
+    c.bytes = bytes;
+    c.group = cp_groups[cur->lin];   // the open group
+    cp_pending[cur->lin].push_back(c);
+}
+
+void cp_commit() { cp_groups[cur->lin]++; }
+
+void cp_wait(int n) {
+    std::vector<CpCopy> &q = cp_pending[cur->lin];
+    const long long done = cp_groups[cur->lin] - n;   // groups below this have landed
+    size_t keep = 0;
+    for (size_t i = 0; i < q.size(); i++) {
+        if (q[i].group < done) memcpy(q[i].dst, q[i].data, q[i].bytes);
+        else q[keep++] = q[i];
+    }
+    q.resize(keep);
+}
+
 static const size_t STK = 256 * 1024;
 static char *stacks[1024];   // reused across launches (a plain array: no destructor, so
                               // the leak checker still sees them at exit)
@@ -242,6 +277,8 @@ void launch_impl(dim3 grid, dim3 block, size_t smem_bytes, const void *kid,
         smem = buf;
         for (unsigned i = 0; i < n; i++) {
             Fiber &f = F[i];
+            cp_pending[i].clear();   // a copy never waited for never lands
+            cp_groups[i] = 0;
             f.lin = i;
             f.tid = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
             f.state = RUN;

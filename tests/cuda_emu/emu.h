@@ -20,14 +20,20 @@
 //
 // What it does NOT emulate: the memory model beyond barriers (no stale caches, no
 // reordering: a racy read that happens to run after the write passes), timing, occupancy,
-// register limits, bank conflicts, cp.async, real wmma fragment layouts (mma.h scrambles
+// register limits, bank conflicts, real wmma fragment layouts (mma.h scrambles
 // them instead, so code that assumes a layout breaks), device math's ulp differences,
 // and concurrency between blocks (a grid that relies on two blocks running at once would
-// deadlock on a GPU too, but here it runs). Kernels do not see __CUDA_ARCH__.
+// deadlock on a GPU too, but here it runs). Kernels do not see __CUDA_ARCH__; they see
+// TWIN_CUDA_EMU, and call emu::cp_async / cp_commit / cp_wait where the device would
+// run cp.async: a copy reads its source when issued and lands in shared memory only when
+// its thread waits for its group (cp.async.wait_group N: every committed group but the
+// newest N), so a read of the tile before the wait, or without the barrier after it,
+// sees the old contents (NaN in a fresh block).
 //
 // Why: the CUDA backend was written on machines without a GPU; this runs its kernels
 // against plain C references on every `make check` where the CUDA headers exist.
 #pragma once
+#define TWIN_CUDA_EMU 1
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -138,6 +144,9 @@ template <typename T> T shfl_idx(int line, unsigned mask, T v, int src, int widt
 
 void launch_impl(dim3 grid, dim3 block, size_t smem, const void *kid,
                  const std::function<void()> &body);
+void cp_async(void *dst, const void *src, unsigned bytes);   // this thread's copy, pending
+void cp_commit();                                            // closes this thread's group
+void cp_wait(int n);   // lands this thread's committed groups but the newest n
 cudaError_t set_attr(const void *k, int v);
 
 // <<<grid, block, smem, stream>>>, as gen.py rewrites it

@@ -231,7 +231,10 @@ END_TEST
 
 START_TEST(prefill_tiles) {
     // wmma tiles (hd 16 .. 256 paddings) and the fp32 FMA kernel, over a cached prefix
-    // plus a chunk, several tiles per sequence
+    // plus a chunk, several tiles per sequence; the wmma kernel single-buffered
+    // (TWIN_CUDA_PF_DB=0) and with its K/V tiles double-buffered by cp.async (=1; the
+    // emulator lands a copy only when its thread waits for it); misaligned q: the
+    // single-buffered kernel whatever the switch says
     std::vector<Cfg> cfgs = {
         {"f16 hd128 8/1 bs16 pf", CK_F16, 128, 8, 1, 16, pf, 0},
         {"bf16 hd80 5/5 mix", CK_BF16, 80, 5, 5, 16, mix, 0},
@@ -244,8 +247,15 @@ START_TEST(prefill_tiles) {
         {"bf16 hd16 2/1 bs1 pf", CK_BF16, 16, 2, 1, 1, pf, 0},
         {"f32 hd8 2/2 bs1 pf", CK_F32, 8, 2, 2, 1, pf, 0},
         {"f16 hd64 4/2 mix big scores", CK_F16, 64, 4, 2, 16, mix, 0, 60.f},
+        {"bf16 hd128 8/2 bs16 pf", CK_BF16, 128, 8, 2, 16, pf, 0},
+        {"bf16 hd64 4/2 misaligned pf", CK_BF16, 64, 4, 2, 16, pf, 2},
     };
-    ck_assert_int_eq(run_list(cfgs), 0);
+    for (const char *db : {"0", "1"}) {
+        setenv("TWIN_CUDA_PF_DB", db, 1);
+        printf("TWIN_CUDA_PF_DB=%s: ", db);
+        ck_assert_int_eq(run_list(cfgs), 0);
+    }
+    unsetenv("TWIN_CUDA_PF_DB");
 }
 END_TEST
 
