@@ -3,10 +3,11 @@
 #
 # Where there is no GPU (or a build without CUDA) every command must say so plainly, exit 1
 # and, for the engine, record the run as failed: those checks run everywhere. With a GPU:
-# the fp32 greedy story equals the CPU backend's byte for byte, bf16 tells a story too, an
-# engine replay on the GPU is recorded like any run and `report` reads it, --batch-invariant
-# makes bf16 outputs independent of the policy, `bench` measures the device's roofs, and a
-# bad --dtype or --gpu-util is refused with a message.
+# the fp32 greedy story equals the CPU backend's byte for byte, bf16 tells a story too (the
+# same one with decode-step graphs off, TWIN_CUDA_GRAPHS=0), an engine replay on the GPU is
+# recorded like any run and `report` reads it, --batch-invariant makes bf16 outputs
+# independent of the policy, `bench` measures the device's roofs, and a bad --dtype or
+# --gpu-util is refused with a message.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_cuda
 
@@ -68,6 +69,15 @@ if [ -f "$BINM" ]; then
     want_out "TTFT"
     end
 fi
+
+begin "cuda: decode steps as graphs and as plain launches tell the same bf16 story"
+run graphs_on "$BIN" generate --model dummy:stories260k -n 40 --backend cuda --dtype bf16
+want_rc 0
+TWIN_CUDA_GRAPHS=0 run graphs_off "$BIN" generate --model dummy:stories260k -n 40 \
+    --backend cuda --dtype bf16
+want_rc 0
+cmp -s "$T/graphs_on.out" "$T/graphs_off.out" || bad " the story with graphs differs from the one without"
+end
 
 begin "cuda: --batch-invariant gives bf16 outputs that do not depend on the policy"
 run inv_a "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" --batch-invariant \
