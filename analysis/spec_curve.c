@@ -7,7 +7,7 @@
 
 #include "analysis/summary.h"
 
-/* A JSON array of integers at `path` of the run's config into v (at most SPECCURVE_MAX). */
+/* A JSON array of integers at `path` of the run's config into v (at most SPEC_CURVE_MAX). */
 static int load_array(sqlite3 *db, int64_t id, const char *path, int64_t *v, int *n) {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, "SELECT j.value FROM runs r, json_each(r.config, ?2) j "
@@ -16,7 +16,7 @@ static int load_array(sqlite3 *db, int64_t id, const char *path, int64_t *v, int
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     *n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < SPECCURVE_MAX)
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < SPEC_CURVE_MAX)
         v[(*n)++] = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
@@ -27,14 +27,13 @@ int speccurve_load(const char *db_path, const char *run, speccurve_t *c, char *e
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int64_t id;
-    int rc = -1, n_acc = 0, n_prop = 0;
+    int rc = -1, n_acc = 0, n_prop = 0, n_reach = 0;
+    spec_curve_t *cv = &c->curve;
     memset(c, 0, sizeof *c);
     if (summary_open(db_path, &db, err, errlen) != 0) goto done;
     if (summary_find_run(db, run, &id, err, errlen) != 0) goto done;
     if (sqlite3_prepare_v2(db, "SELECT json_extract(config, '$.proposer'), json_extract(config, "
-                               "'$.draft_spec'), json_extract(config, '$.spec_curve') IS NOT NULL, "
-                               "(SELECT sum(spec_proposed) FROM requests q WHERE q.run_id = ?1), "
-                               "(SELECT sum(spec_accepted) FROM requests q WHERE q.run_id = ?1) "
+                               "'$.draft_spec'), json_extract(config, '$.spec_curve') IS NOT NULL "
                                "FROM runs WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
         goto sqlerr;
     sqlite3_bind_int64(st, 1, id);
@@ -44,23 +43,22 @@ int speccurve_load(const char *db_path, const char *run, speccurve_t *c, char *e
     snprintf(c->proposer, sizeof c->proposer, "%s", p ? p : "");
     snprintf(c->draft, sizeof c->draft, "%s", d ? d : "");
     int has = sqlite3_column_int(st, 2);
-    c->spec_proposed = sqlite3_column_int64(st, 3);
-    c->spec_accepted = sqlite3_column_int64(st, 4);
     sqlite3_finalize(st);
     st = NULL;
     if (!has) {
         rc = 0;
         goto done;
     }
-    if (load_array(db, id, "$.spec_curve.proposed", c->proposed, &n_prop) != 0 ||
-        load_array(db, id, "$.spec_curve.reached", c->reached, &c->n) != 0 ||
-        load_array(db, id, "$.spec_curve.accepted", c->accepted, &n_acc) != 0)
+    if (load_array(db, id, "$.spec_curve.proposed", cv->proposed, &n_prop) != 0 ||
+        load_array(db, id, "$.spec_curve.reached", cv->reached, &n_reach) != 0 ||
+        load_array(db, id, "$.spec_curve.accepted", cv->accepted, &n_acc) != 0)
         goto sqlerr;
-    if (n_acc != c->n || n_prop != c->n) {
+    if (n_acc != n_reach || n_prop != n_reach) {
         snprintf(err, errlen, "%s: the run's spec_curve has %d proposed, %d reached and %d "
-                 "accepted counts", db_path, n_prop, c->n, n_acc);
+                 "accepted counts", db_path, n_prop, n_reach, n_acc);
         goto done;
     }
+    cv->n = n_reach;
     rc = 1;
     goto done;
 sqlerr:
@@ -72,18 +70,10 @@ done:
     return rc;
 }
 
-double speccurve_alpha(const speccurve_t *c) {
-    int64_t r = 0, a = 0;
-    for (int j = 0; j < c->n; j++) {
-        r += c->reached[j];
-        a += c->accepted[j];
-    }
-    return r > 0 ? (double)a / (double)r : -1;
-}
-
-void speccurve_print(FILE *f, const speccurve_t *c) {
+void speccurve_print(FILE *f, const speccurve_t *sc) {
+    const spec_curve_t *c = &sc->curve;
     fprintf(f, "\nspeculative acceptance per draft position (proposer %s%s%s):\n",
-            c->proposer[0] ? c->proposer : "?", c->draft[0] ? ": " : "", c->draft);
+            sc->proposer[0] ? sc->proposer : "?", sc->draft[0] ? ": " : "", sc->draft);
     fprintf(f, "  %-9s %12s %12s %12s %8s\n", "position", "proposed", "reached", "accepted",
             "rate");
     int64_t acc = 0;
@@ -93,7 +83,7 @@ void speccurve_print(FILE *f, const speccurve_t *c) {
                 (long long)c->reached[j], (long long)c->accepted[j],
                 c->reached[j] ? (double)c->accepted[j] / (double)c->reached[j] : 0.0);
     }
-    double alpha = speccurve_alpha(c);
+    double alpha = spec_curve_alpha(c);
     if (alpha < 0 || c->n == 0 || c->proposed[0] == 0) {
         fprintf(f, "  no draft was verified\n");
         return;
@@ -108,7 +98,7 @@ void speccurve_print(FILE *f, const speccurve_t *c) {
     fprintf(f, "  tokens per verification: %.3f measured; %.3f at alpha %.3f over the same k "
                "(the simulator's model)\n", 1 + (double)acc / (double)c->proposed[0], model,
             alpha);
-    if (!strcmp(c->proposer, "draft"))
+    if (!strcmp(sc->proposer, "draft"))
         fprintf(f, "  note: this run's step times include its draft model's passes, which the "
                    "fitted cost model charges to the target's work\n");
 }

@@ -12,23 +12,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SPECCURVE_MAX 64
+#include "engine/spec.h"
 
 typedef struct {
-    int n;                              /* positions */
-    int64_t proposed[SPECCURVE_MAX], reached[SPECCURVE_MAX], accepted[SPECCURVE_MAX];
+    spec_curve_t curve;                 /* the counts, as the engine kept them */
     char proposer[32];                  /* "draft" | "ngram" */
     char draft[512];                    /* the draft model as given (proposer draft) */
-    int64_t spec_proposed, spec_accepted; /* the requests' totals (tokens kept) */
 } speccurve_t;
 
 /* 1 with the curve of run (a name or id; NULL the latest) in db_path, 0 when the run has
  * none, -1 with a message. */
 int speccurve_load(const char *db_path, const char *run, speccurve_t *c, char *err,
                    size_t errlen);
-
-/* The pooled acceptance: sum(accepted) / sum(reached); -1 with nothing reached. */
-double speccurve_alpha(const speccurve_t *c);
 
 /* The curve as a table, the alpha, and the tokens per verification measured vs what the
  * geometric model gives at that alpha. */
