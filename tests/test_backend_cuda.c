@@ -699,25 +699,35 @@ END_TEST
 
 /* ---- 7. the forward pass ------------------------------------------------------------------ */
 
-/* The CPU and CUDA forward passes over the same model and batches: a step of prompts, a
- * ragged step of a prompt chunk and two decodes, decodes fed with the CPU's greedy tokens,
- * and a step of one token (the fused Q/K/V product). The logits' errors are printed for
- * the GPU run's log. */
-static void forward_case(int dt, const model_t *m, const char *label) {
-    enum { NS = 3, STEPS = 7 };
-    static const int32_t counts[STEPS][NS] = {{11, 9, 5}, {24, 1, 1}, {1, 1, 1}, {1, 1, 1},
-                                              {1, 1, 1},  {1, 1, 1},  {0, 1, 0}};
+/* One step of two_passes, as its check sees it. */
+typedef struct {
+    int step;
+    const bk_batch_t *b;
+    const int32_t *ids[2];
+    const float *logits[2];
+    int32_t vocab;
+} pair_step_t;
+
+/* The same steps through forward passes on backends be[0] and be[1] over model m: three
+ * sequences of counts[step][s] new tokens (random ids, except that a one-token decode is
+ * fed the id be[1] drew for it the step before) in a 40-block pool dealt at random. check
+ * sees each step's ids and logits from both. */
+static void two_passes(backend_t *const be[2], const model_t *m, int steps,
+                       const int32_t (*counts)[3], void (*check)(const pair_step_t *, void *),
+                       void *ctx) {
+    enum { NS = 3 };
     char err[512];
-    backend_t *g = new_backend(dt), *c = new_backend(-1);
     fwd_opts_t o = {64, NS, 40, 16};
-    fwd_t *fg = NULL, *fc = NULL;
-    ck_assert_msg(fwd_new(g, m, &o, &fg, err, sizeof err) == 0, "cuda: %s", err);
-    ck_assert_msg(fwd_new(c, m, &o, &fc, err, sizeof err) == 0, "cpu: %s", err);
+    fwd_t *f[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(fwd_new(be[k], m, &o, &f[k], err, sizeof err) == 0, "%s: %s", be[k]->name,
+                      err);
     int32_t V = m->cfg.vocab, need[NS] = {8, 8, 8}, *tables[NS], *perm, len[NS] = {0};
-    int32_t tokbuf[NS][24], *toks[NS], ig[NS], ic[NS], next[NS] = {0}, differ = 0, total = 0;
+    int32_t tokbuf[NS][24], *toks[NS], ids[2][NS], next[NS] = {0};
     ck_assert_int_eq(deal_blocks(NS, need, 40 - 24, tables, &perm), 40);
-    float *lg = malloc(sizeof *lg * NS * (size_t)V), *lc = malloc(sizeof *lc * NS * (size_t)V);
-    for (int step = 0; step < STEPS; step++) {
+    float *lg[2];
+    for (int k = 0; k < 2; k++) lg[k] = malloc(sizeof *lg[k] * NS * (size_t)V);
+    for (int step = 0; step < steps; step++) {
         for (int s = 0; s < NS; s++) {
             toks[s] = tokbuf[s];
             for (int32_t i = 0; i < counts[step][s]; i++) tokbuf[s][i] = irand(V);
@@ -725,35 +735,62 @@ static void forward_case(int dt, const model_t *m, const char *label) {
         }
         step_t st;
         step_make(&st, NS, len, counts[step], tables, need, toks, V, 1);
-        ck_assert_msg(fwd_step(fg, &st.b, ig) == 0, "cuda: %s", fwd_errmsg(fg));
-        ck_assert_msg(fwd_step(fc, &st.b, ic) == 0, "cpu: %s", fwd_errmsg(fc));
-        ck_assert_int_eq(fwd_logits(fg, lg), 0);
-        ck_assert_int_eq(fwd_logits(fc, lc), 0);
-        size_t n = (size_t)st.b.n_sample * V;
-        double e = rel_err(lg, lc, n);
-        fprintf(stderr, "test_backend_cuda: forward %s [%s] step %d (%d tokens): logits rel err "
-                "%.3g\n", label, DTYPE[dt], step, st.b.n_tokens, e);
-        expect_close(lg, lc, n, TOL[dt], DTYPE[dt], W("forward %s step %d: logits", label, step));
-        for (int s = 0, r = 0; s < NS; s++) {
-            if (!counts[step][s]) continue;
-            /* the device's greedy pick is the argmax of its own logits; in fp32 of the CPU's */
-            int32_t mine = sampler_argmax(lg + (size_t)r * V, V);
-            int32_t cpu = sampler_argmax(lc + (size_t)r * V, V);
-            ck_assert_msg(ig[r] == mine && (dt || ig[r] == cpu), "forward %s [%s] step %d row "
-                          "%d: greedy %d, argmax %d, the CPU's %d", label, DTYPE[dt], step, r,
-                          ig[r], mine, cpu);
-            differ += ig[r] != ic[r];
-            total++;
-            len[s] += counts[step][s];
-            next[s] = ic[r++];
+        for (int k = 0; k < 2; k++) {
+            ck_assert_msg(fwd_step(f[k], &st.b, ids[k]) == 0, "%s: %s", be[k]->name,
+                          fwd_errmsg(f[k]));
+            ck_assert_int_eq(fwd_logits(f[k], lg[k]), 0);
         }
+        pair_step_t ps = {step, &st.b, {ids[0], ids[1]}, {lg[0], lg[1]}, V};
+        check(&ps, ctx);
+        for (int s = 0, r = 0; s < NS; s++)
+            if (counts[step][s]) len[s] += counts[step][s], next[s] = ids[1][r++];
         step_free(&st);
     }
+    free(lg[0]), free(lg[1]), free(perm);
+    fwd_free(f[0]), fwd_free(f[1]);
+}
+
+typedef struct {
+    int dt;
+    const char *label;
+    int differ, total;
+} fwd_cmp_t;
+
+/* the CUDA pass (0) against the CPU's (1): logits within the tolerance, greedy ids the
+ * argmax of the device's own logits (and of the CPU's, in fp32) */
+static void forward_check(const pair_step_t *p, void *ctx) {
+    fwd_cmp_t *x = ctx;
+    const int32_t V = p->vocab, *ig = p->ids[0], *ic = p->ids[1];
+    size_t n = (size_t)p->b->n_sample * V;
+    double e = rel_err(p->logits[0], p->logits[1], n);
+    fprintf(stderr, "test_backend_cuda: forward %s [%s] step %d (%d tokens): logits rel err "
+            "%.3g\n", x->label, DTYPE[x->dt], p->step, p->b->n_tokens, e);
+    expect_close(p->logits[0], p->logits[1], n, TOL[x->dt], DTYPE[x->dt],
+                 W("forward %s step %d: logits", x->label, p->step));
+    for (int r = 0; r < p->b->n_sample; r++) {
+        int32_t mine = sampler_argmax(p->logits[0] + (size_t)r * V, V);
+        int32_t cpu = sampler_argmax(p->logits[1] + (size_t)r * V, V);
+        ck_assert_msg(ig[r] == mine && (x->dt || ig[r] == cpu), "forward %s [%s] step %d row "
+                      "%d: greedy %d, argmax %d, the CPU's %d", x->label, DTYPE[x->dt], p->step,
+                      r, ig[r], mine, cpu);
+        x->differ += ig[r] != ic[r];
+        x->total++;
+    }
+}
+
+/* The CPU and CUDA forward passes over the same model and batches: a step of prompts, a
+ * ragged step of a prompt chunk and two decodes, decodes fed with the CPU's greedy tokens,
+ * and a step of one token (the fused Q/K/V product). The logits' errors are printed for
+ * the GPU run's log. */
+static void forward_case(int dt, const model_t *m, const char *label) {
+    static const int32_t counts[7][3] = {{11, 9, 5}, {24, 1, 1}, {1, 1, 1}, {1, 1, 1},
+                                         {1, 1, 1},  {1, 1, 1},  {0, 1, 0}};
+    backend_t *be[2] = {new_backend(dt), new_backend(-1)};
+    fwd_cmp_t x = {dt, label, 0, 0};
+    two_passes(be, m, 7, counts, forward_check, &x);
     fprintf(stderr, "test_backend_cuda: forward %s [%s]: %d of %d greedy ids differ from the "
-            "CPU's\n", label, DTYPE[dt], differ, total);
-    free(lg), free(lc), free(perm);
-    fwd_free(fg), fwd_free(fc);
-    g->destroy(g), c->destroy(c);
+            "CPU's\n", label, DTYPE[dt], x.differ, x.total);
+    be[0]->destroy(be[0]), be[1]->destroy(be[1]);
 }
 
 START_TEST(forward_matches_cpu) {
@@ -783,46 +820,29 @@ static long long counter(backend_t *b, const char *name) {
     return strtoll(at + strlen(name) + 1, NULL, 10);
 }
 
+/* graphs on (0) against off (1): the same ids and the same logits, bit for bit */
+static void graph_check(const pair_step_t *p, void *ctx) {
+    const int dt = *(const int *)ctx;
+    ck_assert_msg(!memcmp(p->logits[0], p->logits[1],
+                          sizeof(float) * (size_t)p->b->n_sample * p->vocab),
+                  "[%s] step %d: the logits with graphs differ from those without", DTYPE[dt],
+                  p->step);
+    ck_assert_mem_eq(p->ids[0], p->ids[1], sizeof(int32_t) * (size_t)p->b->n_sample);
+}
+
 /* The same steps on two CUDA backends, with graphs (the default) and without
  * (TWIN_CUDA_GRAPHS=0): a prompt step, a run of decode steps of one shape (held,
- * captured at its second sight, then replayed), another shape between them. Every step's
+ * captured at its second sight, then replayed), other shapes between them. Every step's
  * ids and logits are equal bit for bit; the counters say the graphs ran. */
 static void graph_case(int dt, const model_t *m) {
-    enum { NS = 3, STEPS = 10 };
-    static const int32_t counts[STEPS][NS] = {{11, 9, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
-                                              {1, 1, 1},  {1, 1, 1}, {0, 1, 0}, {1, 1, 1},
-                                              {2, 1, 3},  {1, 1, 1}};
-    char err[512];
+    static const int32_t counts[10][3] = {{11, 9, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
+                                          {1, 1, 1},  {1, 1, 1}, {0, 1, 0}, {1, 1, 1},
+                                          {2, 1, 3},  {1, 1, 1}};
     setenv("TWIN_CUDA_GRAPHS", "0", 1);
     backend_t *off = new_backend(dt);
     unsetenv("TWIN_CUDA_GRAPHS");
-    backend_t *on = new_backend(dt);
-    fwd_opts_t o = {64, NS, 40, 16};
-    fwd_t *fon = NULL, *foff = NULL;
-    ck_assert_msg(fwd_new(on, m, &o, &fon, err, sizeof err) == 0, "graphs on: %s", err);
-    ck_assert_msg(fwd_new(off, m, &o, &foff, err, sizeof err) == 0, "graphs off: %s", err);
-    int32_t V = m->cfg.vocab, need[NS] = {8, 8, 8}, *tables[NS], *perm, len[NS] = {0};
-    int32_t tokbuf[NS][24], *toks[NS], ion[NS], ioff[NS];
-    ck_assert_int_eq(deal_blocks(NS, need, 40 - 24, tables, &perm), 40);
-    float *lon = malloc(sizeof *lon * NS * (size_t)V), *loff = malloc(sizeof *loff * NS * (size_t)V);
-    for (int step = 0; step < STEPS; step++) {
-        for (int s = 0; s < NS; s++) {
-            toks[s] = tokbuf[s];
-            for (int32_t i = 0; i < counts[step][s]; i++) tokbuf[s][i] = irand(V);
-        }
-        step_t st;
-        step_make(&st, NS, len, counts[step], tables, need, toks, V, 1);
-        ck_assert_msg(fwd_step(fon, &st.b, ion) == 0, "graphs on: %s", fwd_errmsg(fon));
-        ck_assert_msg(fwd_step(foff, &st.b, ioff) == 0, "graphs off: %s", fwd_errmsg(foff));
-        ck_assert_int_eq(fwd_logits(fon, lon), 0);
-        ck_assert_int_eq(fwd_logits(foff, loff), 0);
-        ck_assert_msg(!memcmp(lon, loff, sizeof *lon * (size_t)st.b.n_sample * V),
-                      "[%s] step %d: the logits with graphs differ from those without",
-                      DTYPE[dt], step);
-        ck_assert_mem_eq(ion, ioff, sizeof *ion * (size_t)st.b.n_sample);
-        for (int s = 0; s < NS; s++) len[s] += counts[step][s];
-        step_free(&st);
-    }
+    backend_t *on = new_backend(dt), *be[2] = {on, off};
+    two_passes(be, m, 10, counts, graph_check, &dt);
     fprintf(stderr, "test_backend_cuda: graphs [%s]: %s\n", DTYPE[dt], on->counters(on));
     /* {1,1,1}: seen at step 1, captured at 2, replayed at 3, 4, 5 and 7 (and at 9 unless
      * the {2,1,3} step grew a buffer that the graph's key holds) */
@@ -830,8 +850,6 @@ static void graph_case(int dt, const model_t *m) {
     ck_assert_int_ge(counter(on, "graph_replayed"), 4);
     ck_assert_int_eq(counter(on, "graph_failed"), 0);
     ck_assert_int_eq(counter(off, "graph_captured") + counter(off, "graph_replayed"), 0);
-    free(lon), free(loff), free(perm);
-    fwd_free(fon), fwd_free(foff);
     on->destroy(on), off->destroy(off);
 }
 
