@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "engine/cuda/cuda_kernels.h"
+#include "policies/rng.h"
 
 #define CK_GRAPH_CAP 32 /* graphs held */
 #define CK_SEEN_CAP 256 /* hashes of keys seen once */
@@ -43,11 +44,7 @@ struct entry {
     uint64_t hash, last_use;
 };
 
-uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t z) { return rng_splitmix64(&z); }
 
 /* 8 bytes at a time: a step's key is tens of KB, hashed every step */
 uint64_t hash_of(const void *key, size_t n) {
