@@ -107,9 +107,11 @@ $(BUILD)/cuda_so/%.o: engine/cuda/%.cu
 $(CUDA_SO): $(CUDA_OBJ)
 	$(CXX) -shared -o $@ $^ $(CUDA_LDLIBS)
 $(BUILD)/engine/backend.o: CFLAGS += -DTWIN_CUDA_SO_BUILT='"$(abspath $(CUDA_SO))"'
-# test_cuda_plan calls the attention planner (host code in cuda_attention.cu) directly
-$(BUILD)/tests/test_cuda_plan: $(CUDA_OBJ)
-$(BUILD)/tests/test_cuda_plan: TEST_LINK := $(CUDA_OBJ) $(CUDA_LDLIBS) -lstdc++
+# test_cuda_plan calls the attention planner (host code in cuda_attention.cu) directly; with
+# the static cudart it starts where no CUDA library is installed, as every test must
+$(BUILD)/tests/test_cuda_plan: $(BUILD)/cuda_so/cuda_attention.o
+$(BUILD)/tests/test_cuda_plan: TEST_LINK := $(BUILD)/cuda_so/cuda_attention.o \
+	-L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
 endif
 
 # Text compiled in as C strings: the record schema and the policy prelude stay readable

@@ -211,19 +211,12 @@ missing=()
 # (g++ links the CUDA backend's shared object and is nvcc's host compiler)
 for t in make "${CC:-cc}" "${CXX:-g++}" timeout tar; do command -v "$t" >/dev/null || missing+=("$t"); done
 [ ${#missing[@]} -gt 0 ] && { record preflight FAIL 0 "missing: ${missing[*]}"; stop "preflight: ${missing[*]} missing" build; }
-# the Makefile decides where nvcc and the CUDA libraries are; ask it, not a copy of its rules
+# the Makefile decides where nvcc and the CUDA libraries are, and which C libraries it
+# needs: ask it, not a copy of its rules (the C libraries are checked first, so that the
+# carried packages are tried, and reported, wherever they are needed)
 info=$(make --no-print-directory -s BUILD="$build" cuda-info 2>>"$pre")
 echo "make cuda-info: $info" >>"$pre"
 field() { sed -n "s/^$1=//p" <<<"$info"; }
-if [ -z "$(field nvcc)" ]; then
-    if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
-        why="cuBLAS/cudart not found beside nvcc (libcublas.so, libcudart.so; see preflight.log)"
-    else
-        why="nvcc not found (not on PATH, not in /usr/local/cuda/bin)"
-    fi
-    record preflight FAIL 0 "$why; GPU: $gpu_name"
-    stop "preflight: $why" build
-fi
 deps_note="system libraries"
 pkgs=$(field pkgs)
 # (the sqlite3 CLI too: the end-to-end tests read their databases with it)
@@ -243,6 +236,15 @@ if ! pkg-config --exists $pkgs 2>/dev/null || ! command -v sqlite3 >/dev/null; t
     fi
 fi
 echo "C libraries ($pkgs): $deps_note" >>"$pre"
+if [ -z "$(field nvcc)" ]; then
+    if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+        why="cuBLAS/cudart not found beside nvcc (libcublas.so, libcudart.so; see preflight.log)"
+    else
+        why="nvcc not found (not on PATH, not in /usr/local/cuda/bin)"
+    fi
+    record preflight FAIL 0 "$why; GPU: $gpu_name"
+    stop "preflight: $why" build
+fi
 if [ -z "${TWIN_DATA:-}" ]; then
     if [ -f .gpu-carry/models/stories260K.bin ]; then TWIN_DATA=$root/.gpu-carry
     else TWIN_DATA=$root/../shared/data; fi

@@ -20,8 +20,11 @@ mkdir -p "$T/nogpu" "$T/gpu" "$T/empty"
 printf '#!/bin/sh\nexit 9\n' >"$T/nogpu/nvidia-smi"
 printf '#!/bin/sh\necho "NVIDIA H200"\n' >"$T/gpu/nvidia-smi"
 chmod +x "$T/nogpu/nvidia-smi" "$T/gpu/nvidia-smi"
+# as gpu.sh's preflight sees it: the Makefile finds nvcc and the CUDA libraries, and the
+# build under test has the CUDA object
+so=$(make -s --no-print-directory BUILD="$bdir" cuda-info 2>/dev/null | sed -n 's/^so=//p')
 cuda_build=0
-[ -f "$bdir/libtwinserve_cuda.so" ] && command -v nvcc >/dev/null && cuda_build=1
+[ -n "$so" ] && [ -f "$so" ] && cuda_build=1
 
 # steps_ok: every step in the logs' steps.tsv has a status and a reason
 steps_ok() {
@@ -92,7 +95,7 @@ if ls "$debs"/*.deb >/dev/null 2>&1 && command -v dpkg-deb >/dev/null; then
     end
 
     begin "no system libraries: a program built and run against the carried packages alone"
-    pkgs=$(make -s --no-print-directory cuda-info | sed -n 's/^pkgs=//p')
+    pkgs=$(make -s --no-print-directory cuda-info 2>/dev/null | sed -n 's/^pkgs=//p')
     cat >"$T/p.c" <<'EOF'
 #include <cblas.h>
 #include <check.h>
