@@ -247,8 +247,14 @@ static void qpanels_avx512(float *y, const float *x, const void *wq, uint32_t ty
         t.p0 = p0;
         for (int32_t k0 = 0; k0 < k; k0 += QKC) {
             int32_t k1 = k - k0 > QKC ? k0 + QKC : k;
-            for (int j = 0; j < g; j++)
+            for (int j = 0; j < g; j++) {
                 cqg_dequant(wbuf + (size_t)j * PW * QKC, wq, type, k, p0 + j, k0, k1, CQG_AVX512);
+                /* what this panel's slot needs next: its next run, or the next group's */
+                if (k1 < k)
+                    cqg_prefetch(wq, type, k, p0 + j, k1, k - k1 > QKC ? k1 + QKC : k);
+                else if (p0 + g + j < p_hi)
+                    cqg_prefetch(wq, type, k, p0 + g + j, 0, k > QKC ? QKC : k);
+            }
             t.k0 = k0;
             t.k1 = k1;
             t.acc = k0 > 0;

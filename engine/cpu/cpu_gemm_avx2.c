@@ -87,6 +87,8 @@ void cgemm_avx2_qpanels(float *y, const float *x, const void *wq, uint32_t type,
         for (int32_t k0 = 0; k0 < k; k0 += QKC) {
             int32_t k1 = k - k0 > QKC ? k0 + QKC : k;
             cqg_dequant(wbuf, wq, type, k, p, k0, k1, CQG_AVX2);
+            if (k1 < k) cqg_prefetch(wq, type, k, p, k1, k - k1 > QKC ? k1 + QKC : k);
+            else if (p + 1 < p_hi) cqg_prefetch(wq, type, k, p + 1, 0, k > QKC ? QKC : k);
             rows(y, x, wbuf, k0, m, n, k, p, k0, k1, k0 > 0);
         }
 }

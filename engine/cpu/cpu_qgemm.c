@@ -90,16 +90,11 @@ static void dequant_portable(float *dst, const uint8_t *w, uint32_t type, int32_
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
-/* Each run prefetches the same panel's next run (as many steps ahead): the caller comes
- * back to this panel after its other panels and the products, so that is the distance
- * that hides the memory latency (one or two KB ahead measured 2x slower for Q8_0). */
 AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
                                   int32_t k1) {
     if (type == DQ_F16 || type == DQ_BF16) {
         const uint8_t *s = w + (size_t)k0 * PW * 2;
-        size_t ahead = (size_t)(k1 - k0) * PW * 2;
         for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
-            if (kk % 2 == 0) _mm_prefetch((const char *)s + ahead, _MM_HINT_T0);
             __m256i h = _mm256_loadu_si256((const __m256i *)s);
             __m512 v = type == DQ_F16
                            ? _mm512_cvtph_ps(h)
@@ -110,9 +105,7 @@ AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, i
     }
     size_t bb = type == DQ_Q8_0 ? PW * 2 + QK * PW : PW * 2 + QK * PW / 2;
     const uint8_t *blk = w + (size_t)(k0 / QK) * bb;
-    size_t ahead = (size_t)((k1 - k0) / QK) * bb;
     for (int32_t kk = k0; kk < k1; kk += QK, blk += bb, dst += QK * PW) {
-        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const uint8_t *q = blk + PW * 2;
         if (type == DQ_Q8_0) {
@@ -142,9 +135,7 @@ AVX2 static void dequant_avx2(float *dst, const uint8_t *w, uint32_t type, int32
                               int32_t k1) {
     if (type == DQ_F16 || type == DQ_BF16) {
         const uint8_t *s = w + (size_t)k0 * PW * 2;
-        size_t ahead = (size_t)(k1 - k0) * PW * 2;
         for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
-            if (kk % 2 == 0) _mm_prefetch((const char *)s + ahead, _MM_HINT_T0);
             for (int h = 0; h < 2; h++) {
                 __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * h));
                 __m256 f = type == DQ_F16
@@ -157,10 +148,8 @@ AVX2 static void dequant_avx2(float *dst, const uint8_t *w, uint32_t type, int32
     }
     size_t bb = type == DQ_Q8_0 ? PW * 2 + QK * PW : PW * 2 + QK * PW / 2;
     const uint8_t *blk = w + (size_t)(k0 / QK) * bb;
-    size_t ahead = (size_t)((k1 - k0) / QK) * bb;
     const __m256i lo4 = _mm256_set1_epi32(0x0f), eight = _mm256_set1_epi32(8);
     for (int32_t kk = k0; kk < k1; kk += QK, blk += bb, dst += QK * PW) {
-        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
         __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)),
                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)))};
         const uint8_t *q = blk + PW * 2;
@@ -188,6 +177,27 @@ void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p
     if (level == CQG_AVX512) dequant_avx512(dst, w, type, k0, k1);
     else if (level == CQG_AVX2) dequant_avx2(dst, w, type, k0, k1);
     else dequant_portable(dst, w, type, k0, k1);
+}
+
+/* bytes of steps [k0, k1) of a panel, and their offset in it (k0, k1 on blocks, or k) */
+static size_t steps_bytes(uint32_t type, int32_t k0, int32_t k1, size_t *off) {
+    size_t a, b;
+    if (type == DQ_F16 || type == DQ_BF16) {
+        a = (size_t)k0 * PW * 2;
+        b = (size_t)k1 * PW * 2;
+    } else {
+        size_t bb = panel_bytes(type, QK);
+        a = (size_t)(k0 / QK) * bb;
+        b = (size_t)((k1 + QK - 1) / QK) * bb;
+    }
+    *off = a;
+    return b - a;
+}
+
+void cqg_prefetch(const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0, int32_t k1) {
+    size_t off, n = steps_bytes(type, k0, k1, &off);
+    const char *s = (const char *)wq + (size_t)p * panel_bytes(type, k) + off;
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch(s + o, _MM_HINT_T0);
 }
 
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r) {

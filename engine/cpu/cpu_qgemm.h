@@ -40,6 +40,12 @@ void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
 enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
                  int32_t k1, int level);
+/* Prefetches steps [k0, k1) of panel p (into L1): the product kernels fetch each panel's
+ * next run of steps while they work on this one, or the next group's first run, so that
+ * the stored bytes arrive in the order they are used (on their own, the panels of a group
+ * are a stride-of-a-panel pattern that hardware prefetch follows late: Q8_0 batch-1
+ * products ran at half speed with 1 KB-ahead prefetching alone). */
+void cqg_prefetch(const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0, int32_t k1);
 /* dst [k] = row r of a stored matrix (tests) */
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r);
 
