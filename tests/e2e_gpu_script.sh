@@ -52,8 +52,10 @@ if [ $cuda_build = 1 ]; then
     grep -q "^test_backend_cuda.*NOT RUN.*no GPU seen" "$T/x/logs/steps.tsv" ||
         bad " test_backend_cuda is not 'not run: no GPU'"
 else
-    # no nvcc here: the preflight stops at once, naming what is missing
-    grep -qE "^preflight	FAIL	.*(nvcc|cuBLAS)" "$T/x/logs/steps.tsv" || bad " the preflight did not stop on nvcc"
+    # no nvcc here: the preflight stops at once, naming what is missing; or a build made
+    # with CUDA=0 where nvcc is: the run stops after the build, saying so
+    grep -qE "^preflight	FAIL	.*(nvcc|cuBLAS)|^test_backend_cuda	NOT RUN	.*the build left the CUDA backend out" \
+        "$T/x/logs/steps.tsv" || bad " neither the preflight nor the build check stopped the run"
 fi
 end
 
@@ -67,7 +69,8 @@ if [ $cuda_build = 1 ]; then
     grep -q "^decode_bf16	NOT RUN	.*not in GPU_ONLY" "$T/logs2/steps.tsv" ||
         bad " a step outside GPU_ONLY was not recorded as not run"
 else
-    grep -q "^preflight	FAIL" "$T/logs2/steps.tsv" || bad " the preflight did not stop"
+    grep -qE "^preflight	FAIL|^test_backend_cuda	NOT RUN	.*the build left the CUDA backend out" \
+        "$T/logs2/steps.tsv" || bad " neither the preflight nor the build check stopped the run"
 fi
 want_out "overall: FAIL"
 end
