@@ -49,6 +49,8 @@ static void usage(FILE *f) {
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default: all cores)\n"
         "  --save-tokens         record every output token id and time (tokens table)\n"
+        "  --prefix-caching      reuse the KV of prompts that open alike (the core's prefix\n"
+        "                        cache over each prompt's full blocks of tokens)\n"
         "  --trace-out FILE      where the served requests are written as a plain trace when\n"
         "                        the server stops (arrival, prompt, output, max_tokens), for\n"
         "                        `twinserve validate` (default: DB-serve-TIME.csv beside DB)\n"
@@ -64,7 +66,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_TOK, O_SERVED, O_POLICY, O_SET, O_HOST, O_PORT, O_DB, O_NAME, O_SEED,
     O_BACKEND, O_THREADS, O_SAVE, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM,
-    O_TRACEOUT, O_HELP
+    O_TRACEOUT, O_PREFIX, O_HELP
 };
 
 static const struct option opts[] = {
@@ -77,7 +79,8 @@ static const struct option opts[] = {
     { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
     { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
     { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
-    { "trace-out", 1, 0, O_TRACEOUT }, { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    { "trace-out", 1, 0, O_TRACEOUT }, { "prefix-caching", 0, 0, O_PREFIX },
+    { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
 typedef struct {
@@ -108,6 +111,7 @@ static int apply(int c, const char *a, engine_opts_t *o, serve_opts_t *so) {
     case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
     case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
     case O_TRACEOUT: so->trace_out = a; return *a != '\0';
+    case O_PREFIX: o->prefix_caching = 1; return 1;
     }
     return 0;
 }

@@ -601,7 +601,18 @@ static int take_live(engine_t *e, double now) {
         if (req_new(e, &q)) return -1;
         ereq_t *x = req_get(e, a.id);
         if (x->toks) memcpy(x->toks, a.prompt, sizeof(int32_t) * (size_t)a.n_prompt);
-        if (replay_add(&e->rp, &q, 0, now)) return -1;
+        /* with the cache, the prompt's own blocks name its content (out of memory: none) */
+        int64_t *hash = NULL;
+        if (e->o->prefix_caching &&
+            (hash = malloc(sizeof *hash * (size_t)(a.n_prompt / e->o->block_size + 1)))) {
+            q.n_hash = live_prompt_hashes(a.prompt, a.n_prompt, e->o->block_size, hash);
+            q.hash_ids = hash;
+            q.hash_block = e->o->block_size;
+            e->hashed_requests += q.n_hash > 0;
+        }
+        int rc = replay_add(&e->rp, &q, q.hash_block, now);
+        free(hash);
+        if (rc) return -1;
     }
     int32_t id, state;
     char reason[64];

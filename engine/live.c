@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "policies/replay.h"
+#include "policies/rng.h"
 #include "policies/sched.h"
 
 struct live_req {
@@ -318,6 +319,22 @@ void live_engine_ready(live_t *l, double t0, int32_t max_model_len, int32_t kv_t
     l->stats.max_model_len = max_model_len;
     l->stats.kv_total = kv_total;
     pthread_mutex_unlock(&l->mu);
+}
+
+int32_t live_prompt_hashes(const int32_t *toks, int32_t n, int32_t block, int64_t *out) {
+    uint64_t h = 0x6c69766570726566ULL; /* "liveprefix" */
+    int32_t full = block > 0 ? n / block : 0;
+    for (int32_t i = 0; i < full; i++) {
+        /* chained: block i's name covers every token before it too */
+        for (int32_t j = i * block; j < (i + 1) * block; j++) {
+            h ^= (uint64_t)(uint32_t)toks[j];
+            h *= 0x100000001b3ULL;
+            h ^= h >> 29;
+        }
+        uint64_t x = h;
+        out[i] = (int64_t)rng_splitmix64(&x);
+    }
+    return full;
 }
 
 static live_req_t *by_id(live_t *l, int32_t id) {

@@ -100,6 +100,12 @@ typedef struct {
     int32_t n_prompt, max_tokens;
 } live_arrival_t;
 
+/* Content names of a prompt's full blocks of `block` tokens, for the core's prefix cache
+ * (sched_new_req_t.hash_ids, hash_block = block): out[i] names tokens [0, (i+1) * block),
+ * so prompts that open alike (a shared system prompt, a conversation's history) share
+ * their leading blocks' KV. Returns n / block, the count written to out. Pure. */
+int32_t live_prompt_hashes(const int32_t *toks, int32_t n, int32_t block, int64_t *out);
+
 /* The engine runs: submissions are accepted from now on. t0: replay_wall() at the run's
  * time 0 (arrival times in the trace log are from it). */
 void live_engine_ready(live_t *l, double t0, int32_t max_model_len, int32_t kv_total);

@@ -262,6 +262,26 @@ want_rc 0
 want_out "MAPE" "output tok/s"
 end
 
+begin serve_prefix_caching
+# the same prompt twice: the second takes the first's full blocks from the core's cache
+# (all but one token's worth: the last block with the prompt's last token is computed),
+# records them as cached_tokens, and answers the same greedy text
+serve cached --db "$T/cached.db" --prefix-caching || bad " the server did not come up: $(cat "$T/cached.err")"
+body='{"prompt":"Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends. One day she saw a big dog","max_tokens":20,"temperature":0}'
+api c1 POST /v1/completions "$body"
+api c2 POST /v1/completions "$body"
+want_status 200
+[ "$(jget c1 'j["choices"][0]["text"]')" = "$(jget c2 'j["choices"][0]["text"]')" ] || bad " the cached request answered differently"
+prompt=$(jget c1 'j["usage"]["prompt_tokens"]')
+[[ "$prompt" =~ ^[0-9]+$ ]] || { bad " no usage in $(cat "$T/c1.body")"; prompt=0; }
+kill -TERM "$spid"
+wait "$spid"; rc=$?
+last=cached
+want_rc 0
+want_sql "$T/cached.db" "SELECT group_concat(cached_tokens) FROM requests" "0,$(((prompt - 1) / 16 * 16))"
+want_sql "$T/cached.db" "SELECT json_extract(config, '\$.prefix_caching') FROM runs" "1"
+end
+
 begin serve_disconnect_while_queued
 # static batching waits for 2 requests (up to 60 s): a client that leaves while queued is
 # aborted from the queue; two more then form a batch and are answered

@@ -268,6 +268,23 @@ START_TEST(served_trace_in_arrival_order) {
 }
 END_TEST
 
+/* Block names for the prefix cache: equal openings give equal names, a token changed in
+ * block 1 changes block 1's name and every later one, and a partial block gets none. */
+START_TEST(prompt_hashes_name_whole_prefixes) {
+    int32_t a[50], b[50];
+    for (int i = 0; i < 50; i++) a[i] = b[i] = 3 + i;
+    b[20] = 99;
+    int64_t ha[4], hb[4];
+    ck_assert_int_eq(live_prompt_hashes(a, 50, 16, ha), 3);
+    ck_assert_int_eq(live_prompt_hashes(b, 50, 16, hb), 3);
+    ck_assert(ha[0] == hb[0]);
+    ck_assert(ha[1] != hb[1]);
+    ck_assert(ha[2] != hb[2]);
+    ck_assert(ha[0] != ha[1] && ha[1] != ha[2]);
+    ck_assert_int_eq(live_prompt_hashes(a, 15, 16, ha), 0);
+}
+END_TEST
+
 /* A reader waits for output across threads: the engine's emit wakes it. */
 static void *engine_side(void *arg) {
     live_t *l = arg;
@@ -305,6 +322,7 @@ int main(void) {
     tcase_add_test(tc, stop_strings_are_held_back_and_cut);
     tcase_add_test(tc, utf8_whole_characters_only);
     tcase_add_test(tc, served_trace_in_arrival_order);
+    tcase_add_test(tc, prompt_hashes_name_whole_prefixes);
     tcase_add_test(tc, a_waiting_reader_is_woken);
     suite_add_tcase(s, tc);
     return testutil_run(s);
