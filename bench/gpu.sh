@@ -210,6 +210,22 @@ pre=$logdir/preflight.log
     [ $gpu_seen = 1 ] && timeout 20 nvidia-smi \
         --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
 } >"$pre" 2>&1
+# use_carried: unpacks the carried packages (once) and points pkg-config, the loader and
+# PATH's end at them (bench/gpu_deps.sh); sets deps_note
+deps_note="system libraries"
+carried=0
+use_carried() {
+    [ $carried = 1 ] && return
+    carried=1
+    if ls .gpu-carry/deps/*.deb >/dev/null 2>&1; then
+        . bench/gpu_deps.sh
+        gpu_deps_use .gpu-carry/deps "${GPU_DEPS_ROOT:-.gpu-carry/root}" >"$logdir/deps.txt" 2>&1
+        deps_note=$(tail -n 1 "$logdir/deps.txt")
+    else
+        deps_note="C libraries, make or the sqlite3 CLI not found, and no .gpu-carry/deps (bash bench/gpu_prep.sh)"
+    fi
+}
+command -v make >/dev/null || use_carried
 missing=()
 # (g++ links the CUDA backend's shared object and is nvcc's host compiler)
 for t in make "${CC:-cc}" "${CXX:-g++}" timeout tar; do command -v "$t" >/dev/null || missing+=("$t"); done
@@ -220,18 +236,11 @@ for t in make "${CC:-cc}" "${CXX:-g++}" timeout tar; do command -v "$t" >/dev/nu
 info=$(make --no-print-directory -s BUILD="$build" cuda-info 2>>"$pre")
 echo "make cuda-info: $info" >>"$pre"
 field() { sed -n "s/^$1=//p" <<<"$info"; }
-deps_note="system libraries"
 pkgs=$(field pkgs)
 # (the sqlite3 CLI too: the end-to-end tests read their databases with it)
 # shellcheck disable=SC2086
 if ! pkg-config --exists $pkgs 2>/dev/null || ! command -v sqlite3 >/dev/null; then
-    if ls .gpu-carry/deps/*.deb >/dev/null 2>&1; then
-        . bench/gpu_deps.sh
-        gpu_deps_use .gpu-carry/deps "${GPU_DEPS_ROOT:-.gpu-carry/root}" >"$logdir/deps.txt" 2>&1
-        deps_note=$(tail -n 1 "$logdir/deps.txt")
-    else
-        deps_note="C libraries or the sqlite3 CLI not found, and no .gpu-carry/deps (bash bench/gpu_prep.sh)"
-    fi
+    use_carried
     # shellcheck disable=SC2086
     if ! pkg-config --exists $pkgs 2>>"$pre"; then
         record preflight FAIL 0 "C libraries ($pkgs): $deps_note"

@@ -11,15 +11,15 @@
 # only thing written, and the environment of this shell the only thing changed.
 
 # Debian/Ubuntu package names (the development machine's distribution): the libraries and
-# their headers, what they load at run time, the sqlite3 CLI the end-to-end tests use, and
-# pkg-config itself (put last on PATH, so a machine's own is preferred).
+# their headers, what they load at run time, the sqlite3 CLI the end-to-end tests use,
+# pkg-config and make (put last on PATH, so a machine's own are preferred).
 # shellcheck disable=SC2034  # (used by the scripts that source this)
 GPU_DEPS_PKGS=(libluajit-5.1-2 libluajit-5.1-dev libluajit-5.1-common
                libsqlite3-0 libsqlite3-dev sqlite3 libreadline8 readline-common
                libopenblas0-pthread libopenblas-pthread-dev libopenblas0 libgfortran5 libquadmath0
                check libsubunit0 libsubunit-dev
                libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev
-               pkgconf pkgconf-bin libpkgconf3)
+               pkgconf pkgconf-bin libpkgconf3 make)
 
 # gpu_deps_use DEBDIR ROOT: unpacks DEBDIR/*.deb into ROOT (emptied first) and exports
 # PKG_CONFIG_LIBDIR, PKG_CONFIG_SYSROOT_DIR, LD_LIBRARY_PATH and PATH for them. Prints what

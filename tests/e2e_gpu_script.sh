@@ -6,9 +6,10 @@
 #    gpu-logs.tar.gz, which holds every step's log), every step says why it did not run,
 #    and the table is the last thing on stdout;
 #  - no silent passes: where "a GPU" is seen, a CUDA test that skips is a FAILURE;
-#  - the no-system-libraries path (pkg-config pointed at nothing): the carried packages
-#    (bash bench/gpu_prep.sh) are unpacked and used, by gpu.sh's preflight and by a
-#    program compiled and run against them; skipped, saying so, when none were carried;
+#  - the no-system-libraries path (pkg-config pointed at nothing; make hidden): the
+#    carried packages (bash bench/gpu_prep.sh) are unpacked and used, by gpu.sh's
+#    preflight and by a program compiled and run against them; skipped, saying so, when
+#    none were carried;
 #  - bad usage is refused.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_gpu_script
@@ -95,6 +96,22 @@ if ls "$debs"/*.deb >/dev/null 2>&1 && command -v dpkg-deb >/dev/null; then
     want_rc 3
     grep -q "C libraries.*using [0-9]* carried packages unpacked in $T/root" "$T/logs5/preflight.log" ||
         bad " the preflight did not use the carried packages: $(grep -m1 'C libraries' "$T/logs5/preflight.log")"
+    end
+
+    begin "no make on the machine: the carried make runs the build's queries"
+    mkdir -p "$T/bin"
+    for f in /usr/bin/* /usr/sbin/* /bin/* /sbin/*; do
+        n=${f##*/}
+        [ "$n" = make ] || [ -e "$T/bin/$n" ] || ln -s "$f" "$T/bin/$n"
+    done
+    nv=$(command -v nvcc || true)
+    PATH=$T/nogpu:$T/bin${nv:+:${nv%/*}} GPU_SKIP_BUILD=1 GPU_BUILD_DIR=$bdir \
+        GPU_DEPS_ROOT=$T/root3 GPU_ONLY=none run nomake bash bench/gpu.sh "$T/out6" --logs "$T/logs6"
+    want_rc 3
+    grep -q "^make: *MISSING" "$T/logs6/preflight.log" || bad " make was not missing"
+    grep -q "^make cuda-info: nvcc=" "$T/logs6/preflight.log" || bad " the carried make did not run"
+    grep -q "using [0-9]* carried packages unpacked in $T/root3" "$T/logs6/deps.txt" ||
+        bad " the carried packages were not unpacked"
     end
 
     begin "no system libraries: a program built and run against the carried packages alone"
