@@ -15,7 +15,7 @@
 #
 # What travels: bash bench/gpu_prep.sh fills .gpu-carry/ (git-ignored) with the C
 # libraries' packages and the test models. When pkg-config does not find the libraries
-# here, the packages are unpacked into .gpu-carry/root and used from there
+# here, the packages are unpacked into $TMPDIR/twinserve-gpu-deps and used from there
 # (bench/gpu_deps.sh); the tests read the models there (TWIN_DATA=.gpu-carry).
 #
 # Steps, in this order, each under its own `timeout` and all under one deadline
@@ -43,7 +43,8 @@
 # was missed, or the run was stopped; 2 bad usage; 3 no GPU seen (a dry run).
 #
 # Environment: GPU_BUILD_DIR (build-gpu), GPU_BENCH_BUDGET_S (450), GPU_SKIP_BUILD (0),
-# GPU_DEPS_ROOT (where the carried packages are unpacked; .gpu-carry/root),
+# GPU_DEPS_ROOT (where the carried packages are unpacked; $TMPDIR/twinserve-gpu-deps,
+# outside the tree, so that a later call does not carry them back),
 # GPU_MAKE_ARGS (extra make arguments), GPU_ONLY (a list of step names: only those run
 # after the build, e.g. a second call that repeats one step; the others are recorded as
 # not run), TWIN_DATA (the models' folder; default .gpu-carry when it holds them, else
@@ -219,7 +220,7 @@ use_carried() {
     carried=1
     if ls .gpu-carry/deps/*.deb >/dev/null 2>&1; then
         . bench/gpu_deps.sh
-        gpu_deps_use .gpu-carry/deps "${GPU_DEPS_ROOT:-.gpu-carry/root}" >"$logdir/deps.txt" 2>&1
+        gpu_deps_use .gpu-carry/deps "${GPU_DEPS_ROOT:-${TMPDIR:-/tmp}/twinserve-gpu-deps}" >"$logdir/deps.txt" 2>&1
         deps_note=$(tail -n 1 "$logdir/deps.txt")
     else
         deps_note="C libraries, make or the sqlite3 CLI not found, and no .gpu-carry/deps (bash bench/gpu_prep.sh)"

@@ -21,6 +21,8 @@ carry=.gpu-carry
 data=${TWIN_DATA:-../shared/data}
 models=(stories260K.bin tok512.bin stories260K.gguf)
 mkdir -p "$carry/deps" "$carry/models" || exit 1
+# an unpacked tree left there by an older gpu.sh would travel too
+rm -rf "$carry/root"
 
 missing=()
 for p in "${GPU_DEPS_PKGS[@]}"; do
