@@ -52,7 +52,8 @@ const model_config_t *fwd_config(const fwd_t *f);
 /* Bytes of weights the products read, in the types they are kept in (engine/backend.h,
  * stored types): every matrix, the norms, and the embedding table when the LM head is the
  * table or the model is untied (a table kept only for lookups beside a stored-type head is
- * not counted). */
+ * not counted); in the backend's layout, so with the padding rows of a matrix whose rows
+ * are not whole panels (they are read too). */
 double fwd_weight_bytes(const fwd_t *f);
 /* The stored type holding most of the matrices' bytes ("Q8_0", ...), or NULL when every
  * matrix is in the backend's own weight type. */

@@ -25,6 +25,19 @@ for t in f32 f16 bf16 q8_0 q4_0; do
     end
 done
 
+begin "bench/engine/generate: --weights takes native or f32 only"
+run bench_badw "$BIN" bench --model "$T/d_q8_0.gguf" --weights q8
+want_rc 2
+want_err "--weights: bad value 'q8'"
+run gen_badw "$BIN" generate --model "$T/d_q8_0.gguf" --weights F32
+want_rc 2
+want_err "bad value 'F32' for --weights"
+run eng_badw "$BIN" engine --trace "$T/small.csv" --policy "$POL/continuous.lua" \
+    --model "$T/d_q8_0.gguf" --db "$T/bw.db" --weights fp16
+want_rc 2
+want_err "--weights"
+end
+
 if [ -f "$BINM" ] && [ -f "$GGUF" ]; then
     run gen_ref "$BIN" generate --model "$BINM" -n 100
     for src in "$BINM" "$GGUF"; do

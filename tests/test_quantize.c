@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/backend.h"
 #include "engine/dequant.h"
+#include "engine/forward.h"
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
 #include "engine/model.h"
@@ -200,6 +202,50 @@ START_TEST(test_quant_write_dummy) {
 }
 END_TEST
 
+/* The forward pass over a written file: the products read the stored type natively
+ * (fwd_weight_type, fwd_weight_bytes), fp32 with --weights f32. */
+START_TEST(test_forward_weight_bytes) {
+    char err[1024], path[64];
+    ck_assert_ptr_nonnull(testutil_tmpfile(path, sizeof path, ".gguf"));
+    quant_opts_t o = {.type = DQ_Q8_0, .seed = 3};
+    quant_report_t r;
+    ck_assert_msg(quant_write("dummy:stories260k", path, &o, &r, err, sizeof err) == 0, "%s", err);
+    model_t *m;
+    ck_assert_msg(model_load(path, 0, &m, err, sizeof err) == 0, "%s", err);
+    const model_config_t *c = &m->cfg;
+    for (int f32 = 0; f32 < 2; f32++) {
+        bk_opts_t bo = {.n_threads = 1, .weights = f32 ? "f32" : "native"};
+        backend_t *b = backend_new("cpu", &bo, err, sizeof err);
+        ck_assert_msg(b != NULL, "%s", err);
+        fwd_opts_t fo = {4, 1, 8, 16};
+        fwd_t *f;
+        ck_assert_msg(fwd_new(b, m, &fo, &f, err, sizeof err) == 0, "%s", err);
+        /* rows are padded to whole panels of 16, which the products read too: gate/up's
+         * 172 rows are stored as 176 */
+        double pad = 2.0 * ((c->hidden_dim + 15) / 16 * 16 - c->hidden_dim) * c->dim * c->n_layers;
+        if (f32) {
+            ck_assert_ptr_null(fwd_weight_type(f));
+            ck_assert(fwd_weight_bytes(f) == 4 * (model_params(c) + pad));
+        } else {
+            ck_assert_str_eq(fwd_weight_type(f), "Q8_0");
+            /* per layer: Q/K/V, O, gate/up in Q8_0 (34 bytes per 32), ffn_down F16 (rows
+             * of 172 inputs), norms F32; the tied LM head in Q8_0 (the fp32 table beside
+             * it is only read by embed and not counted); gate/up padded as above */
+            double d = c->dim, h = c->hidden_dim, q = (double)c->n_heads * c->head_dim;
+            double kv = (double)c->n_kv_heads * c->head_dim, hp = (c->hidden_dim + 15) / 16 * 16;
+            double q8 = (q * d + 2 * kv * d + d * q + 2 * hp * d) * c->n_layers + c->vocab * d;
+            double f16 = d * h * c->n_layers, norms = d * (2 * c->n_layers + 1);
+            ck_assert_msg(fabs(fwd_weight_bytes(f) - (q8 * 34 / 32 + f16 * 2 + norms * 4)) < 1,
+                          "%.0f bytes", fwd_weight_bytes(f));
+        }
+        fwd_free(f);
+        b->destroy(b);
+    }
+    model_free(m);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_quant_write_bad_input) {
     char err[1024], path[64];
     quant_opts_t o = {.type = DQ_Q8_0};
@@ -276,6 +322,7 @@ static Suite *quantize_suite(void) {
     tcase_add_test(tc, test_quantize_fixed_point);
     tcase_add_test(tc, test_writer_round_trip);
     tcase_add_test(tc, test_quant_write_dummy);
+    tcase_add_test(tc, test_forward_weight_bytes);
     tcase_add_test(tc, test_quant_write_bad_input);
     tcase_add_test(tc, test_quant_write_stories);
     suite_add_tcase(s, tc);
