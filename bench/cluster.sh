@@ -1,34 +1,44 @@
 #!/usr/bin/env bash
-# Cluster simulation speed (issue #14, docs/cluster.md), each run once, all records
-# (requests and steps rows) written to a fresh SQLite file:
+# Cluster simulation speed (issue #14, docs/cluster.md), each case run N times (default 3;
+# medians quoted), all records (requests and steps rows) written to a fresh SQLite file:
 #  1. the Mooncake conversation trace with arrivals x16 on 16 replicas of mistral-7b / h100
 #     (continuous batching, prefix caching, the prefix_affinity router): target < 5 s;
 #  2. a 1,000,000-request synthetic trace (400 req/s, lognormal prompts ~550 and outputs
 #     ~110 tokens) on 64 replicas of llama-2-7b / a100-80g, round robin: target < 2 min
 #     and peak RSS < 1 GB.
-# Prints wall time, peak RSS (/usr/bin/time -v), records and simulated requests per second.
+# Prints each run's wall time and peak RSS (/usr/bin/time -v) with the machine's load, then
+# the medians, the records and simulated requests per second at the median wall time.
 #
-#   usage: bash bench/cluster.sh [BIN]
+#   usage: bash bench/cluster.sh [BIN] [N]
 set -eu
 bin=$(realpath "${1:-build/twinserve}")
+n=${2:-3}
 cd "$(dirname "$0")/.."
 moon=${TWIN_DATA:-../shared/data}/traces/mooncake_conversation_trace.jsonl
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# run NAME ARGS...: one timed sim run; prints its figures
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# run NAME ARGS...: N timed sim runs (the database rewritten each time); prints their figures
 run() {
-    local name=$1 db=$out/$1.db
+    local name=$1 db=$out/$1.db walls=() rsss=()
     shift
-    /usr/bin/time -v -o "$out/$name.time" "$bin" sim -q --db "$db" --name "$name" "$@"
+    for r in $(seq 1 "$n"); do
+        rm -f "$db"
+        /usr/bin/time -v -o "$out/$name.time" "$bin" sim -q --db "$db" --name "$name" "$@"
+        walls+=("$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, a, ":"); s = 0;
+                   for (i = 1; i <= n; i++) s = s * 60 + a[i]; print s}' "$out/$name.time")")
+        rsss+=("$(awk -F': ' '/Maximum resident/ {printf "%.0f", $2 / 1024}' "$out/$name.time")")
+        echo "  run $r: wall ${walls[-1]} s, peak RSS ${rsss[-1]} MB (load $(cut -d' ' -f1 /proc/loadavg))"
+    done
     local wall rss reqs steps status
-    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, a, ":"); s = 0;
-                        for (i = 1; i <= n; i++) s = s * 60 + a[i]; print s}' "$out/$name.time")
-    rss=$(awk -F': ' '/Maximum resident/ {printf "%.0f", $2 / 1024}' "$out/$name.time")
+    wall=$(printf '%s\n' "${walls[@]}" | median)
+    rss=$(printf '%s\n' "${rsss[@]}" | median)
     reqs=$(sqlite3 "$db" "select count(*) from requests")
     steps=$(sqlite3 "$db" "select count(*) from steps")
     status=$(sqlite3 "$db" "select status from runs")
-    echo "  wall $wall s, peak RSS $rss MB, $reqs requests + $steps steps recorded (run $status)"
+    echo "  median of $n: wall $wall s, peak RSS $rss MB; $reqs requests + $steps steps recorded (run $status)"
     echo "  simulated requests per second: $(awk -v r="$reqs" -v w="$wall" 'BEGIN{printf "%.0f", r/w}')"
 }
 
