@@ -768,8 +768,12 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
                 "\"weight_type\":\"%s\",\"weight_bytes\":%d,\"dtype\":",
             e.num_blocks, o->block_size, o->max_tokens, o->max_seqs, e.max_model_len,
             o->watermark, e.bk ? e.bk->name : (o->backend ? o->backend : "cpu"), o->n_threads,
-            e.bk ? e.bk->weight_type : "", e.bk ? (int)e.bk->elem_size(e.bk, BK_WEIGHT) : 0);
+            e.fwd && fwd_weight_type(e.fwd) ? fwd_weight_type(e.fwd)
+                                            : e.bk ? e.bk->weight_type : "",
+            e.bk ? (int)e.bk->elem_size(e.bk, BK_WEIGHT) : 0);
     json_write_str(cf, o->dtype ? o->dtype : "");
+    /* native: the products read a GGUF's stored types where the backend can (weight_type) */
+    fprintf(cf, ",\"weights\":\"%s\"", o->weights ? o->weights : "native");
     /* What policies were shown of output lengths (validate replays it, report shows it). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
     fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");
