@@ -87,6 +87,10 @@ if [ -f "$BINM" ] && [ -f "$GGUF" ]; then
                 --name "${pol%.lua}_$w" --save-tokens --threads 2 -q
             want_rc 0
         done
+        hw="cpu (${t^^} weights)"
+        [ $t = f32 ] && hw="cpu (f32 weights)"
+        want_sql "$T/e_$t.db" "select hardware || '|' || json_extract(config, '\$.weights') from runs where name = 'continuous_native'" "$hw|native"
+        want_sql "$T/e_$t.db" "select hardware || '|' || json_extract(config, '\$.weight_type') from runs where name = 'continuous_f32'" "cpu (f32 weights)|f32"
         got=$(sql "$T/e_$t.db" "select count(distinct run_id) || '|' || count(*) from tokens")
         [ "$got" = "4|320" ] || bad " tokens recorded: '$got' (runs|tokens), expected 4|320"
         for r in continuous_f32 static_native chunked_prefill_native; do
