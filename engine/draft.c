@@ -42,6 +42,11 @@ struct draft {
     int32_t step_cap;
     double *q;                 /* [rows][vocab] the draft's distributions of sampled drafts */
     size_t q_rows;
+    /* draft_plan's sequences and their drafts' sampling */
+    draft_seq_t *pseqs;
+    bk_sample_t *psample;
+    int32_t pseq_cap;
+    int64_t psample_cap;
     /* verification scratch */
     float *logits;             /* [max k + 1][vocab] */
     double *p, *resid;
@@ -138,6 +143,7 @@ void draft_free(draft_t *d) {
     free(d->row_seq), free(d->bsample), free(d->seq_start), free(d->seq_len);
     free(d->bt_start), free(d->block_table), free(d->cur), free(d->q_at), free(d->q);
     free(d->logits), free(d->p), free(d->resid), free(d->probs), free(d->idx), free(d->out);
+    free(d->pseqs), free(d->psample);
     free(d);
 }
 
@@ -340,6 +346,39 @@ int draft_step(draft_t *d, const draft_seq_t *seqs, int32_t n) {
     for (int32_t i = 0; i < n; i++)
         if (seqs[i].prefill || seqs[i].k > 0) d->pos[seqs[i].req_id] = seqs[i].end;
     return 0;
+}
+
+int draft_plan(draft_t *d, const sched_plan_t *p, const draft_src_t *src) {
+    int64_t n_spec = 0;
+    for (int32_t i = 0; i < p->n; i++) n_spec += p->entries[i].sample ? p->entries[i].num_spec : 0;
+    if (p->n > d->pseq_cap) {
+        if (grow(d, (void **)&d->pseqs, sizeof *d->pseqs, (size_t)p->n * 2)) return -1;
+        d->pseq_cap = p->n * 2;
+    }
+    if (n_spec > d->psample_cap) {
+        if (grow(d, (void **)&d->psample, sizeof *d->psample, (size_t)n_spec * 2)) return -1;
+        d->psample_cap = n_spec * 2;
+    }
+    int64_t off = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const sched_entry_t *en = &p->entries[i];
+        int32_t known = en->req->prompt_tokens + en->req->generated;
+        int32_t k = en->sample ? en->num_spec : 0;
+        int32_t *toks = src->tokens(src->ud, en->req_id, (int64_t)known + k + 1);
+        if (!toks) {
+            d->errmsg[0] = 0;
+            return -1;
+        }
+        for (int32_t j = 0; j < k; j++)
+            d->psample[off + j] = src->sample(src->ud, en->req_id, en->req->generated + j);
+        d->pseqs[i] = (draft_seq_t){
+            .req_id = en->req_id, .toks = toks, .start = en->start,
+            .end = en->start + en->num_tokens, .k = k, .prefill = !en->is_decode,
+            .blocks = en->blocks, .num_blocks = en->num_blocks, .sample = d->psample + off,
+        };
+        off += k;
+    }
+    return draft_step(d, d->pseqs, p->n);
 }
 
 int32_t draft_verify(draft_t *d, int32_t i, fwd_t *target, int32_t row0, const int32_t *ids,

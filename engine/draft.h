@@ -40,6 +40,7 @@
 
 #include "engine/backend.h"
 #include "engine/forward.h"
+#include "policies/sched.h"
 
 typedef struct draft draft_t;
 
@@ -86,6 +87,20 @@ int draft_warm_up(draft_t *d, const int32_t *table, int32_t n_blocks, int32_t n)
 /* The step's draft passes over seqs[0..n): writes each speculating request's drafts. 0 or
  * -1 (draft_errmsg). */
 int draft_step(draft_t *d, const draft_seq_t *seqs, int32_t n);
+
+/* Where draft_plan finds a request's tokens and sampling (the engine's requests). */
+typedef struct {
+    void *ud;
+    /* the request's known tokens, with room for `room` in all; NULL when there is none
+     * (the callback has recorded why) */
+    int32_t *(*tokens)(void *ud, int32_t req_id, int64_t room);
+    bk_sample_t (*sample)(void *ud, int32_t req_id, int32_t idx);   /* at output index idx */
+} draft_src_t;
+
+/* draft_step over a scheduler plan: one sequence per entry, in plan order, so that
+ * draft_verify takes the entry's index; a decode's drafts are sampled at the request's
+ * output indices. 0, or -1 (draft_errmsg; empty when src->tokens failed). */
+int draft_plan(draft_t *d, const sched_plan_t *p, const draft_src_t *src);
 
 /* Verifies seqs[i]'s drafts (draft_step's, at toks[end..end + k)) against the target's last
  * pass: `row0` is the target's sampled row at the last known token (rows row0 .. row0 + k

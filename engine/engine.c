@@ -70,9 +70,6 @@ typedef struct {
     int64_t spec_proposed, spec_accepted;
     int64_t hashed_requests;         /* arrivals that named a shared prefix (prefix caching) */
     draft_t *draft;                  /* --draft FILE|dummy:PRESET; NULL: n-gram drafts */
-    draft_seq_t *dseqs;              /* the step's requests as the draft sees them */
-    bk_sample_t *dsample;            /* their sampling at the drafts' output indices */
-    int32_t dseq_cap;
     spec_curve_t curve;              /* per-position acceptance, to the run's config */
 } engine_t;
 
@@ -457,38 +454,19 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
     return 0;
 }
 
-/* The draft model's passes of step p (draft.h), which write the drafts that build_batch
- * lays out: every entry, in plan order, so that draft_verify finds it by its index. */
-static int run_draft(engine_t *e, const sched_plan_t *p) {
-    if (p->n > e->dseq_cap) {
-        draft_seq_t *v = realloc(e->dseqs, sizeof *v * (size_t)p->n * 2);
-        if (!v) return FAIL(e, "out of memory (draft batch)");
-        e->dseqs = v;
-        e->dseq_cap = p->n * 2;
+/* draft_plan's view of the engine's requests (draft.h). */
+static int32_t *draft_tokens(void *ud, int32_t id, int64_t room) {
+    engine_t *e = ud;
+    ereq_t *x = req_get(e, id);
+    if (!x || !x->toks) {
+        FAIL(e, "internal: request %d has no tokens", id);
+        return NULL;
     }
-    /* drafts count in the step's tokens, so max_tokens bounds them */
-    if (!e->dsample && !(e->dsample = malloc(sizeof *e->dsample * (size_t)e->o->max_tokens)))
-        return FAIL(e, "out of memory (draft batch)");
-    int32_t off = 0;
-    for (int32_t i = 0; i < p->n; i++) {
-        const sched_entry_t *en = &p->entries[i];
-        ereq_t *x = req_get(e, en->req_id);
-        int32_t known = en->req->prompt_tokens + en->req->generated;
-        int32_t k = en->sample ? en->num_spec : 0;
-        if (!x || !x->toks) return FAIL(e, "internal: request %d has no tokens", en->req_id);
-        if (req_reserve(e, x, (int64_t)known + k + 1, en->req_id)) return -1;
-        for (int32_t j = 0; j < k; j++)
-            e->dsample[off + j] = sample_params(e, en->req_id, en->req->generated + j);
-        e->dseqs[i] = (draft_seq_t){
-            .req_id = en->req_id, .toks = x->toks, .start = en->start,
-            .end = en->start + en->num_tokens, .k = k, .prefill = !en->is_decode,
-            .blocks = en->blocks, .num_blocks = en->num_blocks, .sample = e->dsample + off,
-        };
-        off += k;
-    }
-    if (draft_step(e->draft, e->dseqs, p->n) != 0)
-        return FAIL(e, "step %lld: %s", (long long)p->step, draft_errmsg(e->draft));
-    return 0;
+    return req_reserve(e, x, room, id) ? NULL : x->toks;
+}
+
+static bk_sample_t draft_sample(void *ud, int32_t id, int32_t idx) {
+    return sample_params(ud, id, idx);
 }
 
 static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
@@ -496,7 +474,10 @@ static int run_step(engine_t *e, const sched_plan_t *p, double sched_s) {
     cost_features_t feat;
     /* the step's time covers the draft's passes too, as the simulator's cost does */
     double start = now_s(e);
-    if (e->draft && run_draft(e, p)) return -1;
+    draft_src_t src = { e, draft_tokens, draft_sample };
+    if (e->draft && draft_plan(e->draft, p, &src) != 0)
+        return e->rp.failed ? -1 : FAIL(e, "step %lld: %s", (long long)p->step,
+                                         draft_errmsg(e->draft));
     if (build_batch(e, p, &b)) return -1;
     fwd_batch_features(&b, &feat);
     if (fwd_step(e->fwd, &b, e->ids) != 0)
@@ -683,22 +664,12 @@ static int run_loop(engine_t *e) {
 
 /* ------------------------------------------------------------------ entry point */
 
-/* The run's per-position acceptance (spec.h) into its config, "spec_curve":{"proposed":
- * [..],"reached":[..],"accepted":[..]}, for `calibrate` to print with the alpha it implies. */
+/* The run's per-position acceptance (spec.h) into its config's "spec_curve", for
+ * `calibrate` to print with the alpha it implies. */
 static void record_curve(engine_t *e) {
     if (e->curve.n == 0 || e->rp.run_id < 0) return;
-    char buf[3 * SPEC_CURVE_MAX * 24 + 64];
-    const int64_t *cols[] = { e->curve.proposed, e->curve.reached, e->curve.accepted };
-    const char *keys[] = { "proposed", "reached", "accepted" };
-    int len = 0;
-    for (int c = 0; c < 3; c++) {
-        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s\"%s\":[", c ? "]," : "{",
-                        keys[c]);
-        for (int32_t j = 0; j < e->curve.n; j++)
-            len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%lld", j ? "," : "",
-                            (long long)cols[c][j]);
-    }
-    snprintf(buf + len, sizeof buf - (size_t)len, "]}");
+    char buf[SPEC_CURVE_JSON_MAX];
+    spec_curve_json(&e->curve, buf);
     if (rec_run_config_set(e->rp.rec, e->rp.run_id, "spec_curve", buf) != 0 && !e->rp.failed)
         replay_fail(&e->rp, "%s", rec_errmsg(e->rp.rec));
 }
@@ -862,7 +833,6 @@ done:
     free(e.reqs);
     fwd_free(e.fwd);
     draft_free(e.draft);
-    free(e.dseqs), free(e.dsample);
     if (e.bk) e.bk->destroy(e.bk);
     model_free(e.model);
     free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);

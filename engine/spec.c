@@ -1,6 +1,8 @@
 /* spec: see spec.h. */
 #include "engine/spec.h"
 
+#include <stdio.h>
+
 #include "engine/sampler.h"
 
 void spec_propose_ngram(const int32_t *toks, int32_t n, int32_t k, int32_t *drafts) {
@@ -69,4 +71,17 @@ double spec_curve_alpha(const spec_curve_t *c) {
         a += c->accepted[j];
     }
     return r > 0 ? (double)a / (double)r : -1;
+}
+
+void spec_curve_json(const spec_curve_t *c, char *buf) {
+    const int64_t *cols[] = { c->proposed, c->reached, c->accepted };
+    const char *keys[] = { "proposed", "reached", "accepted" };
+    size_t len = 0, cap = SPEC_CURVE_JSON_MAX;
+    for (int k = 0; k < 3; k++) {
+        len += (size_t)snprintf(buf + len, cap - len, "%s\"%s\":[", k ? "]," : "{", keys[k]);
+        for (int32_t j = 0; j < c->n; j++)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%lld", j ? "," : "",
+                                    (long long)cols[k][j]);
+    }
+    snprintf(buf + len, cap - len, "]}");
 }

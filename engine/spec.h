@@ -58,5 +58,9 @@ void spec_curve_add(spec_curve_t *c, int32_t k, int32_t accepted);
 /* The alpha under which the counts are likeliest (each reached draft accepted independently
  * with probability alpha): sum(accepted) / sum(reached); -1 with nothing reached. */
 double spec_curve_alpha(const spec_curve_t *c);
+/* The counts as one JSON object {"proposed":[..],"reached":[..],"accepted":[..]} (what a
+ * run's config holds as "spec_curve"); buf of SPEC_CURVE_JSON_MAX bytes. */
+#define SPEC_CURVE_JSON_MAX (3 * SPEC_CURVE_MAX * 21 + 64)
+void spec_curve_json(const spec_curve_t *c, char *buf);
 
 #endif
