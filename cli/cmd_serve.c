@@ -20,6 +20,7 @@
 #include "engine/live.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "traces/json.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -241,8 +242,22 @@ int cmd_serve(int argc, char **argv) {
     }
     o.trace_path = trace;
     o.trace_opts.format = TRACE_FMT_PLAIN;
-    snprintf(extra, sizeof extra, "\"serve\":{\"host\":\"%s\",\"port\":%d,\"model_id\":\"%s\"}",
-             so.host, port, ctx.model);
+    /* the run's config JSON: names escaped (a served name may hold any character) */
+    FILE *xf = fmemopen(extra, sizeof extra, "w");
+    if (!xf) {
+        fprintf(stderr, "twinserve serve: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    fputs("\"serve\":{\"host\":", xf);
+    json_write_str(xf, so.host);
+    fprintf(xf, ",\"port\":%d,\"model_id\":", port);
+    json_write_str(xf, ctx.model);
+    fputc('}', xf);
+    if (fclose(xf) != 0 || !memchr(extra, '\0', sizeof extra) || extra[strlen(extra) - 1] != '}') {
+        fprintf(stderr, "twinserve serve: --served-model-name is too long\n");
+        goto done;
+    }
     o.config_extra = extra;
     o.live = live;
     o.interrupt = &cli_signal_caught;
@@ -264,6 +279,11 @@ int cmd_serve(int argc, char **argv) {
     }
     if (failed) {
         rc = cli_run_failed("serve", o.db_path, res.run_id, res.setup_failed, err);
+        goto done;
+    }
+    if (res.run_id < 0) { /* a signal while the model loaded */
+        fprintf(stderr, "twinserve serve: stopped before the engine started: nothing recorded\n");
+        rc = cli_signal_caught ? cli_signal_exit_code(cli_signal_caught) : 1;
         goto done;
     }
     if (!quiet) {
