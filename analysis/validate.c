@@ -54,6 +54,12 @@ typedef struct {
     int clip_to_context;
     int prefix_caching;     /* the engine run reused prefix KV: the replay must too */
     int32_t max_output_tokens;
+    /* a speculative run with a draft model (engine --draft): its shape and the acceptance
+     * it measured (the pooled alpha of its spec_curve) replace the policy's draft and alpha */
+    int draft;
+    char draft_spec[PATH_MAX];
+    preset_model_t draft_shape;
+    double alpha;
 } workload_t;
 
 static void workload_free(workload_t *w) {
@@ -101,6 +107,62 @@ static int load_sets(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t e
     goto done;
 oom:
     fail(err, errlen, "out of memory");
+done:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* A speculative run: replayable when it ran a draft model that recorded its shape and its
+ * acceptance (the n-gram proposer has no model the simulator knows). 0 or -1. */
+static int load_draft(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT json_extract(config, '$.proposer'), json_extract(config, "
+                           "'$.draft_spec'), json_extract(config, '$.draft_shape') IS NOT NULL, "
+                           "(SELECT 1.0 * sum(a.value) FROM json_each(config, "
+                           "'$.spec_curve.accepted') a) / (SELECT sum(r.value) FROM json_each("
+                           "config, '$.spec_curve.reached') r) FROM runs WHERE id = ?1", -1, &st,
+                           NULL) != SQLITE_OK ||
+        (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW) {
+        fail(err, errlen, "cannot read run '%s''s draft: %s", w->name, sqlite3_errmsg(db));
+        goto done;
+    }
+    const char *proposer = (const char *)sqlite3_column_text(st, 0);
+    if (!proposer || strcmp(proposer, "draft") || !sqlite3_column_int(st, 2) ||
+        sqlite3_column_type(st, 3) == SQLITE_NULL) {
+        fail(err, errlen, "run '%s' is speculative with %s: the simulator models a draft "
+             "model, so validate replays only runs with one that recorded its shape and "
+             "acceptance (engine --draft FILE); `twinserve calibrate` prints its acceptance "
+             "per draft position and the alpha it implies", w->name,
+             proposer && !strcmp(proposer, "draft") ? "a draft model from an older twinserve"
+                                                    : "the n-gram proposer");
+        goto done;
+    }
+    w->draft = 1;
+    copy_text(w->draft_spec, sizeof w->draft_spec, st, 1);
+    w->alpha = sqlite3_column_double(st, 3);
+    sqlite3_finalize(st);
+    st = NULL;
+    for (int i = 0; i < preset_model_n_keys; i++) {
+        const kv_spec_t *k = &preset_model_keys[i];
+        if (k->type != KV_INT) continue;
+        char q[160];
+        snprintf(q, sizeof q, "SELECT json_extract(config, '$.draft_shape.%s') FROM runs "
+                 "WHERE id = ?1", k->key);
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
+            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
+            sqlite3_column_type(st, 0) == SQLITE_NULL) {
+            fail(err, errlen, "run '%s' does not record its draft's shape (%s)", w->name, k->key);
+            goto done;
+        }
+        int32_t v = sqlite3_column_int(st, 0);
+        memcpy((char *)&w->draft_shape + k->offset, &v, sizeof v);
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    snprintf(w->draft_shape.name, sizeof w->draft_shape.name, "%.47s",
+             strrchr(w->draft_spec, '/') ? strrchr(w->draft_spec, '/') + 1 : w->draft_spec);
+    rc = 0;
 done:
     sqlite3_finalize(st);
     return rc;
@@ -167,14 +229,7 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
              path);
         goto done;
     }
-    if (sqlite3_column_int64(st, 28) > 0) {
-        fail(err, errlen, "run '%s' is speculative (%lld drafts proposed): the simulator "
-             "cannot cost its draft (an n-gram proposer, or a draft model a calibrated cost "
-             "file does not model), so validate cannot replay it; `twinserve calibrate` prints "
-             "its acceptance per draft position and the alpha it implies", w->name,
-             (long long)sqlite3_column_int64(st, 28));
-        goto done;
-    }
+    if (sqlite3_column_int64(st, 28) > 0 && load_draft(db, id, w, err, errlen) != 0) goto done;
     w->seed = (uint64_t)sqlite3_column_int64(st, 3);
     copy_text(w->trace, sizeof w->trace, st, 4);
     char fmt[32];
@@ -240,6 +295,16 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     snprintf(w->shape.name, sizeof w->shape.name, "%.47s",
              strrchr(w->model_spec, '/') ? strrchr(w->model_spec, '/') + 1 : w->model_spec);
     if (load_sets(db, id, w, err, errlen) != 0) goto done;
+    if (w->draft) {   /* the measured acceptance: a set after the run's own params wins */
+        char **v = realloc(w->sets, sizeof *v * (size_t)(w->n_sets + 1));
+        if (!v || !(v[w->n_sets] = malloc(64))) {
+            if (v) w->sets = v;
+            fail(err, errlen, "out of memory");
+            goto done;
+        }
+        w->sets = v;
+        snprintf(w->sets[w->n_sets++], 64, "alpha=%.9g", w->alpha);
+    }
     rc = 0;
 done:
     sqlite3_finalize(st);
@@ -275,6 +340,7 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     so.sets = (const char *const *)w->sets;
     so.n_sets = w->n_sets;
     so.model_shape = &w->shape;
+    so.draft_shape = w->draft ? &w->draft_shape : NULL;
     if (o->hw) so.hw = o->hw;
     so.cost_path = o->cost_path;
     so.db_path = o->db_path;
@@ -319,6 +385,7 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     eo.sets = (const char *const *)w->sets;
     eo.n_sets = w->n_sets;
     eo.model = w->model_spec;
+    eo.draft = w->draft ? w->draft_spec : NULL;
     eo.backend = w->backend[0] ? w->backend : "cpu";
     eo.n_threads = w->threads;
     eo.dtype = w->dtype[0] ? w->dtype : NULL;
@@ -649,7 +716,14 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
     if (validate_compare_runs(db, r->measured_ids, r->n_runs, r->sim_id, 0, r, err, errlen))
         goto done;
-    if (compare_steps(db, id, cm, r, err, errlen) != 0) goto done;
+    /* a draft run's steps hold the draft's passes too, which their recorded features (the
+     * target's pass) do not describe: no per-step comparison */
+    if (w.draft)
+        snprintf(r->note, sizeof r->note, "speculative with draft model %.200s: simulated with "
+                 "its shape and the measured alpha %.3f; no per-step comparison (a step's time "
+                 "holds the draft's passes, its recorded work the target's)", w.draft_spec,
+                 w.alpha);
+    else if (compare_steps(db, id, cm, r, err, errlen) != 0) goto done;
     rc = 0;
 done:
     if (db) sqlite3_close(db);
@@ -700,6 +774,8 @@ void validate_print(FILE *f, const validate_result_t *r) {
     if (r->measured)
         fprintf(f, "\nper step: none: a measured run records requests, not the server's "
                    "steps\n");
+    else if (!r->pass.n)
+        fprintf(f, "\nper step: none (see the replay line above)\n");
     else
         fprintf(f, "\nper step, the cost model on each engine step's recorded work "
                    "(|predicted - measured| / measured):\n");
@@ -713,7 +789,8 @@ void validate_print(FILE *f, const validate_result_t *r) {
         fprintf(f, "  %-14s %7zu steps  median %6.2f%%  p90 %6.2f%%  bias %+6.2f%%\n",
                 rows[i].label, s->n, 100 * s->median, 100 * s->p90, 100 * s->bias);
     }
-    if (!r->host.n && !r->measured) fprintf(f, "  host time: not modelled by this cost model\n");
+    if (!r->host.n && !r->measured && r->pass.n)
+        fprintf(f, "  host time: not modelled by this cost model\n");
     fprintf(f, "\nMAPE %.2f%% over %d headline metrics (p50, p90, p99 of TTFT, TPOT and E2E; "
                "output throughput)\n", 100 * r->mape, r->mape_n);
 }

@@ -150,6 +150,10 @@ void draft_free(draft_t *d) {
 const char *draft_errmsg(const draft_t *d) { return d->errmsg; }
 const char *draft_source(const draft_t *d) { return d->source; }
 
+void draft_shape(draft_t *d, preset_model_t *out) {
+    model_preset_shape(&d->cfg, "draft", (int32_t)d->bk->elem_size(d->bk, BK_WEIGHT), out);
+}
+
 size_t draft_kv_block_bytes(draft_t *d) {
     bk_kv_shape_t s = { d->cfg.n_layers, 1, d->block_size, d->cfg.n_kv_heads, d->cfg.head_dim };
     return d->bk->kv_block_bytes(d->bk, &s);

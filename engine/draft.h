@@ -41,6 +41,7 @@
 #include "engine/backend.h"
 #include "engine/forward.h"
 #include "policies/sched.h"
+#include "sim/presets.h"
 
 typedef struct draft draft_t;
 
@@ -76,6 +77,9 @@ int draft_open(const draft_opts_t *o, draft_t **out, char *err, size_t errlen);
 void draft_free(draft_t *d);
 const char *draft_errmsg(const draft_t *d);
 const char *draft_source(const draft_t *d);   /* the draft model as loaded */
+/* The draft's shape as a simulator preset (the run's config holds it, so validate can
+ * cost the draft as the simulator's speculative.lua does). */
+void draft_shape(draft_t *d, preset_model_t *out);
 
 /* The draft's KV bytes per core block (all its layers). */
 size_t draft_kv_block_bytes(draft_t *d);

@@ -763,6 +763,10 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
         json_write_str(cf, o->draft);
         fputs(",\"draft_model\":", cf);
         json_write_str(cf, draft_source(e.draft));
+        preset_model_t ds;
+        draft_shape(e.draft, &ds);
+        fputs(",\"draft_shape\":", cf);
+        preset_model_json(cf, &ds);
     }
     if (e.has_shape) {
         fputs(",\"shape\":", cf);

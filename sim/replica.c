@@ -112,15 +112,21 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
     preset_model_t draft;
     int has_draft = lhost_param_str(host, "draft", draft_name, sizeof draft_name);
     if (has_draft < 0) return sim_fail(m, "policy param 'draft' must be a model preset name");
+    int draft_by_cf = 0;   /* the cost file's model has the draft's shape: it costs both */
     if (has_draft) {
-        if (preset_model_get(draft_name, &draft, e, sizeof e) != 0)
+        if (o->draft_shape) {
+            draft = *o->draft_shape;
+            snprintf(draft_name, sizeof draft_name, "%s", draft.name);
+        } else if (preset_model_get(draft_name, &draft, e, sizeof e) != 0) {
             return sim_fail(m, "policy param draft: %s", e);
+        }
+        draft_by_cf = r->cf && cost_file_same_shape(&draft, &r->cf->model, e, sizeof e) == 0;
         int rc = lhost_param_num(host, "alpha", &r->alpha);
         if (rc != 1 || !(r->alpha >= 0 && r->alpha <= 1))
             return sim_fail(m, "a policy with a 'draft' model needs a param 'alpha' in [0, 1]");
         /* a cost file of one machine cannot cost another model; one fitted for a
          * hardware preset can leave the draft to the roofline on that preset */
-        if (r->cf && !r->cf->hw_preset[0])
+        if (r->cf && !r->cf->hw_preset[0] && !draft_by_cf)
             return sim_fail(m, "--cost %s models %s only, not the policy's draft model '%s'; "
                             "simulate speculative decoding with the roofline (--hw)",
                             o->cost_path, r->cf->model.name, draft_name);
@@ -142,7 +148,10 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
         if (cost_roofline_check(model, hw, &cp, e, sizeof e) != 0) return sim_fail(m, "%s", e);
         r->cost = cost_roofline_new(model, hw, &cp);
     }
-    if (has_draft) {
+    if (has_draft && draft_by_cf) {
+        if (!(r->draft_cost = cost_file_model(r->cf, 1, e, sizeof e))) return sim_fail(m, "%s", e);
+        m->any_draft = 1;
+    } else if (has_draft) {
         cost_roofline_params_t dp = cp;
         dp.tp = 1; /* a small draft model runs on one device */
         r->draft_cost = cost_roofline_new(&draft, hw, &dp);

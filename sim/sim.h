@@ -118,6 +118,10 @@ typedef struct {
                                * file's model, else llama-2-7b */
     const preset_model_t *model_shape; /* a shape given directly (validate: an engine run's
                                * model), used when model is NULL */
+    const preset_model_t *draft_shape; /* NULL, or the draft model of a speculative policy
+                               * given directly (validate: an engine run's --draft), in
+                               * place of its `draft` param; a cost file fitted for a model
+                               * of the same shape costs it too */
     const char *hw;           /* preset name or file; NULL: the cost file's hw, else
                                * a100-80g */
     const char *cost_path;    /* NULL: the roofline on hw with `cost`; else a cost file

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # e2e_draft: `engine --draft` and `generate --draft` from the command line (issue #15 item
 # 1): the run's config names the proposer and the draft, calibrate prints the acceptance
-# curve and the alpha it implies, bad --draft values get a message and exit 2, nothing
-# recorded. On dummy:stories260k weights (no data needed), with the real stories260K and
+# curve and the alpha it implies, validate replays a draft run, bad --draft values get a
+# message and exit 2, nothing recorded. On dummy:stories260k weights (no data needed), with the real stories260K and
 # its Q8_0 copy where the data is.
 source "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_draft
@@ -47,6 +47,24 @@ want_out_re "tokens per verification: [0-9.]+ measured"
 run cal_plain "$BIN" calibrate --db "$T/a.db" --run plain --out "$T/c2.cost"
 want_rc 0
 grep -q "speculative acceptance" "$T/cal_plain.out" && bad " a run without drafts printed a curve"
+end
+
+begin "validate replays a draft run with its draft's shape and measured alpha"
+run cal0 "$BIN" calibrate --db "$T/a.db" --run plain --out "$T/plain.cost" -q
+want_rc 0
+run val "$BIN" validate --db "$T/a.db" --run self --cost "$T/plain.cost"
+want_rc 0
+want_out "replay: speculative with draft model $M: simulated with its shape and the measured alpha 1.000" \
+    "per step: none (see the replay line above)"
+# alpha 1: the simulator keeps every draft too, so it proposes and keeps what the engine did
+spec_of() { echo "(SELECT sum(spec_proposed) || '/' || sum(spec_accepted) FROM requests WHERE run_id = $1)"; }
+want_sql "$T/a.db" "SELECT $(spec_of "(SELECT id FROM runs WHERE name = 'self')") =
+                           $(spec_of "(SELECT max(id) FROM runs)"),
+                           (SELECT sum(spec_proposed) > 0 FROM requests
+                            WHERE run_id = (SELECT max(id) FROM runs))" "1|1"
+run val_ngram "$BIN" validate --db "$T/a.db" --run ngram --cost "$T/plain.cost"
+want_rc 1 2
+want_err "is speculative with the n-gram proposer"
 end
 
 begin "bad --draft values: a message, exit 2, nothing recorded"
