@@ -283,14 +283,20 @@ want_sql "$T/cached.db" "SELECT json_extract(config, '\$.prefix_caching') FROM r
 end
 
 begin serve_disconnect_while_queued
-# static batching waits for 2 requests (up to 60 s): a client that leaves while queued is
-# aborted from the queue; two more then form a batch and are answered
+# static batching waits for 2 requests (up to 60 s): a client that leaves while queued
+# (streaming or not) is aborted from the queue; two more then form a batch and are answered
 serve queued --db "$T/queued.db" --policy "$POL/static.lua" --set batch=2 --set timeout_s=60 \
     || bad " the server did not come up: $(cat "$T/queued.err")"
 run leave curl -sSN --max-time 2 -H 'Content-Type: application/json' --data-binary \
     '{"prompt":"Once upon a time","max_tokens":20,"stream":true}' "$URL/v1/completions"
 [ "$rc" = 28 ] || bad " curl exit $rc, expected 28 (its own timeout)"
 wait_metric 'twinserve_requests_ended_total{status="aborted"}' 1
+wait_metric twinserve_requests_waiting 0
+# the same without streaming: the waiting answer notices the closed socket
+run leave2 curl -sS --max-time 2 -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":20}' "$URL/v1/completions"
+[ "$rc" = 28 ] || bad " curl exit $rc, expected 28 (its own timeout)"
+wait_metric 'twinserve_requests_ended_total{status="aborted"}' 2
 wait_metric twinserve_requests_waiting 0
 api pair1 POST /v1/completions '{"prompt":"Once upon a time","max_tokens":8}' &
 p1=$!
