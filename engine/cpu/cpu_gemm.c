@@ -616,7 +616,8 @@ void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int3
                    int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *scratch) {
     float *wbuf = scratch + (((size_t)m * k + 15) & ~(size_t)15);
     if (level() == CQG_AVX512) {
-        qpanels_avx512(y, x, wq, type, m, n, k, p_lo, p_hi, scratch, wbuf);
+        if (m <= CQG_FUSED_MAX) cqg_fused_avx512(y, x, wq, type, m, n, k, p_lo, p_hi);
+        else qpanels_avx512(y, x, wq, type, m, n, k, p_lo, p_hi, scratch, wbuf);
         return;
     }
     if (level() == CQG_AVX2) {

@@ -128,6 +128,107 @@ AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, i
     }
 }
 
+/* ---- few rows: dequantise in registers ------------------------------------------------
+ * For up to 4 rows the product is bound by the dequantisation, and writing the dequantised
+ * steps to L1 and reading them back (a 64-byte store and load per 16 weights) was the
+ * limit: Q8_0 ran at about 22 G weights/s per core in cache, the fp32 kernel at 25-30.
+ * Here each weight vector is made in a register (x = d q for the block types, exactly
+ * dq_convert's product) and fed straight to the FMAs, step after step, so every output
+ * still sums the same values in the same order as the fp32 kernel: the results are bit
+ * for bit the same (test_cpu_qgemm). */
+
+/* one step's weight vector of a panel; blk: the step's block (block types), j: the step
+ * in it (Q4_0: 0..31, the nibble chosen by j / 16) */
+AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w, uint32_t type,
+                                                                 int32_t kk, const uint8_t *blk,
+                                                                 int j, __m512 d) {
+    if (type == DQ_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)kk * PW * 2)));
+    if (type == DQ_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + (size_t)kk * PW * 2))), 16));
+    const uint8_t *q = blk + PW * 2;
+    __m512i v;
+    if (type == DQ_Q8_0) {
+        v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j * PW)));
+    } else {
+        v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + (j % 16) * PW)));
+        v = j < 16 ? _mm512_and_si512(v, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(v, 4);
+        v = _mm512_sub_epi32(v, _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), d);
+}
+
+/* rows 0..MR_ of x [MR_][k] by panels p0 .. p0 + NV_ */
+AVX512 __attribute__((always_inline)) static inline void fused_tile(
+    float *y, const float *x, const uint8_t *wq, uint32_t type, int32_t n, int32_t k,
+    int32_t p0, const int MR_, const int NV_) {
+    size_t pb = panel_bytes(type, k), bb = panel_bytes(type, QK);
+    const uint8_t *w[4];
+    __m512 acc[4][4], d[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV_; j++) {
+        w[j] = wq + (size_t)(p0 + j) * pb;
+        d[j] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_setzero_ps();
+    int blocks = type == DQ_Q8_0 || type == DQ_Q4_0;
+    for (int32_t kk = 0; kk < k; kk++) {
+        int32_t jb = kk % QK;
+        const uint8_t *blk[4] = {0};
+#pragma GCC unroll 4
+        for (int j = 0; j < NV_; j++) {
+            if (blocks) {
+                blk[j] = w[j] + (size_t)(kk / QK) * bb;
+                if (jb == 0) {
+                    d[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk[j]));
+                    for (size_t o = 0; o < bb; o += 64)   /* four blocks ahead */
+                        _mm_prefetch((const char *)blk[j] + 4 * bb + o, _MM_HINT_T0);
+                }
+            } else if (jb % 2 == 0) {
+                _mm_prefetch((const char *)w[j] + (size_t)(kk + 64) * PW * 2, _MM_HINT_T0);
+            }
+        }
+        __m512 wv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV_; j++) wv[j] = wvec(w[j], type, kk, blk[j], jb, d[j]);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR_; i++) {
+            __m512 xv = _mm512_set1_ps(x[(size_t)i * k + kk]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NV_; j++) {
+        int32_t c0 = (p0 + j) * PW;
+        __mmask16 mask = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR_; i++) _mm512_mask_storeu_ps(y + (size_t)i * n + c0, mask, acc[i][j]);
+    }
+}
+
+#define FUSED_CASES(NVV)                                                                 \
+    case 1: fused_tile(y, x, wq, type, n, k, p0, 1, NVV); break;                          \
+    case 2: fused_tile(y, x, wq, type, n, k, p0, 2, NVV); break;                          \
+    case 3: fused_tile(y, x, wq, type, n, k, p0, 3, NVV); break;                          \
+    default: fused_tile(y, x, wq, type, n, k, p0, 4, NVV); break
+
+AVX512 void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
+                             int32_t n, int32_t k, int32_t p_lo, int32_t p_hi) {
+    for (int32_t p0 = p_lo; p0 < p_hi;) {
+        if (p_hi - p0 >= 4) {
+            switch (m) { FUSED_CASES(4); }
+            p0 += 4;
+        } else {
+            switch (m) { FUSED_CASES(1); }
+            p0 += 1;
+        }
+    }
+}
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 /* As dequant_avx512, a panel step as two 8-float halves. */

@@ -40,6 +40,13 @@ void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
 enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
                  int32_t k1, int level);
+/* y [m][n] = x [m][k] (row-major) times a stored matrix, output columns of panels
+ * [p_lo, p_hi), for m <= CQG_FUSED_MAX rows: the weights dequantised in registers, with
+ * AVX-512 (the caller has checked); the same floats as the fp32 kernel on the
+ * dequantised matrix. */
+#define CQG_FUSED_MAX 4
+void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
+                      int32_t n, int32_t k, int32_t p_lo, int32_t p_hi);
 /* Prefetches steps [k0, k1) of panel p (into L1): the product kernels fetch each panel's
  * next run of steps while they work on this one, or the next group's first run, so that
  * the stored bytes arrive in the order they are used (on their own, the panels of a group
