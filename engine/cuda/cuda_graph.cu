@@ -35,14 +35,16 @@
 #define CK_GRAPH_CAP 32 /* graphs held */
 #define CK_SEEN_CAP 256 /* hashes of keys seen once */
 
-namespace {
-
-struct entry {
+/* a held graph and its key */
+struct ck_graph_entry {
     cudaGraphExec_t exec;
     void *key;
     size_t key_bytes;
     uint64_t hash, last_use;
 };
+typedef ck_graph_entry entry;
+
+namespace {
 
 uint64_t mix(uint64_t z) { return rng_splitmix64(&z); }
 
