@@ -473,6 +473,9 @@ int cmd_bench(int argc, char **argv) {
     }
     if (json) print_json(&x, rows, nb, pp);
     else print_text(&x, rows, nb, pp);
+    /* how the backend ran the steps (CUDA: decode steps as graphs or not), on stderr so
+     * that --json's output stays one object */
+    if (b->counters) fprintf(stderr, "bench: backend %s: %s\n", b->name, b->counters(b));
     rc = 0;
 done:
     fwd_free(f);
