@@ -13,8 +13,14 @@
  * cudaErrorInsufficientDriver, or no device) backend_cuda_new fails with a message that
  * says so, and backend_cuda_available returns 0, so tests skip rather than fail.
  *
+ * Decode steps (every sequence with at most CK_DEC_MAX_Q new tokens) run as CUDA graphs,
+ * captured the second time a step of the same shape comes and replayed after
+ * (backend_cuda.cu, cuda_graph.cu); TWIN_CUDA_GRAPHS=0 in the environment turns them off
+ * when the backend is created; b->counters reports how steps ran.
+ *
  * Ownership: the returned backend is the caller's (b->destroy frees every buffer, the
- * stream, the cuBLAS handle and the sampler). C linkage, callable from C. */
+ * stream, the cuBLAS handle and its workspace, the sampler and the graphs). C linkage,
+ * callable from C. */
 #ifndef TWIN_BACKEND_CUDA_H
 #define TWIN_BACKEND_CUDA_H
 
