@@ -164,9 +164,9 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(st, 0));
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
-    if (!kind || strcmp(kind, "engine") != 0) {
+    if (!kind || (strcmp(kind, "engine") != 0 && strcmp(kind, "serve") != 0)) {
         fail(err, errlen, "run '%s' in %s is a %s run: calibrate fits measurements, from an "
-             "engine run or a profile", name, db_path, kind ? kind : "?");
+             "engine or serve run or a profile", name, db_path, kind ? kind : "?");
         goto done;
     }
     if (!status || strcmp(status, "done") != 0) {

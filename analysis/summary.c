@@ -391,7 +391,7 @@ static const char SQL_COUNTS[] =
     " coalesce(sum(CASE WHEN status = 'finished' THEN cached_tokens END), 0),"
     /* prefix caching: the config's word; an engine run has none (engine/engine.c) */
     " (SELECT coalesce(json_extract(config, '$.prefix_caching'),"
-    "   CASE WHEN kind = 'engine' THEN 0 END) FROM runs WHERE id = ?1) "
+    "   CASE WHEN kind IN ('engine', 'serve') THEN 0 END) FROM runs WHERE id = ?1) "
     "FROM requests WHERE run_id = ?1";
 
 /* A measured run without arrival times has every arrival at 0 (traces/import.h), so its

@@ -212,9 +212,9 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     copy_text(w->name, sizeof w->name, st, 0);
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
-    if (!kind || strcmp(kind, "engine")) {
+    if (!kind || (strcmp(kind, "engine") && strcmp(kind, "serve"))) {
         fail(err, errlen, "run '%s' in %s is a %s run: validate holds the simulator against "
-             "a measured (engine) run", w->name, path, kind ? kind : "?");
+             "a measured (engine or serve) run", w->name, path, kind ? kind : "?");
         goto done;
     }
     if (!status || strcmp(status, "done")) {
@@ -610,10 +610,10 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     } else {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db, "SELECT max(id) FROM runs WHERE kind IN ('engine', "
-                               "'measured')", -1, &st, NULL) != SQLITE_OK ||
+                               "'serve', 'measured')", -1, &st, NULL) != SQLITE_OK ||
             sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
             sqlite3_finalize(st);
-            fail(err, errlen, "%s has no engine or measured run to validate", o->db_path);
+            fail(err, errlen, "%s has no engine, serve or measured run to validate", o->db_path);
             goto done;
         }
         id = sqlite3_column_int64(st, 0);

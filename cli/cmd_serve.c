@@ -1,7 +1,7 @@
 /* cmd_serve: `twinserve serve`, an OpenAI-compatible HTTP server on the engine (issue #15
  * item 3). The main thread runs the engine (engine_run with a live arrival source,
  * engine/live.h): the scheduler core and the Lua policy plan every step, as in a trace
- * replay, and the run is recorded like one (runs.kind 'engine', config "serve"; arrival =
+ * replay, and the run is recorded like one (runs.kind 'serve', config "serve"; arrival =
  * when the request was received). HTTP threads (cli/serve_http.c) only hand requests over. */
 #include <getopt.h>
 #include <signal.h>

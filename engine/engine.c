@@ -692,7 +692,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
              o->prefix_caching ? ", prefix caching" : "");
     snprintf(hw_desc, sizeof hw_desc, "%s", o->backend ? o->backend : "cpu");
     rec_run_info_t early = {
-        .name = o->run_name, .kind = "engine", .policy = o->policy_path, .params = "{}",
+        .name = o->run_name, .kind = o->live ? "serve" : "engine", .policy = o->policy_path,
+        .params = "{}",
         .trace = trace_desc, .model = o->model, .hardware = hw_desc, .seed = o->seed,
         .version = o->version,
     };

@@ -93,7 +93,7 @@ serve main --db "$T/serve.db" || bad " the server did not come up: $(cat "$T/mai
 api models GET /v1/models
 want_status 200
 [ "$(jget models 'j["data"][0]["id"]')" = stories260K.bin ] || bad " models: $(cat "$T/models.body")"
-want_sql "$T/serve.db" "SELECT kind, status, trace LIKE 'serve: live requests%' FROM runs" "engine|running|1"
+want_sql "$T/serve.db" "SELECT kind, status, trace LIKE 'serve: live requests%' FROM runs" "serve|running|1"
 [ "$(metric twinserve_kv_blocks_used)" = 0 ] || bad " KV in use before any request"
 end
 

@@ -195,7 +195,7 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(qint(db, "SELECT count(*) FROM tokens"), 2);
     ck_assert_int_eq(qint(db, "SELECT token_id FROM tokens WHERE idx = 1"), -1);
     ck_assert_str_eq(qstr(db, "SELECT value FROM meta WHERE key = 'schema_version'", s, sizeof s),
-                     "6");
+                     "7");
     ck_assert_str_eq(qstr(db, "PRAGMA journal_mode", s, sizeof s), "wal");
     sqlite3_close(db);
     rec_close(r);
@@ -237,7 +237,7 @@ START_TEST(test_names) {
     in.name = "k";
     in.kind = "replay";
     ck_assert_int_eq(rec_run_begin(r, &in, &id), -1);
-    ck_assert_str_eq(rec_errmsg(r), "run kind must be 'sim', 'engine' or 'measured' (got 'replay')");
+    ck_assert_str_eq(rec_errmsg(r), "run kind must be 'sim', 'engine', 'serve' or 'measured' (got 'replay')");
     in = info_named("");
     ck_assert_int_eq(rec_run_begin(r, &in, &id), -1);
     in = info_named("badjson");
@@ -495,10 +495,10 @@ START_TEST(test_incompatible_dbs) {
     /* A newer schema version. */
     tmpdb(path, sizeof path);
     rec_close(open_ok(path));
-    make_foreign(path, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
+    make_foreign(path, "UPDATE meta SET value = '8' WHERE key = 'schema_version'");
     rec_t *r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 7 is newer than this twinserve (6)", path);
+             "cannot open database '%s': schema_version 8 is newer than this twinserve (7)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     make_foreign(path, "UPDATE meta SET value = 'banana' WHERE key = 'schema_version'");
@@ -516,7 +516,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 1 is older than this twinserve (6)", path);
+             "cannot open database '%s': schema_version 1 is older than this twinserve (7)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     sqlite3 *old = peek(path);
@@ -536,7 +536,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 2 is older than this twinserve (6)", path);
+             "cannot open database '%s': schema_version 2 is older than this twinserve (7)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -552,7 +552,7 @@ START_TEST(test_incompatible_dbs) {
     make_foreign(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 3 is older than this twinserve (6)", path);
+             "cannot open database '%s': schema_version 3 is older than this twinserve (7)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -570,7 +570,7 @@ START_TEST(test_incompatible_dbs) {
                        "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
     r = rec_open(path);
     snprintf(want, sizeof want,
-             "cannot open database '%s': schema_version 4 is older than this twinserve (6)", path);
+             "cannot open database '%s': schema_version 4 is older than this twinserve (7)", path);
     ck_assert_str_eq(rec_errmsg(r), want);
     rec_close(r);
     old = peek(path);
@@ -601,7 +601,7 @@ START_TEST(test_incompatible_dbs) {
     old = peek(path);
     char why[512];
     ck_assert_int_eq(rec_check_db(old, why, sizeof why), -1);
-    ck_assert_str_eq(why, "schema_version 5 is older than this twinserve (6): `twinserve "
+    ck_assert_str_eq(why, "schema_version 5 is older than this twinserve (7): `twinserve "
                           "upgrade DB` brings it up to date in place, keeping every row");
     sqlite3_close(old);
     r = rec_open(path);
@@ -609,7 +609,12 @@ START_TEST(test_incompatible_dbs) {
     ck_assert_int_eq(rec_upgraded_from(r), 5);
     rec_close(r);
     old = peek(path);
-    ck_assert_int_eq(qint(old, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+    ck_assert_int_eq(qint(old, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    /* 6 -> 7 rebuilt runs with 'serve' admitted, keeping its rows and no leftover table */
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                               "sql LIKE '%kind IN (''sim'', ''engine'', ''serve''%'"), 1);
+    ck_assert_int_eq(qint(old, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'runs_%'"), 0);
     ck_assert_int_eq(qint(old, "SELECT count(*) FROM requests WHERE replica = 0 AND "
                                "prefill_replica IS NULL AND reason = 'x'"), 1);
     ck_assert_int_eq(qint(old, "SELECT count(*) FROM pragma_table_info('replicas')"), 10);

@@ -262,9 +262,9 @@ START_TEST(test_open_errors) {
     ck_assert(testutil_tmpfile(path, sizeof path, ".db") != NULL);
     rec_close(rec_open(path));
     ck_assert_int_eq(sqlite3_open(path, &w), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(w, "UPDATE meta SET value = '7'", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(w, "UPDATE meta SET value = '8'", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(w);
-    snprintf(want, sizeof want, "%s: schema_version 7 is newer than this twinserve (6)", path);
+    snprintf(want, sizeof want, "%s: schema_version 8 is newer than this twinserve (7)", path);
     ck_assert_int_eq(summary_open(path, &db, err, sizeof err), -1);
     ck_assert_str_eq(err, want);
     testutil_unlink_db(path);

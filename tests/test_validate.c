@@ -193,7 +193,7 @@ START_TEST(test_refusals) {
     /* nothing to validate in a database without engine runs */
     o.run = NULL;
     ck_assert_int_eq(validate_run(&o, &r, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "has no engine or measured run to validate") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "has no engine, serve or measured run to validate") != NULL, "%s", err);
     /* unfinished */
     simulate(trace, db, cost, "running", "policies/continuous.lua", NULL);
     as_engine(db, "running");

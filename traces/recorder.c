@@ -484,8 +484,8 @@ int rec_run_begin(rec_t *r, const rec_run_info_t *info, int64_t *run_id) {
     if (!usable(r)) return -1;
     if (!info || !info->kind ||
         (strcmp(info->kind, "sim") != 0 && strcmp(info->kind, "engine") != 0 &&
-         strcmp(info->kind, "measured") != 0)) {
-        set_err(r, "run kind must be 'sim', 'engine' or 'measured' (got '%s')",
+         strcmp(info->kind, "serve") != 0 && strcmp(info->kind, "measured") != 0)) {
+        set_err(r, "run kind must be 'sim', 'engine', 'serve' or 'measured' (got '%s')",
                 info && info->kind ? info->kind : "NULL");
         return -1;
     }

@@ -1,4 +1,4 @@
--- twinserve record schema, version 6. The single source: the build compiles this file into
+-- twinserve record schema, version 7. The single source: the build compiles this file into
 -- the binary as rec_schema_sql (traces/recorder.c), and the recorder checks existing
 -- databases against the tables declared here, taking the version it accepts from the
 -- meta INSERT below.
@@ -10,7 +10,8 @@
 -- elsewhere, with requests and optional tokens rows but no steps); 5 added the requests'
 -- trace metadata (priority, tenant, deadline_s) that report --by groups by; 6 added the
 -- cluster (issue #14): requests.replica, prefill_replica and kv_transfer_s, steps.replica,
--- and the replicas table describing each replica of a run.
+-- and the replicas table describing each replica of a run; 7 added runs.kind 'serve'
+-- (`twinserve serve`: live requests on the engine, recorded as an engine run is).
 --
 -- Every statement is idempotent (IF NOT EXISTS, INSERT OR IGNORE) so applying it to an
 -- existing database of the same version changes nothing. A change to a table is a new
@@ -26,7 +27,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,  -- 'schema_version'
     value TEXT               -- for schema_version: the integer version of this file, as text
 );
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '6');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '7');
 
 -- One row per simulation, engine or measured (imported) run. Inserted with status 'running'
 -- and committed before any other row of the run, so a run that crashed stays visible as
@@ -36,9 +37,11 @@ CREATE TABLE IF NOT EXISTS runs (
     id         INTEGER PRIMARY KEY,
     -- unique per database; default "<kind>-<policy file stem>-<id>", e.g. "sim-continuous-3"
     name       TEXT UNIQUE NOT NULL,
-    -- who produced the records: the simulator, our engine, or measurements taken elsewhere
-    -- and imported (config holds "source" and "arrivals"; docs/analysis.md, "## import")
-    kind       TEXT NOT NULL CHECK (kind IN ('sim', 'engine', 'measured')),
+    -- who produced the records: the simulator, our engine replaying a trace, our engine
+    -- serving live clients (arrival = when the server received the request), or
+    -- measurements taken elsewhere and imported (config holds "source" and "arrivals";
+    -- docs/analysis.md, "## import")
+    kind       TEXT NOT NULL CHECK (kind IN ('sim', 'engine', 'serve', 'measured')),
     -- policy script path, as given
     policy     TEXT,
     -- JSON object: the policy's effective params
