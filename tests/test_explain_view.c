@@ -61,7 +61,8 @@ static int world_step(world_t *w, explain_rec_t *x, const int *ids, const int *p
     w->plan.n = n;
     w->plan.num_tokens = w->plan.prefill_tokens + w->plan.decode_tokens;
     w->plan.step = w->step++;
-    w->si = (sim_step_info_t){ &w->plan, NULL, w->t, dur, &w->view, 10, 100 };
+    w->si = (sim_step_info_t){ .plan = &w->plan, .start_s = w->t, .dur_s = dur,
+                                .view = &w->view, .kv_used = 10, .kv_total = 100 };
     int rc = explain_on_step(x, &w->si);
     w->t += dur;
     for (int i = 0; i < n; i++) w->req[ids[i]].generated++; /* the commit, after the hook */
