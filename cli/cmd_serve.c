@@ -145,32 +145,11 @@ static int open_tokenizer(const char *model, const char *given, tok_t **out, cha
     *out = NULL;
     if (model_open(model, 0, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) return -1;
     int rc = -1;
-    int32_t vocab = m->cfg.vocab;
-    if (given) {
-        rc = tok_load_llama2c(given, vocab, out, err, errlen);
-    } else if (!strcmp(m->format, "gguf")) {
-        rc = tok_load_gguf(model, out, err, errlen);
-    } else if (!strcmp(m->format, "llama2c")) {
-        const char *slash = strrchr(model, '/');
-        int dir = slash ? (int)(slash - model + 1) : 0;
-        char path[2][1100];
-        snprintf(path[0], sizeof path[0], "%.*stok%d.bin", dir, model, vocab);
-        snprintf(path[1], sizeof path[1], "%.*stokenizer.bin", dir, model);
-        for (int i = 0; i < 2 && rc != 0; i++)
-            if (access(path[i], R_OK) == 0) rc = tok_load_llama2c(path[i], vocab, out, err, errlen);
-        if (rc != 0 && !err[0])
-            snprintf(err, errlen, "no tokenizer next to %s: give --tokenizer FILE", model);
-    } else {
+    if (strcmp(m->format, "gguf") && strcmp(m->format, "llama2c") && !given)
         snprintf(err, errlen, "%s has no tokenizer: serving needs text (give a .bin with its "
                  "tokenizer, or a GGUF file)", model);
-    }
-    if (rc == 0 && tok_vocab(*out) != vocab) {
-        snprintf(err, errlen, "the tokenizer has %d pieces but %s has a vocabulary of %d",
-                 tok_vocab(*out), model, vocab);
-        tok_free(*out);
-        *out = NULL;
-        rc = -1;
-    }
+    else
+        rc = tok_load_for_model(model, m->format, m->cfg.vocab, given, out, err, errlen);
     model_free(m);
     return rc;
 }

@@ -28,42 +28,6 @@ void gen_opts_defaults(gen_opts_t *o) {
     o->backend = "cpu";
 }
 
-/* Next to a llama2.c checkpoint: tok<VOCAB>.bin, then tokenizer.bin. */
-static int find_tokenizer(const char *model, int32_t vocab, char *out, size_t len) {
-    const char *slash = strrchr(model, '/');
-    int dir = slash ? (int)(slash - model + 1) : 0;
-    char cand[2][64];
-    snprintf(cand[0], sizeof cand[0], "tok%d.bin", vocab);
-    snprintf(cand[1], sizeof cand[1], "tokenizer.bin");
-    for (int i = 0; i < 2; i++) {
-        snprintf(out, len, "%.*s%s", dir, model, cand[i]);
-        FILE *f = fopen(out, "rb");
-        if (f) {
-            fclose(f);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int load_tokenizer(const gen_opts_t *o, const model_t *m, tok_t **t, char *err,
-                          size_t errlen) {
-    char path[1024];
-    *t = NULL;
-    if (o->tokenizer) return tok_load_llama2c(o->tokenizer, m->cfg.vocab, t, err, errlen);
-    if (!strcmp(m->format, "gguf")) return tok_load_gguf(o->model, t, err, errlen);
-    if (!strcmp(m->format, "llama2c")) {
-        if (!find_tokenizer(o->model, m->cfg.vocab, path, sizeof path)) {
-            snprintf(err, errlen, "%s: no tokenizer: give --tokenizer FILE (tok%d.bin or "
-                     "tokenizer.bin next to the model is used when present)", o->model,
-                     m->cfg.vocab);
-            return -1;
-        }
-        return tok_load_llama2c(path, m->cfg.vocab, t, err, errlen);
-    }
-    return 0; /* dummy weights: no text */
-}
-
 /* A piece, skipping lone non-printable bytes (as llama2.c's safe print does). */
 static void put_piece(FILE *out, tok_t *t, int32_t prev, int32_t id) {
     if (!t) {
@@ -175,13 +139,10 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     double t0 = wall();
 
     if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) goto done;
-    if (load_tokenizer(o, m, &tok, err, errlen) != 0) goto done;
-    const model_config_t *c = &m->cfg;
-    if (tok && tok_vocab(tok) != c->vocab) {
-        snprintf(err, errlen, "tokenizer has %d pieces but %s has a vocabulary of %d",
-                 tok_vocab(tok), o->model, c->vocab);
+    if (tok_load_for_model(o->model, m->format, m->cfg.vocab, o->tokenizer, &tok, err,
+                           errlen) != 0)
         goto done;
-    }
+    const model_config_t *c = &m->cfg;
     int32_t ctx = c->max_seq, bs = 16;
     /* Room for any encoding of the prompt (at most one token per byte, plus BOS and the
      * dummy prefix), so that a long prompt is measured before it is refused. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/gguf.h"
 
@@ -441,4 +442,37 @@ const char *tok_decode(tok_t *t, int32_t prev, int32_t id) {
     }
     const char *p = t->piece[id];
     return (prev == TOK_BOS && p[0] == ' ') ? p + 1 : p;
+}
+
+int tok_load_for_model(const char *model, const char *format, int32_t vocab, const char *given,
+                       tok_t **out, char *err, size_t errlen) {
+    int rc = 0;
+    *out = NULL;
+    if (given) {
+        rc = tok_load_llama2c(given, vocab, out, err, errlen);
+    } else if (!strcmp(format, "gguf")) {
+        rc = tok_load_gguf(model, out, err, errlen);
+    } else if (!strcmp(format, "llama2c")) {
+        const char *slash = strrchr(model, '/');
+        int dir = slash ? (int)(slash - model + 1) : 0;
+        char path[2][1100];
+        snprintf(path[0], sizeof path[0], "%.*stok%d.bin", dir, model, vocab);
+        snprintf(path[1], sizeof path[1], "%.*stokenizer.bin", dir, model);
+        int i = 0;
+        while (i < 2 && access(path[i], R_OK) != 0) i++;
+        if (i == 2) {
+            snprintf(err, errlen, "%s: no tokenizer: give --tokenizer FILE (tok%d.bin or "
+                     "tokenizer.bin next to the model is used when present)", model, vocab);
+            return -1;
+        }
+        rc = tok_load_llama2c(path[i], vocab, out, err, errlen);
+    }
+    if (rc == 0 && *out && tok_vocab(*out) != vocab) {
+        snprintf(err, errlen, "the tokenizer has %d pieces but %s has a vocabulary of %d",
+                 tok_vocab(*out), model, vocab);
+        tok_free(*out);
+        *out = NULL;
+        rc = -1;
+    }
+    return rc;
 }

@@ -28,6 +28,12 @@ int tok_load_llama2c(const char *path, int32_t vocab, tok_t **out, char *err, si
 /* The tokenizer embedded in a GGUF file's metadata. */
 int tok_load_gguf(const char *path, tok_t **out, char *err, size_t errlen);
 void tok_free(tok_t *t);
+/* A model's tokenizer: `given` (a llama2.c tokenizer file) when not NULL; else a GGUF
+ * model's own (format "gguf"), or tok<VOCAB>.bin then tokenizer.bin beside a llama2.c
+ * checkpoint (format "llama2c"); checked against the model's vocabulary. Other formats
+ * (dummy weights) have none: 0 with *out NULL. -1 with a message naming the model. */
+int tok_load_for_model(const char *model, const char *format, int32_t vocab, const char *given,
+                       tok_t **out, char *err, size_t errlen);
 
 int32_t tok_vocab(const tok_t *t);
 /* Piece `id` (0 <= id < tok_vocab) as stored: spaces as spaces, not U+2581; its score and
