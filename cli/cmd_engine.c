@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/cli_experiment.h"
 #include "cli/cli_signal.h"
 #include "cli/cli_util.h"
@@ -26,19 +27,7 @@ static void usage(FILE *f) {
         "  --format F            force the trace format: azure|burstgpt|mooncake|plain\n"
         "  --policy FILE         policies/{static,continuous,chunked_prefill,speculative,\n"
         "                        priority,fair}.lua\n"
-        "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --model FILE|dummy:P  llama2.c .bin, GGUF, or seeded random weights of preset P\n"
-        "  --backend NAME        cpu (default) or cuda\n"
-        "  --threads N           CPU threads (default 0: all cores)\n"
-        "  --dtype T             GPU weight type: bf16|f16|f32\n"
-        "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
-        "                        dequantised inside the products (native, the default), or\n"
-        "                        dequantised to fp32 at load\n"
-        "  --batch-invariant     every request's output independent of its batch: one\n"
-        "                        product and one attention kernel for all shapes on the GPU\n"
-        "                        (slower; the CPU backend is always batch-invariant)\n"
-        "  --db FILE             SQLite database (default twinserve.db)\n"
-        "  --name RUN            run name (default engine-<policy>-<id>)\n"
         "  --seed N              prompts, sampling, dummy weights, policy randomness (0)\n"
         "  --repeat N|S1,S2,...  run N times with seeds --seed .. --seed + N - 1 (or the\n"
         "                        seeds listed), recorded as one experiment: runs NAME-r0..,\n"
@@ -47,7 +36,6 @@ static void usage(FILE *f) {
         "                        takes the name and includes the run-to-run noise\n"
         "  --temperature T       0 = greedy (default)\n"
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
-        "  --save-tokens         record every output token id and time (tokens table)\n"
         "  --max-prompt N        clip prompts to N tokens (to fit small models)\n"
         "  --max-output N        clip outputs to N tokens\n"
         "  --max-output-tokens N every request's max_tokens where the trace gives none; the\n"
@@ -57,32 +45,17 @@ static void usage(FILE *f) {
         "                        (an oracle no real server has; recorded in the run)\n"
         "  --clip-to-context     clip a request longer than the context to it (prompt and\n"
         "                        output cut in proportion, as Vidur) instead of rejecting it\n"
-        "  --draft FILE|dummy:PRESET|ngram  speculative policies' drafts: a draft model (a\n"
-        "                        second model on the same backend sharing the target's\n"
-        "                        vocabulary; its KV lives in the same blocks; speculative\n"
-        "                        sampling keeps outputs distributed as the target's) or the\n"
-        "                        n-gram proposer over the request's own tokens (default)\n"
         "  --prefix-caching      reuse the KV of equal prompt prefixes (the core's cache, as\n"
         "                        sim's): prompts open with the trace's shared prefixes (Mooncake\n"
         "                        hash_ids, plain prefix_group,prefix_tokens) as equal tokens\n"
         "  --rate-scale X        multiply the request rate by X\n"
         "  --start S, --duration S, --limit N   replay a slice of the trace\n"
-        "  --block-size N        KV block size in tokens (16)\n"
-        "  --max-tokens N        per-step token budget (2048)\n"
-        "  --max-seqs N          limit on running requests (vLLM max_num_seqs; 64)\n"
-        "  --max-model-len N     context length (default: the model's)\n"
-        "  --kv-blocks N         KV pool size in blocks (default: from --kv-mem)\n"
-        "  --kv-mem GB           KV pool size in GB (default on cpu: max-seqs full\n"
-        "                        contexts, at most a quarter of the free memory)\n"
-        "  --gpu-util F          the KV pool takes what this fraction of the device's memory\n"
-        "                        leaves after weights and activations (default 0.9 on cuda,\n"
-        "                        as vLLM's gpu_memory_utilization)\n"
-        "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
         "  --idle spin|sleep     between arrivals, keep the cores busy on the clock (spin,\n"
         "                        the default: a core that sleeps comes back slow, which\n"
         "                        makes step times depend on the idle time before them) or\n"
-        "                        sleep (frees the cores; steps after long waits are slower)\n"
-        "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
+        "                        sleep (frees the cores; steps after long waits are slower)\n");
+    cli_engine_usage(f);
+    fprintf(f,
         "  -q, --quiet           no progress line or summary\n"
         "\n"
         "Exit status: 0 done, 1 the run failed (recorded as failed), 2 usage error: bad\n"
@@ -94,77 +67,41 @@ static void usage(FILE *f) {
         "process at once; the database stays valid).\n");
 }
 
+/* the engine's own options; the shared ones are cli_engine.h's */
 enum {
-    O_TRACE = 256, O_FORMAT, O_POLICY, O_SET, O_MODEL, O_BACKEND, O_THREADS, O_DTYPE, O_WEIGHTS,
-    O_DB,
-    O_NAME, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_SAVE, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
-    O_LIMIT, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM, O_PTIME, O_PMEM,
-    O_GPUUTIL, O_INVARIANT, O_IDLE, O_MAXOUTTOK, O_ORACLE, O_CLIP, O_PREFIX, O_REPEAT, O_DRAFT, O_HELP
+    O_TRACE = 256, O_FORMAT, O_TEMP, O_TOPK, O_TOPP, O_MAXP, O_MAXO, O_RATE, O_START, O_DUR,
+    O_LIMIT, O_IDLE, O_MAXOUTTOK, O_ORACLE, O_CLIP, O_REPEAT, O_HELP
 };
 
 static const struct option opts[] = {
-    { "trace", 1, 0, O_TRACE }, { "format", 1, 0, O_FORMAT }, { "policy", 1, 0, O_POLICY },
-    { "set", 1, 0, O_SET }, { "model", 1, 0, O_MODEL }, { "backend", 1, 0, O_BACKEND },
-    { "threads", 1, 0, O_THREADS }, { "dtype", 1, 0, O_DTYPE },
-    { "weights", 1, 0, O_WEIGHTS }, { "db", 1, 0, O_DB },
-    { "name", 1, 0, O_NAME }, { "seed", 1, 0, O_SEED }, { "temperature", 1, 0, O_TEMP },
-    { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP }, { "save-tokens", 0, 0, O_SAVE },
+    { "trace", 1, 0, O_TRACE }, { "format", 1, 0, O_FORMAT }, { "temperature", 1, 0, O_TEMP },
+    { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP },
     { "max-prompt", 1, 0, O_MAXP }, { "max-output", 1, 0, O_MAXO },
     { "rate-scale", 1, 0, O_RATE }, { "start", 1, 0, O_START }, { "duration", 1, 0, O_DUR },
-    { "limit", 1, 0, O_LIMIT }, { "block-size", 1, 0, O_BLOCK },
-    { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
-    { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
-    { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
-    { "policy-time-limit", 1, 0, O_PTIME }, { "policy-mem-mb", 1, 0, O_PMEM },
-    { "gpu-util", 1, 0, O_GPUUTIL }, { "batch-invariant", 0, 0, O_INVARIANT },
-    { "idle", 1, 0, O_IDLE }, { "max-output-tokens", 1, 0, O_MAXOUTTOK },
-    { "oracle-lengths", 0, 0, O_ORACLE }, { "clip-to-context", 0, 0, O_CLIP },
-    { "prefix-caching", 0, 0, O_PREFIX },
-    { "repeat", 1, 0, O_REPEAT }, { "draft", 1, 0, O_DRAFT },
+    { "limit", 1, 0, O_LIMIT }, { "idle", 1, 0, O_IDLE },
+    { "max-output-tokens", 1, 0, O_MAXOUTTOK }, { "oracle-lengths", 0, 0, O_ORACLE },
+    { "clip-to-context", 0, 0, O_CLIP }, { "repeat", 1, 0, O_REPEAT },
+    CLI_ENGINE_OPTIONS,
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
-/* One option; 1 applied, 0 a bad value. */
+/* One of the engine's own options; 1 applied, 0 a bad value. */
 static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *topp) {
     switch (c) {
     case O_TRACE: o->trace_path = a; return 1;
     case O_FORMAT: return trace_format_parse(a, &o->trace_opts.format) == 0;
-    case O_POLICY: o->policy_path = a; return 1;
-    case O_SET: ((const char **)o->sets)[o->n_sets++] = a; return 1;
-    case O_MODEL: o->model = a; return 1;
-    case O_BACKEND: o->backend = a; return 1;
-    case O_THREADS: { int32_t n; if (!cli_int(a, 0, 4096, &n)) return 0; o->n_threads = n; return 1; }
-    case O_DTYPE: o->dtype = a; return 1;
-    case O_WEIGHTS: o->weights = a; return !strcmp(a, "native") || !strcmp(a, "f32");
-    case O_DB: o->db_path = a; return 1;
-    case O_NAME: o->run_name = a; return 1;
-    case O_SEED: return cli_u64(a, &o->seed);
     case O_TEMP: return cli_double(a, 0, 100, temp);
     case O_TOPK: return cli_int(a, 0, 1 << 24, &o->top_k);
     case O_TOPP: return cli_double(a, 1e-6, 1, topp);
-    case O_SAVE: o->save_tokens = 1; return 1;
     case O_MAXP: return cli_int(a, 1, 1 << 30, &o->trace_opts.max_prompt);
     case O_MAXO: return cli_int(a, 1, 1 << 30, &o->trace_opts.max_output);
     case O_RATE: return cli_double(a, 1e-9, 1e9, &o->trace_opts.rate_scale);
     case O_START: return cli_double(a, 0, 1e12, &o->trace_opts.start_s);
     case O_DUR: return cli_double(a, 0, 1e12, &o->trace_opts.duration_s);
     case O_LIMIT: return cli_i64(a, 0, INT32_MAX, &o->trace_opts.limit);
-    case O_BLOCK: return cli_int(a, 1, 1 << 16, &o->block_size);
-    case O_MAXTOK: return cli_int(a, 1, 1 << 20, &o->max_tokens);
-    case O_MAXSEQ: return cli_int(a, 1, 1 << 16, &o->max_seqs);
-    case O_MAXLEN: return cli_int(a, 1, 1 << 30, &o->max_model_len);
-    case O_KVB: return cli_int(a, 1, INT32_MAX, &o->kv_blocks);
-    case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
-    case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
-    case O_PTIME: return cli_double(a, 1e-3, 3600, &o->limits.time_limit_s);
-    case O_PMEM: return cli_double(a, 1, 1e6, &o->limits.mem_limit_mb);
-    case O_GPUUTIL: return cli_double(a, 0.01, 0.99, &o->gpu_util);
-    case O_INVARIANT: o->batch_invariant = 1; return 1;
     case O_MAXOUTTOK: return cli_int(a, 1, 1 << 30, &o->max_output_tokens);
     case O_ORACLE: o->oracle_lengths = 1; return 1;
     case O_CLIP: o->clip_to_context = 1; return 1;
-    case O_PREFIX: o->prefix_caching = 1; return 1;
-    case O_DRAFT: o->draft = a; return *a != 0;
     case O_IDLE:
         if (!strcmp(a, "spin")) o->idle_sleep = 0;
         else if (!strcmp(a, "sleep")) o->idle_sleep = 1;
@@ -213,6 +150,8 @@ int cmd_engine(int argc, char **argv) {
         } else if (c == '?' || c == ':') {
             usage(stderr);
             goto done;
+        } else if (c >= CLI_ENG_FIRST && c < CLI_ENG_END) {
+            if (!cli_engine_apply("engine", c, optarg, &o)) goto done;
         } else if (!apply(c, optarg, &o, &temp, &topp)) {
             fprintf(stderr, "twinserve engine: bad value '%s' for --%s\n", optarg,
                     opts[c - O_TRACE].name);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/cli_experiment.h"
 #include "cli/cli_signal.h"
 #include "cli/cli_util.h"
@@ -30,8 +31,8 @@ static void usage(FILE *f) {
         "/v1/chat/completions (stream: true as server-sent events; max_tokens, temperature,\n"
         "top_p, seed, stop; usage counts), GET /v1/models, /health and /metrics (Prometheus\n"
         "text). The shared scheduler core and the Lua policy plan every step, as in\n"
-        "`twinserve engine`, and the requests are recorded as an engine run (config\n"
-        "\"serve\", arrival = when a request was received), so report and compare read it.\n"
+        "`twinserve engine`, and the requests are recorded as a run of kind serve (arrival =\n"
+        "when a request was received), so report, compare and validate read it.\n"
         "Ctrl-C or SIGTERM stops the server: with nothing in flight the run is recorded as\n"
         "done; otherwise the requests in flight are aborted and the run is marked failed.\n"
         "\n"
@@ -40,23 +41,17 @@ static void usage(FILE *f) {
         "  --tokenizer FILE      a llama2.c tokenizer instead\n"
         "  --served-model-name S the model's id in the API (default: the file's name)\n"
         "  --policy FILE         the scheduling policy (default policies/continuous.lua)\n"
-        "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --host ADDR           IPv4 address to listen on (default 127.0.0.1: this machine\n"
         "                        only; 0.0.0.0 opens it to the network)\n"
         "  --port N              TCP port (default 8000; 0: any free one, printed)\n"
-        "  --db FILE             SQLite database (default twinserve.db)\n"
-        "  --name RUN            run name (default engine-<policy>-<id>)\n"
         "  --seed N              sampling of requests without a seed, policy randomness (0)\n"
-        "  --backend NAME        cpu (default) or cuda\n"
-        "  --threads N           CPU threads (default: all cores)\n"
-        "  --save-tokens         record every output token id and time (tokens table)\n"
         "  --prefix-caching      reuse the KV of prompts that open alike (the core's prefix\n"
         "                        cache over each prompt's full blocks of tokens)\n"
         "  --trace-out FILE      where the served requests are written as a plain trace when\n"
         "                        the server stops (arrival, prompt, output, max_tokens), for\n"
-        "                        `twinserve validate` (default: DB-serve-TIME.csv beside DB)\n"
-        "  --block-size N, --max-tokens N, --max-seqs N, --max-model-len N, --kv-blocks N,\n"
-        "  --kv-mem GB, --watermark F   as `twinserve engine`\n"
+        "                        `twinserve validate` (default: DB-serve-TIME.csv beside DB)\n");
+    cli_engine_usage(f);
+    fprintf(f,
         "  -q, --quiet           no start line or summary\n"
         "\n"
         "Exit status: 0 stopped with nothing in flight, 1 the run failed, 2 usage error or\n"
@@ -64,23 +59,13 @@ static void usage(FILE *f) {
         "with requests in flight (aborted, the run marked failed).\n");
 }
 
-enum {
-    O_MODEL = 256, O_TOK, O_SERVED, O_POLICY, O_SET, O_HOST, O_PORT, O_DB, O_NAME, O_SEED,
-    O_BACKEND, O_THREADS, O_SAVE, O_BLOCK, O_MAXTOK, O_MAXSEQ, O_MAXLEN, O_KVB, O_KVMEM, O_WM,
-    O_TRACEOUT, O_PREFIX, O_HELP
-};
+/* serve's own options; the shared ones are cli_engine.h's */
+enum { O_TOK = 256, O_SERVED, O_HOST, O_PORT, O_TRACEOUT, O_HELP };
 
 static const struct option opts[] = {
-    { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK },
-    { "served-model-name", 1, 0, O_SERVED }, { "policy", 1, 0, O_POLICY },
-    { "set", 1, 0, O_SET }, { "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
-    { "db", 1, 0, O_DB }, { "name", 1, 0, O_NAME }, { "seed", 1, 0, O_SEED },
-    { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
-    { "save-tokens", 0, 0, O_SAVE }, { "block-size", 1, 0, O_BLOCK },
-    { "max-tokens", 1, 0, O_MAXTOK }, { "max-seqs", 1, 0, O_MAXSEQ },
-    { "max-model-len", 1, 0, O_MAXLEN }, { "kv-blocks", 1, 0, O_KVB },
-    { "kv-mem", 1, 0, O_KVMEM }, { "watermark", 1, 0, O_WM },
-    { "trace-out", 1, 0, O_TRACEOUT }, { "prefix-caching", 0, 0, O_PREFIX },
+    { "tokenizer", 1, 0, O_TOK }, { "served-model-name", 1, 0, O_SERVED },
+    { "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT }, { "trace-out", 1, 0, O_TRACEOUT },
+    CLI_ENGINE_OPTIONS,
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -89,30 +74,14 @@ typedef struct {
     int32_t port;
 } serve_opts_t;
 
-static int apply(int c, const char *a, engine_opts_t *o, serve_opts_t *so) {
+/* One of serve's own options; 1 applied, 0 a bad value. */
+static int apply(int c, const char *a, serve_opts_t *so) {
     switch (c) {
-    case O_MODEL: o->model = a; return 1;
     case O_TOK: so->tokenizer = a; return 1;
     case O_SERVED: so->served = a; return *a != '\0';
-    case O_POLICY: o->policy_path = a; return 1;
-    case O_SET: ((const char **)o->sets)[o->n_sets++] = a; return 1;
     case O_HOST: so->host = a; return 1;
     case O_PORT: return cli_int(a, 0, 65535, &so->port);
-    case O_DB: o->db_path = a; return 1;
-    case O_NAME: o->run_name = a; return 1;
-    case O_SEED: return cli_u64(a, &o->seed);
-    case O_BACKEND: o->backend = a; return 1;
-    case O_THREADS: { int32_t n; if (!cli_int(a, 0, 4096, &n)) return 0; o->n_threads = n; return 1; }
-    case O_SAVE: o->save_tokens = 1; return 1;
-    case O_BLOCK: return cli_int(a, 1, 1 << 16, &o->block_size);
-    case O_MAXTOK: return cli_int(a, 1, 1 << 20, &o->max_tokens);
-    case O_MAXSEQ: return cli_int(a, 1, 1 << 16, &o->max_seqs);
-    case O_MAXLEN: return cli_int(a, 1, 1 << 30, &o->max_model_len);
-    case O_KVB: return cli_int(a, 1, INT32_MAX, &o->kv_blocks);
-    case O_KVMEM: return cli_double(a, 1e-6, 1e6, &o->kv_mem_gb);
-    case O_WM: return cli_double(a, 0, 0.99, &o->watermark);
     case O_TRACEOUT: so->trace_out = a; return *a != '\0';
-    case O_PREFIX: o->prefix_caching = 1; return 1;
     }
     return 0;
 }
@@ -180,9 +149,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (c == '?' || c == ':') {
             usage(stderr);
             goto done;
-        } else if (!apply(c, optarg, &o, &so)) {
+        } else if (c >= CLI_ENG_FIRST && c < CLI_ENG_END) {
+            if (!cli_engine_apply("serve", c, optarg, &o)) goto done;
+        } else if (!apply(c, optarg, &so)) {
             fprintf(stderr, "twinserve serve: bad value '%s' for --%s\n", optarg,
-                    opts[c - O_MODEL].name);
+                    opts[c - O_TOK].name);
             goto done;
         }
     }
