@@ -158,49 +158,56 @@ AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w
     return _mm512_mul_ps(_mm512_cvtepi32_ps(v), d);
 }
 
-/* rows 0..MR_ of x [MR_][k] by panels p0 .. p0 + NV_ */
+/* rows 0..MR_ of x [MR_][k] by panels p0 .. p0 + NV_, for one type (TYPE_ a constant at
+ * every call site, so the step loop has no type tests; block types loop per block) */
 AVX512 __attribute__((always_inline)) static inline void fused_tile(
-    float *y, const float *x, const uint8_t *wq, uint32_t type, int32_t n, int32_t k,
+    float *y, const float *x, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
     int32_t p0, const int MR_, const int NV_) {
-    size_t pb = panel_bytes(type, k), bb = panel_bytes(type, QK);
+    size_t pb = panel_bytes(TYPE_, k), bb = panel_bytes(TYPE_, QK);
     const uint8_t *w[4];
-    __m512 acc[4][4], d[4];
+    __m512 acc[4][4], d[4] = {0};
 #pragma GCC unroll 4
-    for (int j = 0; j < NV_; j++) {
-        w[j] = wq + (size_t)(p0 + j) * pb;
-        d[j] = _mm512_setzero_ps();
-    }
+    for (int j = 0; j < NV_; j++) w[j] = wq + (size_t)(p0 + j) * pb;
 #pragma GCC unroll 4
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_setzero_ps();
-    int blocks = type == DQ_Q8_0 || type == DQ_Q4_0;
-    for (int32_t kk = 0; kk < k; kk++) {
-        int32_t jb = kk % QK;
-        const uint8_t *blk[4] = {0};
+/* one step: the NV_ weight vectors, then MR_ x NV_ FMAs */
+#define FSTEP(kk, BLK, JB)                                                                \
+    do {                                                                                  \
+        __m512 wv[4];                                                                     \
+        _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)                             \
+            wv[j] = wvec(w[j], TYPE_, (kk), (BLK)[j], (JB), d[j]);                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < MR_; i++) {                           \
+            __m512 xv = _mm512_set1_ps(x[(size_t)i * k + (kk)]);                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)                         \
+                acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);                        \
+        }                                                                                 \
+    } while (0)
+    if (TYPE_ == DQ_Q8_0 || TYPE_ == DQ_Q4_0) {
+        for (int32_t b = 0; b < k / QK; b++) {
+            const uint8_t *blk[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < NV_; j++) {
-            if (blocks) {
-                blk[j] = w[j] + (size_t)(kk / QK) * bb;
-                if (jb == 0) {
-                    d[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk[j]));
-                    for (size_t o = 0; o < bb; o += 64)   /* four blocks ahead */
-                        _mm_prefetch((const char *)blk[j] + 4 * bb + o, _MM_HINT_T0);
-                }
-            } else if (jb % 2 == 0) {
-                _mm_prefetch((const char *)w[j] + (size_t)(kk + 64) * PW * 2, _MM_HINT_T0);
+            for (int j = 0; j < NV_; j++) {
+                blk[j] = w[j] + (size_t)b * bb;
+                d[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk[j]));
+                for (size_t o = 0; o < bb; o += 64)   /* four blocks ahead */
+                    _mm_prefetch((const char *)blk[j] + 4 * bb + o, _MM_HINT_T0);
             }
+#pragma GCC unroll 8
+            for (int jb = 0; jb < QK; jb++) FSTEP(b * QK + jb, blk, jb);
         }
-        __m512 wv[4];
+    } else {
+        const uint8_t *none[4] = {0};
+        for (int32_t kk = 0; kk < k; kk++) {
+            if (kk % 2 == 0)
 #pragma GCC unroll 4
-        for (int j = 0; j < NV_; j++) wv[j] = wvec(w[j], type, kk, blk[j], jb, d[j]);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR_; i++) {
-            __m512 xv = _mm512_set1_ps(x[(size_t)i * k + kk]);
-#pragma GCC unroll 4
-            for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+                for (int j = 0; j < NV_; j++)
+                    _mm_prefetch((const char *)w[j] + (size_t)(kk + 64) * PW * 2, _MM_HINT_T0);
+            FSTEP(kk, none, 0);
         }
     }
+#undef FSTEP
 #pragma GCC unroll 4
     for (int j = 0; j < NV_; j++) {
         int32_t c0 = (p0 + j) * PW;
@@ -210,22 +217,32 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
     }
 }
 
-#define FUSED_CASES(NVV)                                                                 \
-    case 1: fused_tile(y, x, wq, type, n, k, p0, 1, NVV); break;                          \
-    case 2: fused_tile(y, x, wq, type, n, k, p0, 2, NVV); break;                          \
-    case 3: fused_tile(y, x, wq, type, n, k, p0, 3, NVV); break;                          \
-    default: fused_tile(y, x, wq, type, n, k, p0, 4, NVV); break
+/* one type's tiles over panels [p_lo, p_hi): four panels at a time, then one */
+AVX512 __attribute__((always_inline)) static inline void fused_type(
+    float *y, const float *x, const uint8_t *wq, const uint32_t TYPE_, int32_t m, int32_t n,
+    int32_t k, int32_t p_lo, int32_t p_hi) {
+    for (int32_t p0 = p_lo; p0 < p_hi;) {
+        int g = p_hi - p0 >= 4 ? 4 : 1;
+#define FT(MR, NV) fused_tile(y, x, wq, TYPE_, n, k, p0, MR, NV)
+        if (g == 4) {
+            switch (m) { case 1: FT(1, 4); break; case 2: FT(2, 4); break;
+                         case 3: FT(3, 4); break; default: FT(4, 4); break; }
+        } else {
+            switch (m) { case 1: FT(1, 1); break; case 2: FT(2, 1); break;
+                         case 3: FT(3, 1); break; default: FT(4, 1); break; }
+        }
+#undef FT
+        p0 += g;
+    }
+}
 
 AVX512 void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
                              int32_t n, int32_t k, int32_t p_lo, int32_t p_hi) {
-    for (int32_t p0 = p_lo; p0 < p_hi;) {
-        if (p_hi - p0 >= 4) {
-            switch (m) { FUSED_CASES(4); }
-            p0 += 4;
-        } else {
-            switch (m) { FUSED_CASES(1); }
-            p0 += 1;
-        }
+    switch (type) {
+    case DQ_Q8_0: fused_type(y, x, wq, DQ_Q8_0, m, n, k, p_lo, p_hi); break;
+    case DQ_Q4_0: fused_type(y, x, wq, DQ_Q4_0, m, n, k, p_lo, p_hi); break;
+    case DQ_F16: fused_type(y, x, wq, DQ_F16, m, n, k, p_lo, p_hi); break;
+    default: fused_type(y, x, wq, DQ_BF16, m, n, k, p_lo, p_hi); break;
     }
 }
 
