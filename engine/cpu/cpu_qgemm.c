@@ -159,10 +159,13 @@ AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w
 }
 
 /* rows 0..MR_ of x [MR_][k] by panels p0 .. p0 + NV_, for one type (TYPE_ a constant at
- * every call site, so the step loop has no type tests; block types loop per block) */
+ * every call site, so the step loop has no type tests; block types loop per block).
+ * Prefetching runs four blocks ahead in each panel and, near a panel's end, into the
+ * panel that slot takes next (p0 + NV_ + j, when below p_hi): a 576-input panel is only
+ * 18 blocks, and without it the first four of every group came cold. */
 AVX512 __attribute__((always_inline)) static inline void fused_tile(
     float *y, const float *x, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
-    int32_t p0, const int MR_, const int NV_) {
+    int32_t p0, int32_t p_hi, const int MR_, const int NV_) {
     size_t pb = panel_bytes(TYPE_, k), bb = panel_bytes(TYPE_, QK);
     const uint8_t *w[4];
     __m512 acc[4][4], d[4] = {0};
@@ -185,14 +188,19 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
         }                                                                                 \
     } while (0)
     if (TYPE_ == DQ_Q8_0 || TYPE_ == DQ_Q4_0) {
-        for (int32_t b = 0; b < k / QK; b++) {
+        int32_t nb = k / QK;
+        for (int32_t b = 0; b < nb; b++) {
             const uint8_t *blk[4];
 #pragma GCC unroll 4
             for (int j = 0; j < NV_; j++) {
                 blk[j] = w[j] + (size_t)b * bb;
                 d[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk[j]));
-                for (size_t o = 0; o < bb; o += 64)   /* four blocks ahead */
-                    _mm_prefetch((const char *)blk[j] + 4 * bb + o, _MM_HINT_T0);
+                const uint8_t *pf = b + 4 < nb ? blk[j] + 4 * bb
+                                    : p0 + NV_ + j < p_hi
+                                        ? w[j] + (size_t)NV_ * pb + (size_t)(b + 4 - nb) * bb
+                                        : NULL;
+                if (pf)
+                    for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
             }
 #pragma GCC unroll 8
             for (int jb = 0; jb < QK; jb++) FSTEP(b * QK + jb, blk, jb);
@@ -223,7 +231,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_type(
     int32_t k, int32_t p_lo, int32_t p_hi) {
     for (int32_t p0 = p_lo; p0 < p_hi;) {
         int g = p_hi - p0 >= 4 ? 4 : 1;
-#define FT(MR, NV) fused_tile(y, x, wq, TYPE_, n, k, p0, MR, NV)
+#define FT(MR, NV) fused_tile(y, x, wq, TYPE_, n, k, p0, p_hi, MR, NV)
         if (g == 4) {
             switch (m) { case 1: FT(1, 4); break; case 2: FT(2, 4); break;
                          case 3: FT(3, 4); break; default: FT(4, 4); break; }
