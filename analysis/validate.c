@@ -114,6 +114,35 @@ done:
 
 /* A speculative run: replayable when it ran a draft model that recorded its shape and its
  * acceptance (the n-gram proposer has no model the simulator knows). 0 or -1. */
+/* A model shape the run's config records under `member` (shape, draft_shape: the integer
+ * keys of preset_model_t); `what` names it in the message ("its model's"). */
+static int read_shape(sqlite3 *db, int64_t id, const char *member, const char *what,
+                      const char *run, preset_model_t *out, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    for (int i = 0; i < preset_model_n_keys; i++) {
+        const kv_spec_t *k = &preset_model_keys[i];
+        if (k->type != KV_INT) continue;
+        char q[160];
+        snprintf(q, sizeof q, "SELECT json_extract(config, '$.%s.%s') FROM runs WHERE id = ?1",
+                 member, k->key);
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
+            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
+            sqlite3_column_type(st, 0) == SQLITE_NULL) {
+            fail(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
+            goto done;
+        }
+        int32_t v = sqlite3_column_int(st, 0);
+        memcpy((char *)out + k->offset, &v, sizeof v);
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    rc = 0;
+done:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int load_draft(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     int rc = -1;
@@ -143,23 +172,9 @@ static int load_draft(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t 
     w->alpha = sqlite3_column_double(st, 3);
     sqlite3_finalize(st);
     st = NULL;
-    for (int i = 0; i < preset_model_n_keys; i++) {
-        const kv_spec_t *k = &preset_model_keys[i];
-        if (k->type != KV_INT) continue;
-        char q[160];
-        snprintf(q, sizeof q, "SELECT json_extract(config, '$.draft_shape.%s') FROM runs "
-                 "WHERE id = ?1", k->key);
-        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
-            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
-            sqlite3_column_type(st, 0) == SQLITE_NULL) {
-            fail(err, errlen, "run '%s' does not record its draft's shape (%s)", w->name, k->key);
-            goto done;
-        }
-        int32_t v = sqlite3_column_int(st, 0);
-        memcpy((char *)&w->draft_shape + k->offset, &v, sizeof v);
-        sqlite3_finalize(st);
-        st = NULL;
-    }
+    if (read_shape(db, id, "draft_shape", "its draft's", w->name, &w->draft_shape, err,
+                   errlen) != 0)
+        goto done;
     snprintf(w->draft_shape.name, sizeof w->draft_shape.name, "%.47s",
              strrchr(w->draft_spec, '/') ? strrchr(w->draft_spec, '/') + 1 : w->draft_spec);
     rc = 0;
@@ -275,23 +290,8 @@ static int load_workload(sqlite3 *db, const char *path, int64_t id, workload_t *
     sqlite3_finalize(st);
     st = NULL;
     /* the model's shape, as the engine recorded it */
-    for (int i = 0; i < preset_model_n_keys; i++) {
-        const kv_spec_t *k = &preset_model_keys[i];
-        if (k->type != KV_INT) continue;
-        char q[160];
-        snprintf(q, sizeof q, "SELECT json_extract(config, '$.shape.%s') FROM runs WHERE id = ?1",
-                 k->key);
-        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
-            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
-            sqlite3_column_type(st, 0) == SQLITE_NULL) {
-            fail(err, errlen, "run '%s' does not record its model's shape (%s)", w->name, k->key);
-            goto done;
-        }
-        int32_t v = sqlite3_column_int(st, 0);
-        memcpy((char *)&w->shape + k->offset, &v, sizeof v);
-        sqlite3_finalize(st);
-        st = NULL;
-    }
+    if (read_shape(db, id, "shape", "its model's", w->name, &w->shape, err, errlen) != 0)
+        goto done;
     snprintf(w->shape.name, sizeof w->shape.name, "%.47s",
              strrchr(w->model_spec, '/') ? strrchr(w->model_spec, '/') + 1 : w->model_spec);
     if (load_sets(db, id, w, err, errlen) != 0) goto done;
