@@ -1,43 +1,66 @@
 #!/usr/bin/env bash
-# Engine (CPU) decode throughput against the machine's roofs (issue #4): runs
-# `twinserve bench` N times (default 5) on dummy:smollm2-135m (fp32, ~0.54 GB of weights)
-# and prints the median of each figure: the measured memory read bandwidth and sgemm rate
-# (the roofs, measured by each run itself), and per batch size the decode tokens/s, the
-# weight-read bandwidth it implies and its fractions of the memory and compute roofs.
-# Targets: batch 1 at >= 70% of the memory roof; batch 32 at >= 60% of the compute roof.
+# Engine (CPU) throughput per weight type against the machine's roofs (issues #4 and #16).
+#
+# The same model in five types: `twinserve quantize` writes dummy:smollm2-135m (seed 1,
+# ~135M params) as GGUF in F32, F16, BF16, Q8_0 and Q4_0 (kept in MODELS, default
+# $TMPDIR/twin_engine_cpu, made once: ~1.3 GB). Then N rounds (default 3); each round runs
+# `twinserve bench` once per type, in an order that rotates every round (so that no type
+# always runs first or last on a shared machine): decode at batch 1, 8 and 32 (context 128,
+# 16 steps), then a 512-token prefill (median of 2 after a warm-up). Printed per type, medians over the rounds: bytes per
+# weight as the products read them, the weights' MB, the measured read bandwidth and the
+# memory roof at batch 1 (bandwidth / weight bytes), decode tok/s at each batch size, batch
+# 1 as a fraction of its own type's roof, and prefill tok/s. With --weights f32 (any extra
+# option is passed to bench) every type runs dequantised at load: the fp32 path.
+# Targets (issue #16): batch 1 at >= 80% of its type's roof; prefill and batched decode no
+# slower than F32.
 #
 #   usage: bash bench/engine_cpu.sh [BIN] [N] [extra bench options...]
 set -eu
 bin=${1:-build/twinserve}
-n=${2:-5}
+n=${2:-3}
 shift $(( $# > 2 ? 2 : $# ))
 cd "$(dirname "$0")/.."
+models=${MODELS:-${TMPDIR:-/tmp}/twin_engine_cpu}
+mkdir -p "$models"
+types="f32 f16 bf16 q8_0 q4_0"
+for t in $types; do
+    [ -s "$models/smollm2-135m_$t.gguf" ] && continue
+    "$bin" quantize dummy:smollm2-135m "$models/smollm2-135m_$t.gguf.tmp" --type "$t" --seed 1 >/dev/null
+    mv "$models/smollm2-135m_$t.gguf.tmp" "$models/smollm2-135m_$t.gguf"
+done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+extra=("$@")
+set -- $types
 for i in $(seq 1 "$n"); do
-    "$bin" bench --model dummy:smollm2-135m --batch 1,8,16,32 --ctx 128 --steps 16 --json "$@" \
-        > "$out/run$i.json"
+    for j in $(seq 0 $(($# - 1))); do
+        k=$(( (i + j) % $# + 1 ))
+        t=${!k}
+        m="$models/smollm2-135m_$t.gguf"
+        "$bin" bench --model "$m" --batch 1,8,32 --ctx 128 --steps 16 --json "${extra[@]}" \
+            > "$out/$t.$i.json"
+        "$bin" bench --model "$m" --prefill 512 --steps 2 --json "${extra[@]}" > "$out/$t.$i.pf.json"
+    done
 done
-python3 - "$out" "$n" <<'PY'
-import json, statistics, sys, glob
-runs = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/run*.json"))]
+python3 - "$out" "$n" "$types" <<'PY'
+import json, statistics, sys
+d, n, types = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 med = statistics.median
-r0 = runs[0]
-print(f"twinserve bench, {r0['model']} ({r0['weight_bytes']/1e6:.0f} MB fp32 weights, "
-      f"{r0['params']/1e6:.1f}M params), backend {r0['backend']}, {r0['threads']} threads, "
-      f"context {r0['ctx']}, {r0['steps']} steps; medians of {len(runs)} runs")
-bw = [r['mem_bw_gbs'] for r in runs]; gf = [r['sgemm_gflops'] for r in runs]
-print(f"  memory read bandwidth  {med(bw):7.1f} GB/s      runs: " + " ".join(f"{x:.1f}" for x in bw))
-print(f"  sgemm rate             {med(gf):7.1f} GFLOP/s  runs: " + " ".join(f"{x:.1f}" for x in gf))
-print(f"  memory roof (batch 1)  {med(r['mem_roof_tok_per_s_batch1'] for r in runs):7.1f} tok/s"
-      f"   compute roof {med(r['compute_roof_tok_per_s'] for r in runs):.1f} tok/s")
-print(f"  {'batch':>5} {'tok/s':>9} {'step_ms':>8} {'weight_GB/s':>11} {'of_mem_roof':>11} "
-      f"{'of_compute_roof':>15}   tok/s per run")
-for i, row in enumerate(r0['results']):
-    rs = [r['results'][i] for r in runs]
-    print(f"  {row['batch']:5d} {med(x['tok_per_s'] for x in rs):9.1f} "
-          f"{med(x['step_ms'] for x in rs):8.2f} {med(x['weight_gbs'] for x in rs):11.2f} "
-          f"{100*med(x['frac_mem_roof'] for x in rs):10.1f}% "
-          f"{100*med(x['frac_compute_roof'] for x in rs):14.1f}%   "
-          + " ".join(f"{x['tok_per_s']:.1f}" for x in rs))
+r0 = json.load(open(f"{d}/{types[0]}.1.json"))
+print(f"twinserve bench, smollm2-135m-shaped dummy ({r0['params']/1e6:.1f}M params) in each type, "
+      f"backend {r0['backend']}, {r0['threads']} threads, context {r0['ctx']}, {r0['steps']} "
+      f"steps, prefill 512; medians of {n} rounds, types alternating")
+print(f"{'type':>5} {'B/weight':>8} {'MB':>6} {'read_GB/s':>9} {'roof_b1':>8} {'b1':>7} "
+      f"{'b1/roof':>7} {'b8':>7} {'b32':>7} {'prefill':>8}   b1 per round")
+for t in types:
+    rs = [json.load(open(f"{d}/{t}.{i}.json")) for i in range(1, n + 1)]
+    res = lambda b: [next(x for x in r['results'] if x['batch'] == b) for r in rs]
+    b1 = [x['tok_per_s'] for x in res(1)]
+    print(f"{rs[0]['weight_type']:>5} {med(r['bytes_per_weight'] for r in rs):8.3f} "
+          f"{med(r['weight_bytes'] for r in rs)/1e6:6.0f} {med(r['mem_bw_gbs'] for r in rs):9.1f} "
+          f"{med(r['mem_roof_tok_per_s_batch1'] for r in rs):8.1f} {med(b1):7.1f} "
+          f"{100*med(x['frac_mem_roof'] for x in res(1)):6.1f}% "
+          f"{med(x['tok_per_s'] for x in res(8)):7.1f} {med(x['tok_per_s'] for x in res(32)):7.1f} "
+          f"{med(json.load(open(f'{d}/{t}.{i}.pf.json'))['prefill']['tok_per_s'] for i in range(1, n + 1)):8.1f}"
+          f"   " + " ".join(f"{x:.1f}" for x in b1))
 PY
