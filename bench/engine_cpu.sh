@@ -6,10 +6,11 @@
 # $TMPDIR/twin_engine_cpu, made once: ~1.3 GB). Then N rounds (default 3); each round runs
 # `twinserve bench` once per type, in an order that rotates every round (so that no type
 # always runs first or last on a shared machine): decode at batch 1, 8 and 32 (context 128,
-# 16 steps), then a 512-token prefill (median of 2 after a warm-up). Printed per type, medians over the rounds: bytes per
-# weight as the products read them, the weights' MB, the measured read bandwidth and the
-# memory roof at batch 1 (bandwidth / weight bytes), decode tok/s at each batch size, batch
-# 1 as a fraction of its own type's roof, and prefill tok/s. With --weights f32 (any extra
+# 16 steps), then a 512-token prefill (median of 2 after a warm-up). Printed per type,
+# medians over the rounds: bytes per weight as the products read them, the weights' MB,
+# the measured read bandwidth and the memory roof at batch 1 (bandwidth / weight bytes),
+# decode tok/s at each batch size, batch 1 as a fraction of its own type's roof, and
+# prefill tok/s. With --weights f32 (any extra
 # option is passed to bench) every type runs dequantised at load: the fp32 path.
 # Targets (issue #16): batch 1 at >= 80% of its type's roof; prefill and batched decode no
 # slower than F32.
