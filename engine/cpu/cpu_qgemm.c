@@ -138,10 +138,15 @@ AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, i
  * for bit the same (test_cpu_qgemm). */
 
 /* one step's weight vector of a panel; blk: the step's block (block types), j: the step
- * in it (Q4_0: 0..31, the nibble chosen by j / 16) */
+ * in it (Q4_0: 0..31, the nibble chosen by j / 16); nd8: -8 d (Q4_0).
+ * Q4_0's d (q - 8) is made as one FMA, q d + (-8 d): q d is exact and so is the sum (it is
+ * d (q - 8), which a float holds), so the FMA's one rounding changes nothing. Only the sign
+ * of a zero weight can differ (+0 for -0 when d < 0), which no sum sees: accumulators start
+ * at +0 and adding a zero of either sign to +0 gives +0. One operation fewer per vector
+ * than and/shift, subtract, convert, multiply. */
 AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w, uint32_t type,
                                                                  int32_t kk, const uint8_t *blk,
-                                                                 int j, __m512 d) {
+                                                                 int j, __m512 d, __m512 nd8) {
     if (type == DQ_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)kk * PW * 2)));
     if (type == DQ_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(
@@ -153,7 +158,7 @@ AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w
     } else {
         v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + (j % 16) * PW)));
         v = j < 16 ? _mm512_and_si512(v, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(v, 4);
-        v = _mm512_sub_epi32(v, _mm512_set1_epi32(8));
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), d, nd8);
     }
     return _mm512_mul_ps(_mm512_cvtepi32_ps(v), d);
 }
@@ -168,7 +173,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
     int32_t p0, int32_t p_hi, const int MR_, const int NV_) {
     size_t pb = panel_bytes(TYPE_, k), bb = panel_bytes(TYPE_, QK);
     const uint8_t *w[4];
-    __m512 acc[4][4], d[4] = {0};
+    __m512 acc[4][4], d[4] = {0}, nd8[4] = {0};
 #pragma GCC unroll 4
     for (int j = 0; j < NV_; j++) w[j] = wq + (size_t)(p0 + j) * pb;
 #pragma GCC unroll 4
@@ -180,7 +185,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
     do {                                                                                  \
         __m512 wv[4];                                                                     \
         _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)                             \
-            wv[j] = wvec(w[j], TYPE_, (kk), (BLK)[j], (JB), d[j]);                        \
+            wv[j] = wvec(w[j], TYPE_, (kk), (BLK)[j], (JB), d[j], nd8[j]);                \
         _Pragma("GCC unroll 4") for (int i = 0; i < MR_; i++) {                           \
             __m512 xv = _mm512_set1_ps(x[(size_t)i * k + (kk)]);                          \
             _Pragma("GCC unroll 4") for (int j = 0; j < NV_; j++)                         \
@@ -195,6 +200,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
             for (int j = 0; j < NV_; j++) {
                 blk[j] = w[j] + (size_t)b * bb;
                 d[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk[j]));
+                nd8[j] = _mm512_mul_ps(d[j], _mm512_set1_ps(-8.0f));
                 const uint8_t *pf = b + 4 < nb ? blk[j] + 4 * bb
                                     : p0 + NV_ + j < p_hi
                                         ? w[j] + (size_t)NV_ * pb + (size_t)(b + 4 - nb) * bb
