@@ -208,8 +208,12 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
                 if (pf)
                     for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
             }
-#pragma GCC unroll 8
-            for (int jb = 0; jb < QK; jb++) FSTEP(b * QK + jb, blk, jb);
+            /* two loops, so that each step's half of the byte (Q4_0) is known at compile
+             * time: one loop of 32 kept a test and the index arithmetic per step */
+#pragma GCC unroll 16
+            for (int jb = 0; jb < QK / 2; jb++) FSTEP(b * QK + jb, blk, jb);
+#pragma GCC unroll 16
+            for (int jb = QK / 2; jb < QK; jb++) FSTEP(b * QK + jb, blk, jb);
         }
     } else {
         const uint8_t *none[4] = {0};
