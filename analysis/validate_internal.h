@@ -5,12 +5,73 @@
 #ifndef TWIN_VALIDATE_INTERNAL_H
 #define TWIN_VALIDATE_INTERNAL_H
 
+#include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "analysis/validate.h"
+#include "sim/presets.h"
+#include "traces/trace.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
+
+/* printf into err[errlen] (when given); returns -1. The validate files' one way to fail. */
+static inline int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Everything a replay of an engine run needs, from its row and its config. */
+typedef struct {
+    int64_t id;
+    char name[256];
+    char trace[PATH_MAX];
+    trace_opts_t topts;
+    char policy[PATH_MAX];
+    char **sets;                 /* "key=value" from the run's effective params */
+    int n_sets;
+    uint64_t seed;
+    int32_t block_size, max_tokens, max_seqs, max_model_len, num_blocks;
+    double watermark;
+    preset_model_t shape;
+    int save_tokens;
+    /* the engine's own options, for repeats */
+    char model_spec[PATH_MAX], backend[32], dtype[16];
+    int threads, batch_invariant;
+    double temperature, top_p;
+    int32_t top_k;
+    /* what the policy saw of output lengths: replayed as it was (a run recorded before
+     * the option existed showed policies the true lengths) */
+    int oracle_lengths;
+    int clip_to_context;
+    int prefix_caching;     /* the engine run reused prefix KV: the replay must too */
+    int32_t max_output_tokens;
+    /* a speculative run with a draft model (engine --draft): its shape and the acceptance
+     * it measured (the pooled alpha of its spec_curve) replace the policy's draft and alpha */
+    int draft;
+    char draft_spec[PATH_MAX];
+    preset_model_t draft_shape;
+    double alpha;
+} workload_t;
+
+/* The replay's workload of engine or serve run id in the database at path
+ * (validate_workload.c): its trace, policy and params, limits, model and draft shapes. 0, or
+ * -1 with a message (a run that cannot be replayed says why). */
+int validate_load_workload(struct sqlite3 *db, const char *path, int64_t id, workload_t *w,
+                           char *err, size_t errlen);
+void validate_workload_free(workload_t *w);
+/* Column col of st as text ("" for NULL) into dst[len]. */
+void validate_copy_text(char *dst, size_t len, struct sqlite3_stmt *st, int col);
 
 /* A run name not yet in the database: base, base-2, base-3, ... 0, or -1 (SQLite's message
  * on db). */

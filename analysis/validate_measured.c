@@ -27,14 +27,6 @@
 #include "sim/presets.h"
 #include "traces/trace_gen.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* What the measured run's row and config say. */
 typedef struct {
     char name[256], source[PATH_MAX], model[256], hw[256];
@@ -47,11 +39,6 @@ typedef struct {
     int64_t requests, finished;
 } measured_t;
 
-static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col) {
-    const char *s = (const char *)sqlite3_column_text(st, col);
-    snprintf(dst, len, "%s", s ? s : "");
-}
-
 int validate_run_kind(sqlite3 *db, int64_t id, char *kind, size_t klen, char *name,
                       size_t nlen, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
@@ -62,8 +49,8 @@ int validate_run_kind(sqlite3 *db, int64_t id, char *kind, size_t klen, char *na
         sqlite3_bind_int64(st, 1, id);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
-            copy_text(kind, klen, st, 0);
-            copy_text(name, nlen, st, 1);
+            validate_copy_text(kind, klen, st, 0);
+            validate_copy_text(name, nlen, st, 1);
         }
         if (rc == SQLITE_ROW || rc == SQLITE_DONE) ret = 0;
     }
@@ -97,13 +84,13 @@ static int load_measured(sqlite3 *db, const char *path, int64_t id, measured_t *
         fail(err, errlen, "%s: run %lld is gone", path, (long long)id);
         goto done;
     }
-    copy_text(m->name, sizeof m->name, st, 0);
-    copy_text(status, sizeof status, st, 1);
-    copy_text(m->source, sizeof m->source, st, 2);
-    copy_text(m->model, sizeof m->model, st, 3);
-    copy_text(m->hw, sizeof m->hw, st, 4);
-    copy_text(arrivals, sizeof arrivals, st, 5);
-    copy_text(rate_type, sizeof rate_type, st, 6);
+    validate_copy_text(m->name, sizeof m->name, st, 0);
+    validate_copy_text(status, sizeof status, st, 1);
+    validate_copy_text(m->source, sizeof m->source, st, 2);
+    validate_copy_text(m->model, sizeof m->model, st, 3);
+    validate_copy_text(m->hw, sizeof m->hw, st, 4);
+    validate_copy_text(arrivals, sizeof arrivals, st, 5);
+    validate_copy_text(rate_type, sizeof rate_type, st, 6);
     m->burstiness = sqlite3_column_type(st, 8) == SQLITE_NULL ? 1 : sqlite3_column_double(st, 8);
     m->max_concurrency = sqlite3_column_int64(st, 9);
     m->tp = sqlite3_column_int(st, 10);
