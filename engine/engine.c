@@ -258,9 +258,13 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
         if (a < 0) return FAIL(e, "step %lld: %s", (long long)p->step, draft_errmsg(e->draft));
         if (k > 0) spec_curve_add(&e->curve, k, a);
         int32_t emit = sched_req_emit(en->req, a);
-        e->accepted[i] = a;
         e->spec_proposed += k;
         e->spec_accepted += emit - 1;
+        /* a live request that ended inside the step keeps its tokens through the ending */
+        int32_t keep = e->o->live ? live_engine_emit(e->o->live, en->req_id, sampled, emit)
+                                  : emit;
+        e->accepted[i] = keep < emit ? keep - 1 : a;
+        emit = keep;
         for (int32_t j = 0; j < emit; j++) {
             x->toks[known + j] = sampled[j];
             if (!e->o->save_tokens) continue;
@@ -270,7 +274,6 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
                 return FAIL(e, "recording tokens of request %d: %s", en->req_id,
                             rec_errmsg(e->rp.rec));
         }
-        if (e->o->live) live_engine_emit(e->o->live, en->req_id, sampled, emit);
     }
     return 0;
 }

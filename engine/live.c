@@ -397,13 +397,15 @@ static int64_t find_stop(const live_req_t *q, size_t from) {
     return best;
 }
 
-void live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n) {
+int32_t live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n) {
     live_req_t *q = by_id(l, id);
-    if (!q) return;
+    if (!q) return n;
     pthread_mutex_lock(&l->mu);
+    int32_t kept = n;
     for (int32_t i = 0; i < n && !q->ended; i++) {
         if (toks[i] == TOK_EOS) {
             q->ended = 1;
+            kept = i + 1;
             push_ending(l, id, SCHED_FINISHED, "stop: eos");
             break;
         }
@@ -418,6 +420,7 @@ void live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n) {
             q->text_len = (size_t)at;
             q->text[at] = '\0';
             q->ended = 1;
+            kept = i + 1;
             push_ending(l, id, SCHED_FINISHED, "stop: stop string");
         }
     }
@@ -426,6 +429,7 @@ void live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n) {
     if (upto < q->sent) upto = q->sent;
     send_text(q, upto, 0);
     pthread_mutex_unlock(&l->mu);
+    return kept;
 }
 
 int live_engine_next_ending(live_t *l, int32_t *id, int32_t *state, char *reason,

@@ -117,8 +117,11 @@ void live_engine_wait(live_t *l, double timeout_s);
 /* A request's sampling parameters over the engine's defaults (sp keeps its idx). */
 void live_engine_sampling(live_t *l, int32_t id, bk_sample_t *sp);
 /* Tokens a request emitted in a step (after its accepted drafts): decoded, checked for
- * EOS and stop strings, sent; tokens after an ending are dropped. */
-void live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n);
+ * EOS and stop strings, sent. Returns how many of them the request keeps: through the
+ * token that ended it (EOS, or the one that completed a stop string), else n. The engine
+ * emits only those (accepted drafts after an ending are dropped, as a real server drops
+ * them), so the records and usage count the tokens the client got. */
+int32_t live_engine_emit(live_t *l, int32_t id, const int32_t *toks, int32_t n);
 /* A request to end early: 1 with its id, state (SCHED_FINISHED at EOS or a stop string,
  * SCHED_ABORTED for a client gone) and reason; 0 none left. */
 int live_engine_next_ending(live_t *l, int32_t *id, int32_t *state, char *reason,
