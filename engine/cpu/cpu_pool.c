@@ -15,13 +15,13 @@
  * pure spin burnt the time slice that the thread it waits for needed (SmolLM2-shaped Q4_0
  * batch-1 decode, 2 threads, a sanitizer build busy on the other core: 81-103 tok/s
  * spinning, 127-185 yielding; the worker had spun 19% of the samples and run 4% of the
- * products). With a core free, sched_yield returns at once and this is still a spin. The caller, when it has no piece left, spins while
- * the others finish theirs, but only about as long as its own share took: past that the
- * thread it waits for is most likely descheduled, and spinning on would keep it off this
- * core, so the caller sleeps and lets the scheduler move it here. The counters are
- * atomics; the mutex only guards sleeping, and a flag raised before each sleep (seq_cst,
- * read after the other side's update) means a wake-up cannot be lost and the mutex is not
- * taken at all while nobody sleeps. */
+ * products). With a core free, sched_yield returns at once and this is still a spin.
+ * The caller, when it has no piece left, spins while the others finish theirs, but only
+ * about as long as its own share took: past that the thread it waits for is most likely
+ * descheduled, and spinning on would keep it off this core, so the caller sleeps and lets
+ * the scheduler move it here. The counters are atomics; the mutex only guards sleeping,
+ * and a flag raised before each sleep (seq_cst, read after the other side's update) means
+ * a wake-up cannot be lost and the mutex is not taken at all while nobody sleeps. */
 #include "engine/cpu/cpu_pool.h"
 
 #include <pthread.h>
