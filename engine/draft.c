@@ -196,24 +196,9 @@ static int run_pass(draft_t *d, int32_t ns, int32_t nt, int32_t nsm) {
 }
 
 int draft_warm_up(draft_t *d, const int32_t *table, int32_t n_blocks, int32_t n) {
-    if (n > d->max_tokens) n = d->max_tokens;
-    if (n > n_blocks * d->block_size) n = n_blocks * d->block_size;
-    if (n < 1 || reserve_seqs(d, 1, n_blocks)) return n < 1 ? 0 : -1;
-    int32_t ns = n < d->max_sample ? n : d->max_sample;
-    for (int32_t i = 0; i < n; i++) {
-        d->tokens[i] = i % d->vocab;
-        d->bpos[i] = i;
-    }
-    for (int32_t j = 0; j < ns; j++) {
-        d->sample_rows[j] = n - ns + j;
-        d->bsample[j] = (bk_sample_t){ .temperature = 0, .top_p = 1 };
-    }
-    d->seq_start[0] = 0;
-    d->seq_len[0] = n;
-    d->bt_start[0] = 0;
-    d->bt_start[1] = n_blocks;
-    memcpy(d->block_table, table, sizeof(int32_t) * (size_t)n_blocks);
-    return run_pass(d, 1, n, ns);
+    if (fwd_warm_up(d->fwd, table, n_blocks, n, n) != 0)
+        return fail(d, "draft %s: %s", d->source, fwd_errmsg(d->fwd));
+    return 0;
 }
 
 /* Adds sequence i's tokens [from, from + len) to the pass being laid out, with a sampled row

@@ -354,30 +354,8 @@ static void sleep_until(const engine_t *e, double t) {
 static int warm_up(engine_t *e) {
     int32_t n = e->o->max_tokens < e->max_model_len ? e->o->max_tokens : e->max_model_len;
     if (n > ENGINE_WARMUP_TOKENS) n = ENGINE_WARMUP_TOKENS;
-    int32_t ns = n < e->max_sample ? n : e->max_sample;
-    if (ns > e->o->max_seqs) ns = e->o->max_seqs;
-    if (reserve_seqs(e, 1, e->scratch_n, 1)) return -1;
-    for (int32_t i = 0; i < n; i++) {
-        e->tokens[i] = i % e->vocab;
-        e->pos[i] = i;
-    }
-    for (int32_t j = 0; j < ns; j++) {
-        e->sample_rows[j] = n - ns + j;
-        e->sample[j] = (bk_sample_t){ .temperature = 0, .top_p = 1 };
-    }
-    e->seq_start[0] = 0;
-    e->seq_start[1] = n;
-    e->seq_len[0] = n;
-    e->bt_start[0] = 0;
-    e->bt_start[1] = e->scratch_n;
-    memcpy(e->block_table, e->scratch_table, sizeof(int32_t) * (size_t)e->scratch_n);
-    bk_batch_t b = {
-        .n_tokens = n, .n_seqs = 1, .tokens = e->tokens, .pos = e->pos,
-        .seq_start = e->seq_start, .seq_len = e->seq_len, .bt_start = e->bt_start,
-        .block_table = e->block_table, .n_sample = ns, .sample_rows = e->sample_rows,
-        .sample = e->sample,
-    };
-    if (fwd_step(e->fwd, &b, e->ids) != 0) return FAIL(e, "warm-up pass: %s", fwd_errmsg(e->fwd));
+    if (fwd_warm_up(e->fwd, e->scratch_table, e->scratch_n, n, e->o->max_seqs) != 0)
+        return FAIL(e, "warm-up pass: %s", fwd_errmsg(e->fwd));
     if (e->draft && draft_warm_up(e->draft, e->scratch_table, e->scratch_n, n) != 0)
         return FAIL(e, "warm-up pass: %s", draft_errmsg(e->draft));
     return 0;

@@ -485,6 +485,41 @@ done:
     return rc;
 }
 
+int fwd_warm_up(fwd_t *f, const int32_t *table, int32_t n_blocks, int32_t n, int32_t ns) {
+    if (n > f->o.max_tokens) n = f->o.max_tokens;
+    if ((int64_t)n > (int64_t)n_blocks * f->o.block_size) n = n_blocks * f->o.block_size;
+    if (ns > n) ns = n;
+    if (ns > f->o.max_sample) ns = f->o.max_sample;
+    if (n < 1) return 0;
+    int32_t *tok = malloc(sizeof *tok * (size_t)n), *pos = malloc(sizeof *pos * (size_t)n);
+    int32_t *rows = malloc(sizeof *rows * (size_t)(ns > 0 ? ns : 1));
+    int32_t *ids = malloc(sizeof *ids * (size_t)(ns > 0 ? ns : 1));
+    bk_sample_t *sp = malloc(sizeof *sp * (size_t)(ns > 0 ? ns : 1));
+    int rc = -1;
+    if (!tok || !pos || !rows || !ids || !sp) {
+        fail(f, "out of memory (warm-up pass)");
+        goto done;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        tok[i] = i % f->cfg.vocab;
+        pos[i] = i;
+    }
+    for (int32_t j = 0; j < ns; j++) {
+        rows[j] = n - ns + j;
+        sp[j] = (bk_sample_t){ .temperature = 0, .top_p = 1 };
+    }
+    int32_t seq_start[2] = { 0, n }, seq_len[1] = { n }, bt_start[2] = { 0, n_blocks };
+    bk_batch_t b = {
+        .n_tokens = n, .n_seqs = 1, .tokens = tok, .pos = pos, .seq_start = seq_start,
+        .seq_len = seq_len, .bt_start = bt_start, .block_table = table, .n_sample = ns,
+        .sample_rows = rows, .sample = sp,
+    };
+    rc = fwd_step(f, &b, ids);
+done:
+    free(tok), free(pos), free(rows), free(ids), free(sp);
+    return rc;
+}
+
 int fwd_logits(fwd_t *f, float *dst) {
     backend_t *b = f->b;
     if (f->last_sample == 0) return 0;

@@ -42,6 +42,12 @@ const char *fwd_errmsg(const fwd_t *f);
 
 /* Runs the batch; ids [batch->n_sample] receives the sampled tokens. 0 or -1. */
 int fwd_step(fwd_t *f, const bk_batch_t *batch, int32_t *ids);
+/* An untimed pass to touch pages, caches and threads before timed ones: one sequence of
+ * min(n, max_tokens, room in table) tokens (ids i % vocab at positions 0..) over the KV
+ * blocks table[n_blocks], its last min(ns, max_sample) rows sampled greedily, the outputs
+ * thrown away (the KV it writes stays in those blocks). 0 (also when nothing fits), or -1
+ * with a message in fwd_errmsg. */
+int fwd_warm_up(fwd_t *f, const int32_t *table, int32_t n_blocks, int32_t n, int32_t ns);
 /* The last step's logits [n_sample][vocab] copied to the host (tests, teaching). */
 int fwd_logits(fwd_t *f, float *dst);
 
