@@ -15,7 +15,10 @@
  * pure spin burnt the time slice that the thread it waits for needed (SmolLM2-shaped Q4_0
  * batch-1 decode, 2 threads, a sanitizer build busy on the other core: 81-103 tok/s
  * spinning, 127-185 yielding; the worker had spun 19% of the samples and run 4% of the
- * products). With a core free, sched_yield returns at once and this is still a spin.
+ * products). With a core free, sched_yield returns at once, but it is a system call: past
+ * 5 us it made every hand-off's wait coarser, and the simulator's per-step error against
+ * the engine (bench/fidelity.sh, stories260K) rose from 4.7-7.0% to 8.2-20.5%; past 50 us
+ * (a hand-off that long means the awaited thread is off its core) it is 3.2-6.9%.
  * The caller, when it has no piece left, spins while the others finish theirs, but only
  * about as long as its own share took: past that the thread it waits for is most likely
  * descheduled, and spinning on would keep it off this core, so the caller sleeps and lets
@@ -40,7 +43,7 @@
  * a product repacks its rows of x (cpu_gemm.h). */
 #define PIECES_PER_THREAD 1
 #define IDLE_SPIN_NS 200000      /* a worker's spin for the next job before it sleeps */
-#define YIELD_SPIN_NS 5000       /* past this, a spinning worker yields between polls */
+#define YIELD_SPIN_NS 50000      /* past this, a spinning thread yields between polls */
 #define WAIT_SPIN_MIN_NS 20000   /* the caller's spin for the others' pieces: at least, */
 #define WAIT_SPIN_MAX_NS 200000  /* at most (past it a sleep's wake-up is small change) */
 
