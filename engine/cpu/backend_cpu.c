@@ -12,6 +12,7 @@
 
 #include "engine/cpu/cpu_gemm.h"
 #include "engine/cpu/cpu_pool.h"
+#include "engine/cpu/cpu_qdot.h"
 #include "engine/cpu/cpu_qgemm.h"
 #include "engine/dequant.h"
 #include "engine/dummy_weight.h"
@@ -41,6 +42,8 @@ typedef struct {
 
     float *scratch;             /* attention scores / sampler buffers, per thread */
     size_t scratch_per_thread;
+    void *xq;                   /* a product's quantised activations (cpu_qdot.h), shared */
+    size_t xq_bytes;
 
     float *inv_freq;            /* RoPE frequencies for (rope_hd, rope_theta) */
     int32_t rope_hd;
@@ -322,31 +325,60 @@ typedef struct {
     const void *w;
     uint32_t type;          /* DQ_F32: the packed fp32 layout; else a stored type */
     int32_t m, n, k;
+    cqd_act_t act;          /* Q8_0 / Q4_0: x quantised */
+    int level;              /* their kernels */
 } mm_job_t;
+
+static int int_dot(uint32_t type) { return type == DQ_Q8_0 || type == DQ_Q4_0; }
 
 static void mm_panels(void *ctx, int64_t lo, int64_t hi, int tid) {
     mm_job_t *j = ctx;
     float *s = j->c->scratch + (size_t)tid * j->c->scratch_per_thread;
     if (j->type == DQ_F32)
         cgemm_panels(j->y, j->x, j->w, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi, s);
+    else if (int_dot(j->type))
+        cqd_panels(j->y, &j->act, j->w, j->type, j->n, (int32_t)lo, (int32_t)hi, j->level);
     else
         cgemm_qpanels(j->y, j->x, j->w, j->type, j->m, j->n, j->k, (int32_t)lo, (int32_t)hi, s);
 }
 
+static void mm_quantize(void *ctx, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    mm_job_t *j = ctx;
+    cqd_quantize(&j->act, j->x, (int32_t)lo, (int32_t)hi, j->level);
+}
+
 /* Splits the panels over the pool; each thread streams its share of the weights once and
- * runs every row of x against it. */
+ * runs every row of x against it. Q8_0 and Q4_0 first quantise x per block (cpu_qdot.h),
+ * once for all threads. */
 static int matmul_typed(backend_t *b, void *y, const void *x, const void *w, uint32_t type,
                         int32_t m, int32_t n, int32_t k) {
+    cpu_t *c = CPU(b);
     if (m <= 0 || n <= 0 || k <= 0)
         return bk_fail(b, "cpu: matmul: bad shape m %d n %d k %d", m, n, k);
     if (type != DQ_F32 && !cqg_elems(type, n, k))
         return bk_fail(b, "cpu: matmul: a %d x %d matrix of type %s is not supported", n, k,
                        dq_type_name(type));
-    if (!scratch(b, type == DQ_F32 ? (size_t)m * k : cgemm_qscratch(m, k))) return -1;
-    mm_job_t j = {CPU(b), y, x, w, type, m, n, k};
+    mm_job_t j = {c, y, x, w, type, m, n, k, {0}, 0};
+    if (int_dot(type)) {
+        size_t need = cqd_act_bytes(m, k);
+        if (need > c->xq_bytes) {
+            free(c->xq);
+            c->xq_bytes = 0;
+            if (!(c->xq = aligned_alloc(64, (need + 63) & ~(size_t)63)))
+                return bk_fail(b, "cpu: out of memory for %zu bytes of quantised activations",
+                               need);
+            c->xq_bytes = need;
+        }
+        cqd_act_bind(&j.act, c->xq, m, k);
+        j.level = cgemm_qdot_level();
+        cpool_run(c->pool, m, GRAIN_ELEMS / k + 1, mm_quantize, &j);
+    } else if (!scratch(b, type == DQ_F32 ? (size_t)m * k : cgemm_qscratch(m, k))) {
+        return -1;
+    }
     int64_t panels = (n + CGEMM_PANEL - 1) / CGEMM_PANEL;
     int64_t per_panel = (int64_t)CGEMM_PANEL * k * m;
-    cpool_run(CPU(b)->pool, panels, 4 * GRAIN_ELEMS / per_panel + 1, mm_panels, &j);
+    cpool_run(c->pool, panels, 4 * GRAIN_ELEMS / per_panel + 1, mm_panels, &j);
     return 0;
 }
 
@@ -653,6 +685,7 @@ static void cpu_destroy(backend_t *b) {
         free(c->sample_rows);
         free(c->sample);
         free(c->scratch);
+        free(c->xq);
         free(c->inv_freq);
         free(c);
     }

@@ -10,6 +10,7 @@
  * Attention and silu use exp_ps, our vectorised e^x (3e-7 relative to libm's expf). */
 #include "engine/cpu/cpu_gemm.h"
 #include "engine/cpu/cpu_gemm_avx2.h"
+#include "engine/cpu/cpu_qdot.h"
 #include "engine/cpu/cpu_qgemm.h"
 
 #include <immintrin.h>
@@ -232,7 +233,7 @@ static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, 
     }
 }
 
-/* A stored matrix (cpu_qgemm.h): per group of panels, QKC steps at a time are
+/* An F16/BF16 matrix (cpu_qgemm.h): per group of panels, QKC steps at a time are
  * dequantised into wbuf (fp32 packed, L1-sized) and every row block runs over them with
  * the fp32 tile, so the stored bytes stream from memory once and the dequantisation is
  * shared by all rows. */
@@ -562,6 +563,15 @@ int cgemm_force(const char *kernel) {
 }
 
 void cgemm_force_portable(int on) { cgemm_force(on ? "portable" : NULL); }
+
+int cgemm_qdot_level(void) {
+    int cpu = cqd_cpu_level();
+    switch (level()) {
+    case CQG_AVX512: return cpu;   /* AVX-512 without VNNI runs the AVX2 integer kernel */
+    case CQG_AVX2: return cpu < CQD_AVX2 ? cpu : CQD_AVX2;
+    default: return CQD_PORTABLE;
+    }
+}
 
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores) {

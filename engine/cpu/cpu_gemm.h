@@ -36,8 +36,8 @@ void cgemm_unpack_row(float *dst, const float *wp, int32_t k, int32_t r);
 void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t n, int32_t k,
                   int32_t p_lo, int32_t p_hi, float *scratch);
 
-/* The same product over a matrix stored in a ggml type (engine/cpu/cpu_qgemm.h), the
- * weights dequantised inside the kernel; scratch: cgemm_qscratch(m, k) floats of the
+/* The same product over an F16 or BF16 matrix (engine/cpu/cpu_qgemm.h; Q8_0 and Q4_0 go
+ * through cpu_qdot.h), the weights converted inside the kernel; scratch: cgemm_qscratch(m, k) floats of the
  * calling thread's own (64-byte aligned). */
 size_t cgemm_qscratch(int32_t m, int32_t k);
 void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
@@ -65,5 +65,9 @@ const char *cgemm_kernel(void);
 int cgemm_force(const char *kernel);
 /* on = 1: cgemm_force("portable"); on = 0: cgemm_force(NULL) */
 void cgemm_force_portable(int on);
+/* The integer-dot-product kernels (cpu_qdot.h) that go with the chosen ones: "avx512"
+ * gives CQD_VNNI where the CPU has VNNI (else CQD_AVX2), "avx2" CQD_AVX2, "portable"
+ * CQD_PORTABLE. */
+int cgemm_qdot_level(void);
 
 #endif

@@ -1,5 +1,5 @@
 /* cpu_gemm_avx2: the product kernels for CPUs with AVX2 and FMA but no AVX-512 (chosen at
- * run time by cpu_gemm.c): the same packed panels (cpu_gemm.h) and stored types
+ * run time by cpu_gemm.c): the same packed panels (cpu_gemm.h) and F16/BF16 matrices
  * (cpu_qgemm.h), a panel's 16 columns as two 8-float vectors.
  *
  * A tile is up to 4 rows of x by one panel: 8 accumulators, each weight vector loaded once

@@ -1,16 +1,19 @@
 /* cpu_qgemm: the CPU backend's matrices in a stored type (F16, BF16, Q8_0, Q4_0; ggml's
- * type ids, engine/dequant.h): their packed layout, and the dequantisation of a run of k
- * steps of one panel into the fp32 packed layout (cpu_gemm.h), which the product kernel
- * (cgemm_qpanels) then multiplies from L1.
+ * type ids, engine/dequant.h): their packed layout; for F16/BF16 the conversion of a run
+ * of k steps of one panel into the fp32 packed layout (cpu_gemm.h), which the product
+ * kernel (cgemm_qpanels) then multiplies from L1, and a few-row kernel that converts in
+ * registers. Q8_0 and Q4_0 are multiplied by integer dot products (cpu_qdot.h).
  *
  * Layout: panels of CGEMM_PANEL = 16 rows, as the fp32 packing, rows past n zero. A panel
- * holds the 16 rows k-major, so that a step kk of the panel is one contiguous run:
- *  - F16 / BF16: element (r, kk) at halfword kk * 16 + r;
- *  - Q8_0: per block of 32 steps, 16 fp16 scales (row r's at r) then 32 x 16 int8, step j
- *    of row r at byte 32 + j * 16 + r: 544 bytes per block (1.0625 bytes a weight);
- *  - Q4_0: per block, 16 fp16 scales then 16 x 16 bytes, byte 32 + j * 16 + r holding
- *    step j of row r in its low nibble and step j + 16 in its high one (ggml's order within
- *    a block): 288 bytes per block (0.5625 a weight).
+ * holds the 16 rows k-major:
+ *  - F16 / BF16: element (r, kk) at halfword kk * 16 + r, so a step is one contiguous run;
+ *  - Q8_0: per block of 32 steps, 16 fp16 scales (row r's at r) then 512 bytes: step
+ *    4 g + i of row r at byte 32 + 64 g + 4 r + i, as q + 128 (unsigned: vpdpbusd's
+ *    operand; 544 bytes per block, 1.0625 bytes a weight);
+ *  - Q4_0: per block, 16 fp16 scales then 256 bytes: byte 32 + 64 v + 4 r + i holds step
+ *    4 v + i of row r in its low nibble and step 16 + 4 v + i in its high one (ggml's
+ *    halves of a block): 288 bytes per block (0.5625 a weight).
+ * So in the block types a 64-byte vector is 16 rows x 4 consecutive steps (cpu_qdot.h).
  * A panel's bytes are a multiple of 4, so rows [r0, r0 + r) of a stored matrix (r0, r
  * multiples of 16) are the stored matrix of those rows at float offset
  * cqg_elems(type, r0, k): the backend's rule for slices and concatenations.
@@ -18,7 +21,7 @@
  *
  * Kernels: AVX-512 or AVX2 (+F16C) where the CPU has them (cpu_gemm's choice, which
  * cgemm_force switches), a portable one otherwise; all give the same floats
- * (dequantisation is exact).
+ * (conversion is exact).
  *
  * Ownership: pure functions over caller buffers. */
 #ifndef TWIN_CPU_QGEMM_H
@@ -34,24 +37,25 @@ int cqg_supported(uint32_t type);
 size_t cqg_elems(uint32_t type, int32_t n, int32_t k);
 /* dst [cqg_elems] = src [n][k] row-major in the type's ggml bytes, packed */
 void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
-/* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of a stored matrix with k columns;
- * k0 a multiple of 32 for block types, k1 a multiple of 32 or k; dst 64-byte aligned.
+/* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of an F16/BF16 matrix with k
+ * columns; dst 64-byte aligned.
  * level: the instructions to use (the caller has checked the CPU has them). */
 enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
                  int32_t k1, int level);
-/* y [m][n] = x [m][k] (row-major) times a stored matrix, output columns of panels
- * [p_lo, p_hi), for m <= CQG_FUSED_MAX rows: the weights dequantised in registers, with
+/* y [m][n] = x [m][k] (row-major) times an F16/BF16 matrix, output columns of panels
+ * [p_lo, p_hi), for m <= CQG_FUSED_MAX rows: the weights converted in registers, with
  * AVX-512 (the caller has checked); the same floats as the fp32 kernel on the
  * dequantised matrix. */
 #define CQG_FUSED_MAX 4
 void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
                       int32_t n, int32_t k, int32_t p_lo, int32_t p_hi);
-/* Prefetches steps [k0, k1) of panel p (into L1): the product kernels fetch each panel's
- * next run of steps while they work on this one, or the next group's first run, so that
- * the stored bytes arrive in the order they are used (on their own, the panels of a group
- * are a stride-of-a-panel pattern that hardware prefetch follows late: Q8_0 batch-1
- * products ran at half speed with 1 KB-ahead prefetching alone). */
+/* Prefetches steps [k0, k1) of panel p of an F16/BF16 matrix (into L1): the product
+ * kernels fetch each panel's next run of steps while they work on this one, or the next
+ * group's first run, so that the stored bytes arrive in the order they are used (on their
+ * own, the panels of a group are a stride-of-a-panel pattern that hardware prefetch
+ * follows late: Q8_0 batch-1 products ran at half speed with 1 KB-ahead prefetching
+ * alone). */
 void cqg_prefetch(const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0, int32_t k1);
 /* dst [k] = row r of a stored matrix (tests) */
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r);
