@@ -1,20 +1,26 @@
-/* test_cpu_qgemm: products over matrices kept in a stored type (F16, BF16, Q8_0, Q4_0) on
- * the CPU, on every kernel (the CPU's own; AVX2 and the portable one forced).
+/* test_cpu_qgemm: matrices kept in a stored type (F16, BF16, Q8_0, Q4_0) on the CPU: the
+ * layout of all four, and the products of F16 / BF16 (fp32 activations) on every kernel
+ * (the CPU's own; AVX2 and the portable one forced). Q8_0 / Q4_0 products quantise the
+ * activations and run cpu_qdot's integer kernels (test_cpu_qdot checks those against their
+ * references); here only what the whole chain costs, and the backend's use of it.
  *
  * Tolerances, per type:
- *  - against the dequantise-then-fp32 path (the same matrix dequantised by dq_convert and
- *    multiplied by the fp32 kernel): 0, bit for bit, every type: dequantisation is exact
+ *  - F16 / BF16 against the dequantise-then-fp32 path (the same matrix dequantised by
+ *    dq_convert and multiplied by the fp32 kernel): 0, bit for bit: dequantisation is exact
  *    and the kernels sum in the same order;
- *  - against a double-precision product with the dequantised weights: relative error
- *    (norm of the difference over norm of the reference) under 1e-5, every type;
+ *  - F16 / BF16 against a double-precision product with the dequantised weights: relative
+ *    error (norm of the difference over norm of the reference) under 1e-5;
  *  - against the original fp32 weights (what quantising costs), per output
- *    |y - y_fp32| <= sum_k |x_k| e_k + 1e-4 sum_k |x_k w_k|, with e_k the type's rounding
+ *    |y - y_fp32| <= sum_k |x_k| e_k + a + 1e-4 sum_k |x_k w_k|, with e_k the type's rounding
  *    bound for that weight: F16 |w| 2^-11 (normal range), BF16 |w| 2^-8, Q8_0 d / 2 and
- *    Q4_0 d (d the block's scale; ggml's Q4_0 clamps the top code, so up to a whole step).
+ *    Q4_0 d (d the block's scale; ggml's Q4_0 clamps the top code, so up to a whole step);
+ *    a = 0 for F16 / BF16, and for Q8_0 / Q4_0 the activations' rounding bound
+ *    sum_b (d_b / 2) sum_k |w'_k| (cpu_qdot.h; w' the dequantised weights).
  * Also: rows of a batch equal the same rows alone (batch invariance), aligned row slices
  * and concatenations of stored matrices are offsets (the forward pass's fused Q/K/V and
- * gate/up), the backend's upload_qmatrix/matmul_q and its refusals, and --weights f32
- * leaving the stored-type ops out. */
+ * gate/up), cqg_unpack_row gives the dequantised weights (all four types), the backend's
+ * upload_qmatrix/matmul_q (bit for bit the single-threaded kernels) and its refusals, and
+ * --weights f32 leaving the stored-type ops out. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +28,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_gemm.h"
+#include "engine/cpu/cpu_qdot.h"
 #include "engine/cpu/cpu_qgemm.h"
 #include "engine/dequant.h"
 #include "tests/testutil.h"
@@ -76,11 +83,39 @@ static void mat_free(mat_t *a) {
     free(a->fp);
 }
 
-/* y [m][n] = x w^T through the stored-type kernel, all panels, on one thread */
+static int int_dot(uint32_t type) { return type == DQ_Q8_0 || type == DQ_Q4_0; }
+
+/* y [m][n] = x w^T through the stored-type kernel, all panels, on one thread: F16 / BF16
+ * the fp32 kernels; Q8_0 / Q4_0 x quantised, then the integer kernel of the CPU's level
+ * (every level gives the same floats: test_cpu_qdot) */
 static void qmul(float *y, const float *x, const mat_t *a, int32_t m) {
+    if (int_dot(a->type)) {
+        void *buf = aligned_alloc(64, (cqd_act_bytes(m, a->k) + 63) & ~(size_t)63);
+        cqd_act_t act;
+        cqd_act_bind(&act, buf, m, a->k);
+        cqd_quantize(&act, x, 0, m, cqd_cpu_level());
+        cqd_panels(y, &act, a->packed, a->type, a->n, 0, (a->n + 15) / 16, cqd_cpu_level());
+        free(buf);
+        return;
+    }
     float *s = aligned_alloc(64, (cgemm_qscratch(m, a->k) * 4 + 63) & ~(size_t)63);
     cgemm_qpanels(y, x, a->packed, a->type, m, a->n, a->k, 0, (a->n + 15) / 16, s);
     free(s);
+}
+
+/* the activations' rounding bound of row i against stored row j (cpu_qdot.h):
+ * sum_b (d_b / 2) sum |w'| with d_b = max |x| / 127 over block b */
+static double act_bound(const float *x, const mat_t *a, int32_t j) {
+    double bound = 0;
+    for (int32_t b0 = 0; b0 < a->k; b0 += 32) {
+        double amax = 0, wsum = 0;
+        for (int c = b0; c < b0 + 32; c++) {
+            amax = fmax(amax, fabs(x[c]));
+            wsum += fabs(a->wd[(size_t)j * a->k + c]);
+        }
+        bound += amax / 127 / 2 * wsum;
+    }
+    return bound;
 }
 
 static void f32mul(float *y, const float *x, const mat_t *a, int32_t m) {
@@ -109,7 +144,7 @@ static void check_one(uint32_t type, int32_t m, int32_t n, int32_t k) {
     for (size_t i = 0; i < (size_t)m * k; i++) x[i] = frand();
     qmul(y, x, &a, m);
     f32mul(yf, x, &a, m);
-    if (memcmp(y, yf, (size_t)m * n * sizeof *y) != 0)
+    if (!int_dot(type) && memcmp(y, yf, (size_t)m * n * sizeof *y) != 0)
         ck_abort_msg("%s m %d n %d k %d (%s): differs from the fp32 kernel on the dequantised "
                      "matrix", dq_type_name(type), m, n, k, cgemm_kernel());
     double d = 0, r2 = 0;
@@ -123,6 +158,7 @@ static void check_one(uint32_t type, int32_t m, int32_t n, int32_t k) {
                 bound += fabs(xv) * round_bound(&a, j, c);
                 mag += fabs(xv * a.w[(size_t)j * k + c]);
             }
+            if (int_dot(type)) bound += act_bound(x + (size_t)i * k, &a, j);
             double got = y[(size_t)i * n + j];
             d += (got - ref) * (got - ref);
             r2 += ref * ref;
@@ -130,7 +166,7 @@ static void check_one(uint32_t type, int32_t m, int32_t n, int32_t k) {
                 ck_abort_msg("%s m %d n %d k %d: y[%d][%d] = %g, fp32 weights give %g (bound %g)",
                              dq_type_name(type), m, n, k, i, j, got, orig, bound);
         }
-    if (sqrt(d) / (sqrt(r2) + 1e-30) > 1e-5)
+    if (!int_dot(type) && sqrt(d) / (sqrt(r2) + 1e-30) > 1e-5)
         ck_abort_msg("%s m %d n %d k %d: relative error %g", dq_type_name(type), m, n, k,
                      sqrt(d) / sqrt(r2));
     /* batch invariance: each row alone gives the batch's row */
@@ -146,7 +182,8 @@ static void check_one(uint32_t type, int32_t m, int32_t n, int32_t k) {
     mat_free(&a);
 }
 
-/* _i: 0 the CPU's own kernel, 1 the portable one, 2 AVX2 (where the CPU has it) */
+/* _i: 0 the CPU's own kernel, 1 the portable one, 2 AVX2 (where the CPU has it); Q8_0 /
+ * Q4_0 once (cgemm_force does not choose their kernels) */
 START_TEST(qmatmul_matches_references) {
     if (cgemm_force(_i == 0 ? NULL : _i == 1 ? "portable" : "avx2") != 0) {
         fprintf(stderr, "SKIP: this CPU has no AVX2 + FMA + F16C: the AVX2 kernel is untested\n");
@@ -154,15 +191,19 @@ START_TEST(qmatmul_matches_references) {
     }
     static const int32_t ms[] = {1, 2, 3, 4, 5, 7, 13, 30};
     static const int32_t nk[][2] = {{16, 32}, {40, 64}, {3, 96}, {33, 320}, {64, 160}};
-    for (int t = 0; t < NTYPES; t++)
+    for (int t = 0; t < (_i == 0 ? NTYPES : 2); t++)
         for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
             for (size_t b = 0; b < sizeof nk / sizeof *nk; b++)
                 check_one(TYPES[t], ms[a], nk[b][0], nk[b][1]);
     /* 16-bit types take any k, and chunks that end inside a k of several chunks */
     check_one(DQ_F16, 3, 20, 7);
     check_one(DQ_BF16, 9, 17, 300);
-    check_one(DQ_Q8_0, 1, 48, 1024);
-    check_one(DQ_Q4_0, 14, 48, 544);
+    check_one(DQ_F16, 1, 48, 1024);
+    check_one(DQ_BF16, 14, 48, 544);
+    if (_i == 0) {
+        check_one(DQ_Q8_0, 1, 48, 1024);
+        check_one(DQ_Q4_0, 14, 48, 544);
+    }
     cgemm_force_portable(0);
 }
 END_TEST
@@ -188,7 +229,9 @@ START_TEST(layout_sizes_slices_and_rows) {
         float row[96];
         for (int32_t r = 0; r < 48; r += 7) {
             cqg_unpack_row(row, a.packed, TYPES[t], 96, r);
-            ck_assert(!memcmp(row, a.wd + (size_t)r * 96, sizeof row));
+            ck_assert_msg(!memcmp(row, a.wd + (size_t)r * 96, sizeof row),
+                          "%s: cqg_unpack_row(%d) is not the dequantised row",
+                          dq_type_name(TYPES[t]), r);
         }
         free(tail);
         mat_free(&a);
@@ -202,20 +245,39 @@ START_TEST(backend_ops) {
     backend_t *b = backend_new("cpu", &o, err, sizeof err);
     ck_assert_msg(b != NULL, "%s", err);
     ck_assert(b->qmatrix_elems && b->upload_qmatrix && b->matmul_q);
+    /* two threads split the panels (and Q8_0 / Q4_0's quantising the rows): the same sums
+     * as one thread's kernel, F16 the fp32 kernel's on the dequantised matrix */
+    static const uint32_t types[] = {DQ_F16, DQ_Q8_0, DQ_Q4_0};
+    static const int32_t ms[] = {1, 9};
+    for (int t = 0; t < 3; t++)
+        for (int mi = 0; mi < 2; mi++) {
+            int32_t m = ms[mi];
+            mat_t q;
+            mat_make(&q, types[t], 70, 128);
+            size_t ne = b->qmatrix_elems(b, types[t], 70, 128);
+            void *w = b->alloc(b, BK_WEIGHT, ne), *x = b->alloc(b, BK_ACT, (size_t)m * 128);
+            void *y = b->alloc(b, BK_ACT, (size_t)m * 70);
+            float xs[9 * 128], ys[9 * 70], yr[9 * 70];
+            for (int i = 0; i < m * 128; i++) xs[i] = frand();
+            ck_assert_int_eq(b->upload_qmatrix(b, w, q.q, types[t], 70, 128), 0);
+            ck_assert_int_eq(b->upload(b, x, xs, (size_t)m * 128 * 4), 0);
+            ck_assert_int_eq(b->matmul_q(b, y, BK_ACT, x, w, types[t], m, 70, 128), 0);
+            ck_assert_int_eq(b->download_f32(b, ys, y, BK_ACT, (size_t)m * 70), 0);
+            if (int_dot(types[t])) qmul(yr, xs, &q, m);
+            else f32mul(yr, xs, &q, m);
+            ck_assert_msg(!memcmp(ys, yr, (size_t)m * 70 * 4),
+                          "%s m %d: the backend's matmul_q differs from one thread's kernel",
+                          dq_type_name(types[t]), m);
+            b->release(b, w);
+            b->release(b, x);
+            b->release(b, y);
+            mat_free(&q);
+        }
     mat_t a;
     mat_make(&a, DQ_Q4_0, 70, 128);
     int32_t m = 9;
-    size_t ne = b->qmatrix_elems(b, DQ_Q4_0, 70, 128);
-    void *w = b->alloc(b, BK_WEIGHT, ne), *x = b->alloc(b, BK_ACT, (size_t)m * 128);
-    void *y = b->alloc(b, BK_ACT, (size_t)m * 70);
-    float xs[9 * 128], ys[9 * 70], yr[9 * 70];
-    for (int i = 0; i < m * 128; i++) xs[i] = frand();
-    ck_assert_int_eq(b->upload_qmatrix(b, w, a.q, DQ_Q4_0, 70, 128), 0);
-    ck_assert_int_eq(b->upload(b, x, xs, sizeof xs), 0);
-    ck_assert_int_eq(b->matmul_q(b, y, BK_ACT, x, w, DQ_Q4_0, m, 70, 128), 0);
-    ck_assert_int_eq(b->download_f32(b, ys, y, BK_ACT, (size_t)m * 70), 0);
-    f32mul(yr, xs, &a, m);   /* two threads split the panels: the same sums */
-    ck_assert(!memcmp(ys, yr, sizeof ys));
+    void *w = b->alloc(b, BK_WEIGHT, b->qmatrix_elems(b, DQ_Q4_0, 70, 128));
+    void *x = b->alloc(b, BK_ACT, (size_t)m * 128), *y = b->alloc(b, BK_ACT, (size_t)m * 70);
     /* refusals name the type and shape */
     ck_assert_int_eq(b->upload_qmatrix(b, w, a.q, DQ_Q8_0, 70, 100), -1);
     ck_assert_ptr_nonnull(strstr(b->errmsg, "Q8_0"));
