@@ -157,7 +157,7 @@ static int block_matches(const int8_t *q, float d, int32_t s, const float *x, ch
     int32_t sum = 0;
     for (int i = 0; i < CQD_BLOCK; i++) {
         int want = 0;
-        if (!bad && amax > 0) {
+        if (!bad && amax >= 1e-30f) {   /* below: zeros (the header's rule) */
             float r = nearbyintf(x[i] * (127.0f / amax));
             want = (int)fmaxf(-127.0f, fminf(127.0f, r));
         }
@@ -176,7 +176,7 @@ static int block_matches(const int8_t *q, float d, int32_t s, const float *x, ch
         snprintf(why, len, "s = %d, sum of q = %d", s, sum);
         return 0;
     }
-    float wd = bad ? NAN : amax == 0 ? 0.0f : amax / 127.0f;
+    float wd = bad ? NAN : amax < 1e-30f ? 0.0f : amax / 127.0f;
     if (bad ? !isnan(d) : memcmp(&d, &wd, 4) != 0) {
         snprintf(why, len, "d = %.9g, want %.9g", d, wd);
         return 0;
@@ -263,9 +263,9 @@ START_TEST(quantiser_follows_the_header) {
 }
 END_TEST
 
-/* Blocks whose largest magnitude is under 127 / FLT_MAX (about 3.7e-37): 127 / amax
- * overflows to infinity, so x (127 / amax) is +-inf, or NaN for a zero. The header's rule
- * still asks for |q| <= 127 and s = sum q, and every level must agree. */
+/* Blocks whose largest magnitude is under 127 / FLT_MAX (about 3.7e-37), where 127 / amax
+ * would overflow to infinity (x (127 / amax) +-inf, or NaN for a zero): the header counts
+ * blocks under 1e-30 as zeros, and every level must agree. */
 START_TEST(quantiser_tiny_blocks) {
     float x[4 * 32];
     for (int i = 0; i < 32; i++) x[i] = frand() * 1e-37f;   /* normal, tiny */

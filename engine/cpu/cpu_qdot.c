@@ -40,6 +40,10 @@ int cqd_cpu_level(void) {
     return CQD_PORTABLE;
 }
 
+/* Below this a block counts as zeros: 127 / amax would overflow to infinity near
+ * 127 / FLT_MAX, and infinity times a zero is NaN. */
+#define TINY 1e-30f
+
 /* One block's scale for its largest magnitude (NaN when not finite); the quantised values
  * are then rint(x (127 / amax)), which the vector form computes with the same two roundings. */
 static void quant_block_portable(int8_t *q, float *d, int32_t *s, const float *x) {
@@ -51,7 +55,7 @@ static void quant_block_portable(int8_t *q, float *d, int32_t *s, const float *x
         amax = v > amax ? v : amax;
     }
     int32_t sum = 0;
-    if (bad || amax == 0) {
+    if (bad || amax < TINY) {
         memset(q, 0, QK);
         *d = bad ? NAN : 0.0f;
     } else {
@@ -79,7 +83,7 @@ AVX512 static void quant_block_avx512(int8_t *q, float *d, int32_t *s, const flo
     __mmask16 bad = _mm512_cmp_ps_mask(a, _mm512_set1_ps(INFINITY), _CMP_NLT_UQ) |
                     _mm512_cmp_ps_mask(b, _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
-    if (bad || amax == 0) {
+    if (bad || amax < TINY) {
         memset(q, 0, QK);
         *d = bad ? NAN : 0.0f;
         *s = 0;

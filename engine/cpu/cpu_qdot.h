@@ -10,7 +10,8 @@
  *
  * Activations (cqd_act_t): row r of x [m][k], block b (steps 32b .. 32b + 31):
  *   amax = max |x_i|; d = amax / 127; q_i = rint(x_i * (127 / amax)) (ties to even,
- *   clamped to +-127); s = sum q_i. amax = 0: d = 0, q = 0. A NaN or infinity in the
+ *   clamped to +-127); s = sum q_i. amax < 1e-30 (zeros, or so small that 127 / amax
+ *   would overflow): d = 0, q = 0. A NaN or infinity in the
  *   block: d = NaN, q = 0, so that the outputs are NaN as the fp32 product's would be.
  * Product: y[r][c] = sum over blocks b in order of
  *   acc = fmaf((float) isum, dw[c][b] * d[r][b], acc), acc from +0,
