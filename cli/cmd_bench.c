@@ -368,7 +368,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t maxb = 0;
     for (int i = 0; i < nb; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
 
-    if (model_open(spec, seed, MODEL_SHAPE_ONLY, &m, err, sizeof err)) {
+    if (model_open(spec, seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, err, sizeof err)) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
     }

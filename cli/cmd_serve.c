@@ -112,7 +112,7 @@ static int open_tokenizer(const char *model, const char *given, tok_t **out, cha
                           size_t errlen) {
     model_t *m = NULL;
     *out = NULL;
-    if (model_open(model, 0, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) return -1;
+    if (model_open(model, 0, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, err, errlen) != 0) return -1;
     int rc = -1;
     if (strcmp(m->format, "gguf") && strcmp(m->format, "llama2c") && !given)
         snprintf(err, errlen, "%s has no tokenizer: serving needs text (give a .bin with its "

@@ -80,7 +80,7 @@ int draft_open(const draft_opts_t *o, draft_t **out, char *err, size_t errlen) {
         snprintf(err, errlen, "--draft: out of memory");
         return -1;
     }
-    if (model_open(o->spec, o->seed, MODEL_SHAPE_ONLY, &m, why, sizeof why) != 0) {
+    if (model_open(o->spec, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, why, sizeof why) != 0) {
         snprintf(err, errlen, "--draft: %s", why);
         goto fail;
     }

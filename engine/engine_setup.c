@@ -45,7 +45,8 @@ int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
     char err[1024];
     if (o->block_size < 1 || o->max_tokens < 1 || o->max_seqs < 1)
         return FAIL(e, "--block-size, --max-tokens and --max-seqs must be >= 1");
-    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &e->model, err, sizeof err) != 0)
+    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &e->model, err,
+                   sizeof err) != 0)
         return FAIL(e, "--model: %s", err);
     const model_config_t *c = &e->model->cfg;
     e->vocab = c->vocab;

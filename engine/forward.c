@@ -117,9 +117,28 @@ static void *upload_mats(fwd_t *f, int parts, const wsrc_t *src, const int32_t *
     size_t off = 0;
     for (int i = 0; i < parts; i++) {
         void *d = at(f, BK_WEIGHT, dst, off);
+        const float *host = src[i].host;
+        float *conv = NULL;
+        if (!f->shape_only && type == DQ_F32 && !host) {
+            /* a lazily loaded file's matrix (MODEL_LAZY): converted for this upload only */
+            size_t n = (size_t)rows[i] * (size_t)cols;
+            if (!src[i].st || !src[i].st->data) {
+                fail(f, "a %d x %d matrix has neither host weights nor a stored form", rows[i],
+                     cols);
+                return NULL;
+            }
+            if (!(conv = malloc(n * sizeof *conv))) {
+                fail(f, "out of memory converting a %d x %d %s matrix", rows[i], cols,
+                     dq_type_name(src[i].st->type));
+                return NULL;
+            }
+            dq_convert(src[i].st->type, src[i].st->data, conv, n);
+            host = conv;
+        }
         int rc = f->shape_only ? b->gen_matrix(b, d, rows[i], cols, f->seed, src[i].tensor)
-                 : type == DQ_F32 ? b->upload_matrix(b, d, src[i].host, rows[i], cols)
+                 : type == DQ_F32 ? b->upload_matrix(b, d, host, rows[i], cols)
                                   : b->upload_qmatrix(b, d, src[i].st->data, type, rows[i], cols);
+        free(conv);
         if (rc) {
             fail(f, "backend %s: %s a %d x %d %s matrix: %s", b->name,
                  f->shape_only ? "generating" : "uploading", rows[i], cols,
@@ -255,7 +274,7 @@ static int upload_model(fwd_t *f, const model_t *m) {
             !(d->w2 = upload_mat(f, &s.w2, dim, hid, d->t_down)))
             return -1;
     }
-    wsrc_t emb = {m->tok_emb, DUMMY_T_TOK_EMB, NULL};
+    wsrc_t emb = {m->tok_emb, DUMMY_T_TOK_EMB, &m->stored_tok_emb};
     if (!(f->tok_emb = upload_mat(f, &emb, c->vocab, dim, DQ_F32)) ||
         !(f->final_norm = upload1(f, m->final_norm, (size_t)dim)))
         return -1;

@@ -138,7 +138,8 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     memset(st, 0, sizeof *st);
     double t0 = wall();
 
-    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, err, errlen) != 0) goto done;
+    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, err, errlen) != 0)
+        goto done;
     if (tok_load_for_model(o->model, m->format, m->cfg.vocab, o->tokenizer, &tok, err,
                            errlen) != 0)
         goto done;

@@ -100,15 +100,15 @@ size_t model_body_floats(const model_config_t *c) {
     return n;
 }
 
-int model_alloc(const model_config_t *c, const char *source, const char *format,
-                model_t **out, char *err, size_t errlen) {
+static int alloc_model(const model_config_t *c, const char *source, const char *format,
+                       int matrices, model_t **out, char *err, size_t errlen) {
     *out = NULL;
     if (model_config_check(c, source, err, errlen) != 0) return -1;
     /* Checked bounds keep every product below 2^62 floats, so this double is exact
      * enough to compare; the size_t sums below cannot overflow once it passes. */
     double bytes = model_params(c) * sizeof(float);
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (phys > 0 && bytes > phys) {
+    if (matrices && phys > 0 && bytes > phys) {
         snprintf(err, errlen,
                  "%s: %.2f GB of fp32 weights do not fit in this machine's %.2f GB of memory",
                  source, bytes / 1e9, phys / 1e9);
@@ -121,10 +121,14 @@ int model_alloc(const model_config_t *c, const char *source, const char *format,
     }
     model_t *m = calloc(1, sizeof *m);
     if (m) m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    size_t nf = model_body_floats(c) + (c->tied ? 0 : (size_t)c->vocab * (size_t)c->dim);
+    size_t sz[9];
+    layer_sizes(c, sz);
+    size_t nf = (size_t)(2 * c->n_layers + 1) * (size_t)c->dim;
+    if (matrices) nf = model_body_floats(c) + (c->tied ? 0 : (size_t)c->vocab * (size_t)c->dim);
     void *arena = NULL;
     if (!m || !m->layers || posix_memalign(&arena, 64, nf * sizeof(float)) != 0) {
-        snprintf(err, errlen, "%s: out of memory for %.2f GB of weights", source, bytes / 1e9);
+        snprintf(err, errlen, "%s: out of memory for %.2f GB of weights", source,
+                 (double)nf * sizeof(float) / 1e9);
         if (m) free(m->layers);
         free(m);
         return -1;
@@ -132,11 +136,12 @@ int model_alloc(const model_config_t *c, const char *source, const char *format,
     m->cfg = *c;
     m->arena = arena;
     float *p = arena;
-    m->tok_emb = p;
-    p += (size_t)c->vocab * (size_t)c->dim;
-    size_t sz[9];
-    layer_sizes(c, sz);
-    for (int k = 0; k < 9; k++)
+    if (matrices) {
+        m->tok_emb = p;
+        p += (size_t)c->vocab * (size_t)c->dim;
+    }
+    for (int k = 0; k < 9; k++) {
+        if (!matrices && k != 0 && k != 5) continue;   /* attn_norm and ffn_norm only */
         for (int32_t l = 0; l < c->n_layers; l++) {
             model_layer_t *L = &m->layers[l];
             float **slot[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
@@ -144,14 +149,25 @@ int model_alloc(const model_config_t *c, const char *source, const char *format,
             *slot[k] = p;
             p += sz[k];
         }
+    }
     m->final_norm = p;
     p += c->dim;
-    m->lm_head = c->tied ? m->tok_emb : p;
+    if (matrices) m->lm_head = c->tied ? m->tok_emb : p;
     snprintf(m->source, sizeof m->source, "%s", source);
     snprintf(m->format, sizeof m->format, "%s", format);
     snprintf(m->weight_type, sizeof m->weight_type, "F32");
     *out = m;
     return 0;
+}
+
+int model_alloc(const model_config_t *c, const char *source, const char *format,
+                model_t **out, char *err, size_t errlen) {
+    return alloc_model(c, source, format, 1, out, err, errlen);
+}
+
+int model_alloc_norms(const model_config_t *c, const char *source, const char *format,
+                      model_t **out, char *err, size_t errlen) {
+    return alloc_model(c, source, format, 0, out, err, errlen);
 }
 
 void model_free(model_t *m) {
@@ -191,6 +207,7 @@ int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *
     char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
     fclose(f);
-    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) return model_load_gguf(spec, out, err, errlen);
+    if (got == 4 && memcmp(magic, "GGUF", 4) == 0)
+        return model_load_gguf(spec, flags, out, err, errlen);
     return model_load_llama2c(spec, out, err, errlen);
 }

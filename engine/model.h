@@ -97,6 +97,11 @@ int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t
 
 /* flags for model_open */
 #define MODEL_SHAPE_ONLY 1   /* dummy:PRESET without host weights (files load as usual) */
+/* GGUF files: the matrices stay in the file (stored_*, the mapping) and their host
+ * pointers are NULL; only the norms are loaded in fp32. The forward pass converts what it
+ * keeps in fp32 one group at a time, at upload (engine/forward.c), so loading a Q4_0 file
+ * needs its own bytes, not 4 per weight. Other sources load as usual. */
+#define MODEL_LAZY 2
 /* model_load with flags; model_load(...) == model_open(..., 0, ...). */
 int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *err,
                size_t errlen);
@@ -121,12 +126,15 @@ void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype
  * `source`) a model larger than the machine's physical memory, before allocating. */
 int model_alloc(const model_config_t *c, const char *source, const char *format,
                 model_t **out, char *err, size_t errlen);
+/* The same, but the arena holds the norms only (every matrix pointer NULL): MODEL_LAZY. */
+int model_alloc_norms(const model_config_t *c, const char *source, const char *format,
+                      model_t **out, char *err, size_t errlen);
 /* Floats in the arena up to and including final_norm (llama2.c's contiguous block). */
 size_t model_body_floats(const model_config_t *c);
 
 /* Loaders, called by model_load (exposed for tests). */
 int model_load_llama2c(const char *path, model_t **out, char *err, size_t errlen);
-int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen);
+int model_load_gguf(const char *path, int flags, model_t **out, char *err, size_t errlen);
 int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out, char *err,
                      size_t errlen);
 

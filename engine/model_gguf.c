@@ -40,9 +40,9 @@ static int meta_float(const gguf_t *g, const char *key, float *out, char *err, s
     return r < 0 ? -1 : 0;
 }
 
-/* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, and (dst not
- * NULL) dequantises it into dst, counting bytes per type for model_t.weight_type, and
- * notes where it is stored (st not NULL). */
+/* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, notes where it
+ * is stored (st not NULL), counts its bytes per type for model_t.weight_type, and (dst not
+ * NULL) dequantises it into dst. */
 static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
                        float *dst, model_stored_t *st, uint64_t type_bytes[32], char *err,
                        size_t errlen) {
@@ -65,10 +65,9 @@ static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t
                  "Q8_0, Q4_0)", g->path, name, dq_type_name(t->type), (unsigned)t->type);
         return -1;
     }
-    if (!dst) return 0;
-    dq_convert(t->type, t->data, dst, t->n_elems);
     if (st) *st = (model_stored_t){t->type, t->data};
     if (t->type < 32) type_bytes[t->type] += t->n_bytes;
+    if (dst) dq_convert(t->type, t->data, dst, t->n_elems);
     return 0;
 }
 
@@ -160,7 +159,7 @@ static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char 
     return 0;
 }
 
-int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
+int model_load_gguf(const char *path, int flags, model_t **out, char *err, size_t errlen) {
     int rc = -1;
     gguf_t *g = NULL;
     model_t *m = NULL;
@@ -175,7 +174,9 @@ int model_load_gguf(const char *path, model_t **out, char *err, size_t errlen) {
             goto done;
         }
         if (load_all(g, &c, pass ? m : NULL, err, errlen) != 0 ||
-            (!pass && model_alloc(&c, path, "gguf", &m, err, errlen) != 0))
+            (!pass && ((flags & MODEL_LAZY)
+                           ? model_alloc_norms(&c, path, "gguf", &m, err, errlen)
+                           : model_alloc(&c, path, "gguf", &m, err, errlen)) != 0))
             goto done;
     }
     /* the stored matrices point into the mapping: the model keeps the file open */

@@ -550,7 +550,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     }
     header_basics(o, out);
     /* The shape first (instant for dummy models); the host phase's replay loads its own. */
-    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, msg, sizeof msg)) {
+    if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, msg, sizeof msg)) {
         model_fail(o, msg, err, errlen);
         goto done;
     }
@@ -576,7 +576,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
             fprintf(stderr, "[profile] host phase: %d requests under %s\n",
                     PROFILE_HOST_REQUESTS, o->host_policy);
         if (host_phase(o, c.max_seq, &hp, out, st, err, errlen)) goto done;
-        if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY, &m, msg, sizeof msg)) {
+        if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, msg, sizeof msg)) {
             model_fail(o, msg, err, errlen);
             goto done;
         }

@@ -393,7 +393,7 @@ static void expect_fail(const buf_t *b, size_t n, const char *needle, const char
     const char *path = damaged_path;
     write_buf(b, n, path);
     model_t *m = (model_t *)1;
-    ck_assert_msg(model_load_gguf(path, &m, err, sizeof err) == -1, "%s: loaded", what);
+    ck_assert_msg(model_load_gguf(path, 0, &m, err, sizeof err) == -1, "%s: loaded", what);
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(err, path) != NULL, "%s: no file name in \"%s\"", what, err);
     if (needle) ck_assert_msg(strstr(err, needle) != NULL, "%s: \"%s\"", what, err);
