@@ -15,7 +15,9 @@
  *  - against the product with the unquantised activations: the header's bound
  *    sum_b (d_b / 2) sum_i |w_i|, plus 1e-5 sum |x w| for the fp32 roundings;
  *  - every level against the portable one, any row count, any panel range: bit for bit
- *    (memcmp), outputs outside the range untouched. */
+ *    (memcmp), outputs outside the range untouched; also on the extreme codes (Q8_0 -128 /
+ *    127, Q4_0 nibbles 0 / 15 against activations of +-127), where a kernel's narrow
+ *    partial sums would saturate. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -62,7 +64,9 @@ typedef struct {
 
 static const char *tname(uint32_t type) { return type == DQ_Q8_0 ? "Q8_0" : "Q4_0"; }
 
-static void wmat_make(wmat_t *w, uint32_t type, int32_t n, int32_t k) {
+/* extreme: codes by (column + block) % 4: all the lowest, all the highest, the two
+ * alternating, random (the integer sums' largest magnitudes); else random */
+static void wmat_make(wmat_t *w, uint32_t type, int32_t n, int32_t k, int extreme) {
     int32_t nb = k / CQD_BLOCK;
     size_t bb = type == DQ_Q8_0 ? 34 : 18;
     w->type = type;
@@ -82,15 +86,18 @@ static void wmat_make(wmat_t *w, uint32_t type, int32_t n, int32_t k) {
             blk[1] = (uint8_t)(h >> 8);
             float df = dq_f16_to_f32(h);
             float *row = w->wd + (size_t)r * k + (size_t)b * CQD_BLOCK;
+            int pat = extreme ? (r + b) % 4 : 3;
             if (type == DQ_Q8_0)
                 for (int j = 0; j < CQD_BLOCK; j++) {
                     int8_t q = (int8_t)(urand() & 0xff);   /* -128 .. 127 */
+                    if (pat < 3) q = pat == 0 || (pat == 2 && j % 2) ? -128 : 127;
                     blk[2 + j] = (uint8_t)q;
                     row[j] = df * q;
                 }
             else
                 for (int j = 0; j < CQD_BLOCK / 2; j++) {
                     uint8_t byte = (uint8_t)(urand() & 0xff);
+                    if (pat < 3) byte = pat == 0 ? 0x00 : pat == 1 ? 0xff : j % 2 ? 0xf0 : 0x0f;
                     blk[2 + j] = byte;
                     row[j] = df * ((byte & 0x0f) - 8);
                     row[j + 16] = df * ((byte >> 4) - 8);
@@ -141,6 +148,15 @@ static void fill_x(float *x, int32_t m, int32_t k) {
         for (int32_t b = 0; b < k / CQD_BLOCK; b++)
             if (urand() % 5 == 0) x[(size_t)r * k + b * CQD_BLOCK + urand() % 32] = 20 * mag;
     }
+}
+
+/* blocks by (row + block) % 3: all +1 (q = 127), all -1, alternating signs */
+static void fill_x_extreme(float *x, int32_t m, int32_t k) {
+    for (int32_t r = 0; r < m; r++)
+        for (int32_t c = 0; c < k; c++) {
+            int pat = (r + c / CQD_BLOCK) % 3;
+            x[(size_t)r * k + c] = pat == 0 ? 1.0f : pat == 1 ? -1.0f : c % 2 ? -1.0f : 1.0f;
+        }
 }
 
 /* ------------------------------------------------------------------ 1. quantiser */
@@ -212,7 +228,13 @@ static void special_rows(float *x) {
     b += 32;   /* block 8: huge values (127 / amax stays normal) */
     for (int i = 0; i < 32; i++) b[i] = frand() * 3e38f;
     b += 32;   /* block 9: small normal values */
+    for (int i = 0; i < 32; i++) b[i] = frand() * 1e-28f;
+    b += 32;   /* block 10: amax at the header's threshold: quantised */
     for (int i = 0; i < 32; i++) b[i] = frand() * 1e-30f;
+    b[3] = -1e-30f;
+    b += 32;   /* block 11: amax just under it: zeros */
+    for (int i = 0; i < 32; i++) b[i] = frand() * 1e-31f;
+    b[30] = nextafterf(1e-30f, 0);
 }
 
 START_TEST(quantiser_follows_the_header) {
@@ -276,14 +298,12 @@ START_TEST(quantiser_tiny_blocks) {
     act_t ref;
     act_make(&ref, x, 1, 128, CQD_PORTABLE);
     for (int b = 0; b < 4; b++) {
-        int32_t sum = 0;
-        for (int i = 0; i < 32; i++) {
-            ck_assert_msg(ref.a.q[b * 32 + i] >= -127, "portable, tiny block %d: q[%d] = %d", b,
-                          i, ref.a.q[b * 32 + i]);
-            sum += ref.a.q[b * 32 + i];
-        }
-        ck_assert_msg(ref.a.s[b] == sum, "portable, tiny block %d: s = %d, sum q = %d", b,
-                      ref.a.s[b], sum);
+        for (int i = 0; i < 32; i++)
+            ck_assert_msg(ref.a.q[b * 32 + i] == 0, "portable, tiny block %d: q[%d] = %d, not 0",
+                          b, i, ref.a.q[b * 32 + i]);
+        ck_assert_msg(ref.a.s[b] == 0 && ref.a.d[b] == 0 && !signbit(ref.a.d[b]),
+                      "portable, tiny block %d: s = %d, d = %g, not zeros", b, ref.a.s[b],
+                      ref.a.d[b]);
     }
     for (int level = CQD_AVX2; level <= CQD_VNNI; level++) {
         if (!level_ok(level, "quantiser_tiny_blocks")) continue;
@@ -307,12 +327,18 @@ END_TEST
 
 /* ------------------------------------------------------------------ 2, 3. references */
 
-static void check_references(uint32_t type, int32_t m, int32_t n, int32_t k) {
+static void check_range(const act_t *t, const wmat_t *w, const float *ref, int level,
+                        int32_t p0, int32_t p1);
+
+/* extreme: the codes and activations with the largest integer sums (wmat_make,
+ * fill_x_extreme), and every level against the portable kernel too */
+static void check_references(uint32_t type, int32_t m, int32_t n, int32_t k, int extreme) {
     wmat_t w;
-    wmat_make(&w, type, n, k);
+    wmat_make(&w, type, n, k, extreme);
     int32_t nb = k / CQD_BLOCK, np = (n + 15) / 16;
     float *x = malloc((size_t)m * k * sizeof *x), *y = malloc((size_t)m * n * sizeof *y);
-    fill_x(x, m, k);
+    if (extreme) fill_x_extreme(x, m, k);
+    else fill_x(x, m, k);
     act_t t;
     act_make(&t, x, m, k, CQD_PORTABLE);
     cqd_panels_portable(y, &t.a, w.packed, type, n, 0, np);
@@ -343,6 +369,8 @@ static void check_references(uint32_t type, int32_t m, int32_t n, int32_t k) {
                              "%.9g: error %.3g over the header's bound %.3g", tname(type), m, n, k,
                              r, c, got, exact, fabs(got - exact), bound);
         }
+    for (int level = CQD_AVX2; extreme && level <= CQD_VNNI; level++)
+        if (level_ok(level, "extreme codes")) check_range(&t, &w, y, level, 0, np);
     act_free(&t);
     free(x);
     free(y);
@@ -354,7 +382,17 @@ START_TEST(portable_matches_double_reference) {
                                         {4, 33, 1536}, {9, 8, 96}};
     for (int t = 0; t < 2; t++)
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-            check_references(t ? DQ_Q4_0 : DQ_Q8_0, shapes[i][0], shapes[i][1], shapes[i][2]);
+            check_references(t ? DQ_Q4_0 : DQ_Q8_0, shapes[i][0], shapes[i][1], shapes[i][2], 0);
+}
+END_TEST
+
+/* Q8_0 codes -128 and 127, Q4_0 nibbles 0 and 15, activations +-127 in every combination:
+ * the integer sums a kernel could saturate or overflow (an AVX2 kernel's int16 pairs) */
+START_TEST(extreme_codes) {
+    for (int t = 0; t < 2; t++) {
+        check_references(t ? DQ_Q4_0 : DQ_Q8_0, 12, 64, 384, 1);
+        check_references(t ? DQ_Q4_0 : DQ_Q8_0, 1, 24, 1536, 1);
+    }
 }
 END_TEST
 
@@ -385,7 +423,7 @@ static void check_range(const act_t *t, const wmat_t *w, const float *ref, int l
             int in = c / 16 >= p0 && c / 16 < p1;
             if (in && memcmp(g, &ref[(size_t)r * n + c], 4) != 0)
                 ck_abort_msg("%s kernel, %s m %d n %d k %d panels [%d, %d): y[%d][%d] = %.9g, the "
-                             "portable kernel on the row alone gives %.9g", LEVEL_NAME[level],
+                             "portable kernel gives %.9g", LEVEL_NAME[level],
                              tname(w->type), m, n, w->k, p0, p1, r, c, *g, ref[(size_t)r * n + c]);
             if (!in && !is_sent(g))
                 ck_abort_msg("%s kernel, %s m %d n %d k %d panels [%d, %d): wrote y[%d][%d] = %.9g "
@@ -414,7 +452,7 @@ START_TEST(levels_match_portable) {
                 uint32_t type = t ? DQ_Q4_0 : DQ_Q8_0;
                 int32_t n = ns[ni], k = ks[ki], np = (n + 15) / 16;
                 wmat_t w;
-                wmat_make(&w, type, n, k);
+                wmat_make(&w, type, n, k, 0);
                 float *x = malloc((size_t)mmax * k * sizeof *x);
                 fill_x(x, mmax, k);
                 /* portable per row once: rows alone are the batch invariance reference */
@@ -479,7 +517,7 @@ START_TEST(nan_block_poisons_its_row) {
         for (int kind = 0; kind < 2; kind++) {
             uint32_t type = t ? DQ_Q4_0 : DQ_Q8_0;
             wmat_t w;
-            wmat_make(&w, type, n, k);
+            wmat_make(&w, type, n, k, 0);
             float x[5 * 256];
             fill_x(x, m, k);
             x[2 * k + 3 * 32 + 17] = kind ? INFINITY : NAN;   /* row 2, block 3 */
@@ -508,6 +546,7 @@ static Suite *qdot_suite(void) {
     tcase_add_test(tc, quantiser_follows_the_header);
     tcase_add_test(tc, quantiser_tiny_blocks);
     tcase_add_test(tc, portable_matches_double_reference);
+    tcase_add_test(tc, extreme_codes);
     tcase_add_loop_test(tc, levels_match_portable, CQD_PORTABLE, CQD_VNNI + 1);
     tcase_add_loop_test(tc, nan_block_poisons_its_row, CQD_PORTABLE, CQD_VNNI + 1);
     suite_add_tcase(s, tc);
