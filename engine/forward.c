@@ -250,8 +250,9 @@ static int upload_model(fwd_t *f, const model_t *m) {
     wsrc_t head = {c->tied ? m->tok_emb : m->lm_head, c->tied ? DUMMY_T_TOK_EMB : DUMMY_T_LM_HEAD,
                    c->tied ? &m->stored_tok_emb : &m->stored_lm_head};
     size_t total = plan(f, m, &head);
-    /* Refuse before filling the memory: on the CPU the host copy is still held while the
-     * backend's copy is made, so a model larger than half the memory would be killed. */
+    /* Refuse before filling the memory: on the CPU a host copy (a load without MODEL_LAZY)
+     * is still held while the backend's copy is made, so a model larger than half the
+     * memory would be killed. */
     size_t free_b = 0, total_b = 0;
     double need = (double)total * (double)b->elem_size(b, BK_WEIGHT);
     if (b->mem_info(b, &free_b, &total_b) == 0 && need > (double)free_b)
