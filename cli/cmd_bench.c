@@ -59,8 +59,9 @@ static void usage(FILE *out) {
             "--threads N: CPU threads (default 0: all cores).\n"
             "--dtype: the GPU's weight type (default bf16); the CPU backend is fp32 only.\n"
             "--weights native (default): a GGUF's F16/BF16/Q8_0/Q4_0 matrices stay in their\n"
-            "type on the CPU (weight bytes, bytes/weight and the memory roof are that type's);\n"
-            "f32: dequantised at load, as before.\n");
+            "type on the CPU (weight bytes, bytes/weight and the memory roof are that type's;\n"
+            "Q8_0/Q4_0 products quantise the activations per block of 32, as llama.cpp's);\n"
+            "f32: dequantised at load, fp32 activations.\n");
 }
 
 static int parse_batches(const char *s, int32_t *out, int *n) {
