@@ -9,8 +9,10 @@
 # 16 steps), then a 512-token prefill (median of 2 after a warm-up). Printed per type,
 # medians over the rounds: bytes per weight as the products read them, the weights' MB,
 # the measured read bandwidth and the memory roof at batch 1 (bandwidth / weight bytes),
-# decode tok/s at each batch size, batch 1 as a fraction of its own type's roof, and
-# prefill tok/s. With --weights f32 (any extra
+# decode tok/s at each batch size, batch 1 as a fraction of its own type's roof (b1/roof:
+# against the roof measured once before the run; b1/pair: against read passes beside each
+# quarter of the run, which see the same phase of a shared machine's load), and prefill
+# tok/s. With --weights f32 (any extra
 # option is passed to bench) every type runs dequantised at load: the fp32 path.
 # Targets (issue #16): batch 1 at >= 80% of its type's roof; prefill and batched decode no
 # slower than F32.
@@ -52,7 +54,7 @@ print(f"twinserve bench, smollm2-135m-shaped dummy ({r0['params']/1e6:.1f}M para
       f"backend {r0['backend']}, {r0['threads']} threads, context {r0['ctx']}, {r0['steps']} "
       f"steps, prefill 512; medians of {n} rounds, types alternating")
 print(f"{'type':>5} {'B/weight':>8} {'MB':>6} {'read_GB/s':>9} {'roof_b1':>8} {'b1':>7} "
-      f"{'b1/roof':>7} {'b8':>7} {'b32':>7} {'prefill':>8}   b1 per round")
+      f"{'b1/roof':>7} {'b1/pair':>7} {'b8':>7} {'b32':>7} {'prefill':>8}   b1 per round")
 for t in types:
     rs = [json.load(open(f"{d}/{t}.{i}.json")) for i in range(1, n + 1)]
     res = lambda b: [next(x for x in r['results'] if x['batch'] == b) for r in rs]
@@ -61,6 +63,7 @@ for t in types:
           f"{med(r['weight_bytes'] for r in rs)/1e6:6.0f} {med(r['mem_bw_gbs'] for r in rs):9.1f} "
           f"{med(r['mem_roof_tok_per_s_batch1'] for r in rs):8.1f} {med(b1):7.1f} "
           f"{100*med(x['frac_mem_roof'] for x in res(1)):6.1f}% "
+          f"{100*med(x['frac_mem_roof_paired'] for x in res(1)):6.1f}% "
           f"{med(x['tok_per_s'] for x in res(8)):7.1f} {med(x['tok_per_s'] for x in res(32)):7.1f} "
           f"{med(json.load(open(f'{d}/{t}.{i}.pf.json'))['prefill']['tok_per_s'] for i in range(1, n + 1)):8.1f}"
           f"   " + " ".join(f"{x:.1f}" for x in b1))

@@ -97,6 +97,7 @@ typedef struct {
     double tok_s, step_ms, weight_gbs, frac_mem, frac_compute;
     double read_bytes;   /* bytes a step reads, mean over the timed steps */
     double read_gbs, frac_read;
+    double frac_paired, bw_paired;   /* against passes beside the run (0: not paired) */
 } bench_row_t;
 
 typedef struct {
@@ -116,9 +117,35 @@ typedef struct {
     int32_t ctx, steps;
 } bench_ctx_t;
 
-/* Times `steps` decode steps of B sequences; 0 with *secs, or -1 (message printed). */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Read-bandwidth passes paired with a decode run (the CPU backend): a shared machine's
+ * bandwidth moves by 2x over seconds (a 113 MB read ran at 43-53 GB/s, then at 74-110,
+ * in one minute here), so a roof measured once beside a run can be another phase's. The
+ * run is cut into PAIRS parts with a pass before each part and after the last; each part
+ * is set against the mean of the passes around it. */
+#define PAIRS 4
+#define PROBE_BYTES ((size_t)256 << 20)
+
+typedef struct {
+    roofs_probe_t *probe;   /* NULL: no pairing */
+    double wbytes;          /* weight bytes a step reads */
+    double frac, bw;        /* out: median of the parts' weight bandwidth over the passes'
+                             * mean, median pass; 0 when unpaired */
+} pairing_t;
+
+/* Times `steps` decode steps of B sequences; 0 with *secs (decode time alone), or -1
+ * (message printed). */
 static int time_batch(fwd_t *f, int32_t B, int32_t ctx, int32_t steps, int32_t per_seq,
-                      double *secs) {
+                      pairing_t *pr, double *secs) {
     int rc = -1;
     const model_config_t *c = fwd_config(f);
     int32_t *tokens = calloc((size_t)B, sizeof *tokens), *pos = calloc((size_t)B, sizeof *pos);
@@ -144,10 +171,23 @@ static int time_batch(fwd_t *f, int32_t B, int32_t ctx, int32_t steps, int32_t p
         tokens[s] = (s * 7919 + 1) % c->vocab;
     }
     bk_batch_t bt = {B, B, tokens, pos, seq_start, seq_len, bt_start, table, B, rows, smp};
-    double t0 = 0;
+    double t0 = 0, part_s[PAIRS], bw[PAIRS + 1];
+    int parts = pr->probe ? (steps < PAIRS ? steps : PAIRS) : 1, part = 0;
+    char err[256];
     const int warm = 2;
-    for (int32_t step = -warm; step < steps; step++) {
-        if (step == 0) t0 = roofs_now();
+    *secs = 0;
+    for (int32_t step = -warm; step <= steps; step++) {
+        if (step >= 0 && (step == steps || step == (int32_t)((int64_t)steps * part / parts))) {
+            /* a part ends (part > 0) and, the run not over, the next begins */
+            if (part > 0) *secs += part_s[part - 1] = roofs_now() - t0;
+            if (pr->probe && (bw[part] = roofs_probe_pass(pr->probe, err, sizeof err)) < 0) {
+                fprintf(stderr, "twinserve bench: %s\n", err);
+                goto done;
+            }
+            if (step == steps) break;
+            part++;
+            t0 = roofs_now();
+        }
         for (int32_t s = 0; s < B; s++) {
             pos[s] = ctx + step;
             seq_len[s] = pos[s] + 1;
@@ -159,7 +199,16 @@ static int time_batch(fwd_t *f, int32_t B, int32_t ctx, int32_t steps, int32_t p
         }
         for (int32_t s = 0; s < B; s++) tokens[s] = ids[s];
     }
-    *secs = roofs_now() - t0;
+    pr->frac = pr->bw = 0;
+    if (pr->probe) {
+        double frac[PAIRS];
+        for (int i = 0; i < parts; i++) {
+            int32_t n = (int32_t)((int64_t)steps * (i + 1) / parts - (int64_t)steps * i / parts);
+            frac[i] = pr->wbytes * n / part_s[i] / ((bw[i] + bw[i + 1]) / 2);
+        }
+        pr->frac = median_of(frac, parts);
+        pr->bw = median_of(bw, parts + 1);
+    }
     rc = 0;
 done:
     free(tokens);
@@ -174,10 +223,6 @@ done:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Times `runs` prefill steps of N tokens of one sequence (positions 0..N-1, blocks
  * 0..ceil(N / BLOCK_SIZE) - 1) after one warm-up; 0 with best and median seconds, or -1
@@ -211,9 +256,8 @@ static int time_prefill(fwd_t *f, int32_t N, int32_t runs, double *best, double 
         }
         if (r >= 0) t[r] = roofs_now() - t0;
     }
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    *median = median_of(t, runs);   /* sorts t */
     *best = t[0];
-    *median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
     rc = 0;
 done:
     free(tokens);
@@ -253,10 +297,11 @@ static void print_json(const bench_ctx_t *x, const bench_row_t *r, int n, const 
     for (int i = 0; i < n; i++)
         printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
                "%.3f, \"frac_mem_roof\": %.4f, \"frac_compute_roof\": %.4f, "
-               "\"read_bytes_per_step\": %.0f, \"read_gbs\": %.3f, \"frac_read_bw\": %.4f}",
+               "\"read_bytes_per_step\": %.0f, \"read_gbs\": %.3f, \"frac_read_bw\": %.4f, "
+               "\"frac_mem_roof_paired\": %.4f, \"mem_bw_paired_gbs\": %.2f}",
                i ? ", " : "", r[i].batch, r[i].tok_s, r[i].step_ms, r[i].weight_gbs,
                r[i].frac_mem, r[i].frac_compute, r[i].read_bytes, r[i].read_gbs,
-               r[i].frac_read);
+               r[i].frac_read, r[i].frac_paired, r[i].bw_paired / 1e9);
     printf("], \"prefill\": ");
     if (p)
         printf("{\"tokens\": %d, \"runs\": %d, \"best_ms\": %.3f, \"median_ms\": %.3f, "
@@ -299,6 +344,13 @@ static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const 
                    100 * r[i].frac_compute, r[i].read_gbs, 100 * r[i].frac_read);
         printf("(read_GB/s: the bytes a step reads -- weights but an untied embedding table, "
                "plus the KV cache -- per second; of_bw: over the read bandwidth)\n");
+        if (r[0].bw_paired > 0) {
+            printf("weight GB/s against read passes beside each quarter of the run (median):");
+            for (int i = 0; i < n; i++)
+                printf("%s batch %d %.1f%% of %.1f GB/s", i ? "," : "", r[i].batch,
+                       100 * r[i].frac_paired, r[i].bw_paired / 1e9);
+            printf("\n");
+        }
     }
     if (p) {
         printf("prefill of %d tokens (one sequence, one step): median %.2f ms, best %.2f ms "
@@ -320,6 +372,7 @@ int cmd_bench(int argc, char **argv) {
     model_t *m = NULL;
     backend_t *b = NULL;
     fwd_t *f = NULL;
+    pairing_t pr = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -438,10 +491,20 @@ int cmd_bench(int argc, char **argv) {
     /* mean context read per step: positions 0..ctx+step over steps 0..steps-1 */
     double mean_ctx = ctx + 1 + (steps - 1) / 2.0;
     bench_row_t rows[MAX_BATCHES];
+    pr.wbytes = x.wbytes;
+    if (nb && !strcmp(b->name, "cpu")) {
+        char perr[256];
+        if (!(pr.probe = roofs_probe_new(PROBE_BYTES, x.threads, perr, sizeof perr))) {
+            fprintf(stderr, "twinserve bench: %s\n", perr);
+            goto done;
+        }
+    }
     for (int i = 0; i < nb; i++) {
         double secs;
-        if (time_batch(f, batches[i], ctx, steps, per_seq, &secs)) goto done;
+        if (time_batch(f, batches[i], ctx, steps, per_seq, &pr, &secs)) goto done;
         bench_row_t *r = &rows[i];
+        r->frac_paired = pr.frac;
+        r->bw_paired = pr.bw;
         int32_t B = batches[i];
         r->batch = B;
         r->tok_s = (double)B * steps / secs;
@@ -479,6 +542,7 @@ int cmd_bench(int argc, char **argv) {
     if (b->counters) fprintf(stderr, "bench: backend %s: %s\n", b->name, b->counters(b));
     rc = 0;
 done:
+    roofs_probe_free(pr.probe);
     fwd_free(f);
     if (b) b->destroy(b);
     model_free(m);

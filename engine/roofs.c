@@ -99,64 +99,94 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
-double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_t errlen) {
+struct roofs_probe {
+    float *buf;
+    size_t per;            /* floats per thread */
+    int n_threads;
+    reader_t *rd;
+    pthread_t *th;
+    gate_t gate;
+};
+
+void roofs_probe_free(roofs_probe_t *p) {
+    if (!p) return;
+    if (p->rd) {   /* the gate exists once rd does */
+        pthread_mutex_destroy(&p->gate.mu);
+        pthread_cond_destroy(&p->gate.cv);
+    }
+    free(p->buf);
+    free(p->rd);
+    free(p->th);
+    free(p);
+}
+
+roofs_probe_t *roofs_probe_new(size_t bytes, int n_threads, char *err, size_t errlen) {
     if (!bytes) bytes = (size_t)2 << 30;
     if (n_threads <= 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads <= 0) n_threads = 1;
-    if (reps <= 0) reps = 5;
+    roofs_probe_t *p = calloc(1, sizeof *p);
     size_t per = bytes / sizeof(float) / (size_t)n_threads / 128 * 128;
-    double best = -1;
     /* on huge pages, as the CPU backend keeps its weights: with 4 KB pages the probe
      * would measure TLB misses as much as memory (about a quarter less bandwidth here) */
     size_t huge = (size_t)2 << 20;
     size_t alloc_bytes = (per * (size_t)n_threads * sizeof(float) + huge - 1) & ~(huge - 1);
-    float *buf = aligned_alloc(huge, alloc_bytes);
-    if (buf) (void)madvise(buf, alloc_bytes, MADV_HUGEPAGE);   /* a hint: may fail */
-    reader_t *rd = calloc((size_t)n_threads, sizeof *rd);
-    pthread_t *th = calloc((size_t)n_threads, sizeof *th);
-    gate_t gate;
-    int have_gate = 0;
-    if (!buf || !rd || !th || per == 0) {
+    if (p) {
+        p->per = per;
+        p->n_threads = n_threads;
+        p->buf = per ? aligned_alloc(huge, alloc_bytes) : NULL;
+        p->th = calloc((size_t)n_threads, sizeof *p->th);
+        if (p->buf && p->th) p->rd = calloc((size_t)n_threads, sizeof *p->rd);
+    }
+    if (!p || !p->rd) {
         snprintf(err, errlen, "memory bandwidth: cannot allocate %.2f GB", bytes / 1e9);
-        goto done;
+        roofs_probe_free(p);
+        return NULL;
     }
+    (void)madvise(p->buf, alloc_bytes, MADV_HUGEPAGE);   /* a hint: may fail */
     /* every page written (not just mapped), so the reads hit memory, not the zero page */
-    for (size_t i = 0; i < per * (size_t)n_threads; i++) buf[i] = (float)(i & 7);
-    pthread_mutex_init(&gate.mu, NULL);
-    pthread_cond_init(&gate.cv, NULL);
-    have_gate = 1;
+    for (size_t i = 0; i < per * (size_t)n_threads; i++) p->buf[i] = (float)(i & 7);
+    pthread_mutex_init(&p->gate.mu, NULL);
+    pthread_cond_init(&p->gate.cv, NULL);
+    return p;
+}
+
+double roofs_probe_pass(roofs_probe_t *p, char *err, size_t errlen) {
+    int started = 1, n = p->n_threads;
+    p->gate.go = 0;   /* no reader is alive between passes */
+    for (int t = 0; t < n; t++) {
+        p->rd[t] = (reader_t){p->buf + p->per * (size_t)t, p->per, &p->gate, 0, 0, 0};
+        if (t > 0 && pthread_create(&p->th[t], NULL, reader_main, &p->rd[t]) != 0) break;
+        if (t > 0) started++;
+    }
+    gate_open(&p->gate, started == n ? 1 : -1);
+    if (started == n) read_slice(&p->rd[0]);
+    for (int t = 1; t < started; t++) pthread_join(p->th[t], NULL);
+    if (started < n) {
+        snprintf(err, errlen, "memory bandwidth: cannot start %d threads", n);
+        return -1;
+    }
+    double t0 = p->rd[0].t0, t1 = p->rd[0].t1;
+    for (int t = 1; t < n; t++) {
+        t0 = p->rd[t].t0 < t0 ? p->rd[t].t0 : t0;
+        t1 = p->rd[t].t1 > t1 ? p->rd[t].t1 : t1;
+    }
+    return (double)p->per * n * sizeof(float) / (t1 - t0);
+}
+
+double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_t errlen) {
+    roofs_probe_t *p = roofs_probe_new(bytes, n_threads, err, errlen);
+    if (!p) return -1;
+    if (reps <= 0) reps = 5;
+    double best = -1;
     for (int rep = 0; rep < reps; rep++) {
-        int started = 1;
-        gate.go = 0;   /* no reader is alive between repetitions */
-        for (int t = 0; t < n_threads; t++) {
-            rd[t] = (reader_t){buf + per * (size_t)t, per, &gate, 0, 0, 0};
-            if (t > 0 && pthread_create(&th[t], NULL, reader_main, &rd[t]) != 0) break;
-            if (t > 0) started++;
-        }
-        gate_open(&gate, started == n_threads ? 1 : -1);
-        if (started == n_threads) read_slice(&rd[0]);
-        for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
-        if (started < n_threads) {
-            snprintf(err, errlen, "memory bandwidth: cannot start %d threads", n_threads);
+        double bw = roofs_probe_pass(p, err, errlen);
+        if (bw < 0) {
             best = -1;
-            goto done;
+            break;
         }
-        double t0 = rd[0].t0, t1 = rd[0].t1;
-        for (int t = 1; t < n_threads; t++) {
-            t0 = rd[t].t0 < t0 ? rd[t].t0 : t0;
-            t1 = rd[t].t1 > t1 ? rd[t].t1 : t1;
-        }
-        double bw = (double)per * n_threads * sizeof(float) / (t1 - t0);
-        if (bw > best) best = bw;
+        best = bw > best ? bw : best;
     }
-done:
-    if (have_gate) {
-        pthread_mutex_destroy(&gate.mu);
-        pthread_cond_destroy(&gate.cv);
-    }
-    free(buf);
-    free(rd);
-    free(th);
+    roofs_probe_free(p);
     return best;
 }
 
