@@ -135,7 +135,8 @@ VNNI __attribute__((always_inline)) static inline void panels_type(
     int nv = m <= 2 ? 4 : 2;
     int32_t tiles = (m + 3) / 4;
     for (int32_t p0 = p_lo; p0 < p_hi;) {
-        int g = p_hi - p0 >= nv ? nv : 1;
+        /* the tail two at a time where it can: a lone panel is one memory stream */
+        int g = p_hi - p0 >= nv ? nv : p_hi - p0 >= 2 ? 2 : 1;
         for (int32_t t = 0, r0 = 0; t < tiles; t++) {
             int32_t r1 = (int32_t)((int64_t)m * (t + 1) / tiles);
             int mr = r1 - r0, pf = t == 0;
