@@ -100,6 +100,53 @@ AVX512 static void quant_block_avx512(int8_t *q, float *d, int32_t *s, const flo
     *d = amax / 127.0f;
 }
 
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* As quant_block_avx512, 8 lanes at a time. One thread, 512 x 576 activations: portable
+ * 2.1 ns each, this 0.26, AVX-512 0.16 (the scalar one cost an AVX2 CPU's prefill about a
+ * tenth of its products' time). */
+AVX2 static void quant_block_avx2(int8_t *q, float *d, int32_t *s, const float *x) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 v[4], mx = _mm256_setzero_ps();
+    int bad = 0;
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        __m256 a = _mm256_and_ps(v[j], absm);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
+        mx = _mm256_max_ps(mx, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    float amax = _mm_cvtss_f32(m4);
+    if (bad || amax < TINY) {
+        memset(q, 0, QK);
+        *d = bad ? NAN : 0.0f;
+        *s = 0;
+        return;
+    }
+    __m256 id = _mm256_set1_ps(127.0f / amax), hi = _mm256_set1_ps(127.0f);
+    __m256 lo = _mm256_set1_ps(-127.0f);
+    __m256i iv[4], sum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        __m256 r = _mm256_max_ps(_mm256_min_ps(_mm256_mul_ps(v[j], id), hi), lo);
+        iv[j] = _mm256_cvtps_epi32(r);
+        sum = _mm256_add_epi32(sum, iv[j]);
+    }
+    /* int32 -> int8 by two saturating packs (no value saturates: |q| <= 127), which
+     * interleave the 128-bit lanes; the permute puts the dwords back in order */
+    __m256i p16a = _mm256_packs_epi32(iv[0], iv[1]), p16b = _mm256_packs_epi32(iv[2], iv[3]);
+    __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+    p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, p8);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    *s = _mm_cvtsi128_si32(s4);
+    *d = amax / 127.0f;
+}
+
 void cqd_quantize(cqd_act_t *a, const float *x, int32_t r0, int32_t r1, int level) {
     int32_t nb = a->k / QK;
     for (int32_t r = r0; r < r1; r++)
@@ -108,6 +155,7 @@ void cqd_quantize(cqd_act_t *a, const float *x, int32_t r0, int32_t r1, int leve
             const float *xb = x + (size_t)r * a->k + (size_t)b * QK;
             int8_t *qb = a->q + (size_t)r * a->k + (size_t)b * QK;
             if (level == CQD_VNNI) quant_block_avx512(qb, a->d + i, a->s + i, xb);
+            else if (level == CQD_AVX2) quant_block_avx2(qb, a->d + i, a->s + i, xb);
             else quant_block_portable(qb, a->d + i, a->s + i, xb);
         }
 }
