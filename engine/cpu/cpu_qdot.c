@@ -29,7 +29,7 @@ void cqd_act_bind(cqd_act_t *a, void *buf, int32_t m, int32_t k) {
     a->k = k;
 }
 
-int cqd_cpu_level(void) {
+static int detect_level(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
@@ -38,6 +38,14 @@ int cqd_cpu_level(void) {
         __builtin_cpu_supports("f16c"))
         return CQD_AVX2;
     return CQD_PORTABLE;
+}
+
+/* Detected once, as cpu_gemm.c's level: every Q8_0/Q4_0 product asks (a decode step makes
+ * over a hundred), from the backend's calling thread. */
+int cqd_cpu_level(void) {
+    static int cached = -1;
+    if (cached < 0) cached = detect_level();
+    return cached;
 }
 
 /* Below this a block counts as zeros: 127 / amax would overflow to infinity near
