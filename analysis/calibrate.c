@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,17 +10,8 @@
 #include "analysis/report.h"
 #include "analysis/stats.h"
 #include "analysis/summary.h"
+#include "sim/errf.h"
 #include "sim/profile.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 void calib_input_free(calib_input_t *in) {
     free(in->pass);
@@ -89,7 +79,7 @@ static int add_profile(const char *path, int first, calib_input_t *in, char *err
         char why[128];
         snprintf(why, sizeof why, "%s", p.has_shape && in->has_shape ? err : "a shape given "
                  "in one profile only");
-        fail(err, errlen, "%s profiles another model than the first profile (%s): a cost "
+        errf(err, errlen, "%s profiles another model than the first profile (%s): a cost "
              "model describes one model", path, why);
         goto done;
     }
@@ -111,7 +101,7 @@ static int add_profile(const char *path, int first, calib_input_t *in, char *err
     rc = 0;
     goto done;
 oom:
-    fail(err, errlen, "out of memory reading %s", path);
+    errf(err, errlen, "out of memory reading %s", path);
 done:
     profile_free(&p);
     return rc;
@@ -165,12 +155,12 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
     if (!kind || (strcmp(kind, "engine") != 0 && strcmp(kind, "serve") != 0)) {
-        fail(err, errlen, "run '%s' in %s is a %s run: calibrate fits measurements, from an "
+        errf(err, errlen, "run '%s' in %s is a %s run: calibrate fits measurements, from an "
              "engine or serve run or a profile", name, db_path, kind ? kind : "?");
         goto done;
     }
     if (!status || strcmp(status, "done") != 0) {
-        fail(err, errlen, "run '%s' in %s is %s, not done: its steps are incomplete", name,
+        errf(err, errlen, "run '%s' in %s is %s, not done: its steps are incomplete", name,
              db_path, status ? status : "?");
         goto done;
     }
@@ -215,7 +205,7 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
         if (sqlite3_column_type(st, 3) == SQLITE_NULL) {
-            fail(err, errlen, "run '%s' has steps without features (recorded by an older "
+            errf(err, errlen, "run '%s' has steps without features (recorded by an older "
                  "twinserve?)", name);
             goto done;
         }
@@ -244,10 +234,10 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     rc = 0;
     goto done;
 oom:
-    fail(err, errlen, "out of memory reading %s", db_path);
+    errf(err, errlen, "out of memory reading %s", db_path);
     goto done;
 sqlerr:
-    fail(err, errlen, "%s: %s", db_path, sqlite3_errmsg(db));
+    errf(err, errlen, "%s: %s", db_path, sqlite3_errmsg(db));
 done:
     sqlite3_finalize(st);
     if (db) sqlite3_close(db);
@@ -260,7 +250,7 @@ int calib_fit(const calib_input_t *in, const fit_opts_t *o, cost_file_t *cf, fit
     memset(cf, 0, sizeof *cf);
     memset(hr, 0, sizeof *hr);
     if (!in->has_shape)
-        return fail(err, errlen, "%s does not say the model's shape: give it with --model "
+        return errf(err, errlen, "%s does not say the model's shape: give it with --model "
                     "(a preset name or file)", in->source);
     cf->kind = COST_FILE_LINEAR;
     cf->model = in->shape;
@@ -269,10 +259,10 @@ int calib_fit(const calib_input_t *in, const fit_opts_t *o, cost_file_t *cf, fit
     cf->lin.tp = 1;   /* measured on one device */
     char e[512];
     if (fit_pass(in->pass, in->n_pass, o, &cf->lin, pr, e, sizeof e) != 0)
-        return fail(err, errlen, "%s: %s", in->source, e);
+        return errf(err, errlen, "%s: %s", in->source, e);
     if (in->n_host > 0 && fit_host(in->host, in->n_host, o, &cf->lin, hr, e, sizeof e) != 0) {
         fit_report_free(pr);
-        return fail(err, errlen, "%s: host time: %s", in->source, e);
+        return errf(err, errlen, "%s: host time: %s", in->source, e);
     }
     snprintf(cf->fitted_for, sizeof cf->fitted_for, "%s", in->fitted_for);
     snprintf(cf->source, sizeof cf->source, "%.200s (%zu points)", in->source, in->n_pass);

@@ -3,13 +3,13 @@
 
 #include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "analysis/summary.h"
+#include "sim/errf.h"
 #include "traces/recorder.h"
 
 /* A term the search may move: where it lives in a cost file and its physical range (the
@@ -35,16 +35,6 @@ static const calsim_term_t known[] = {
 #define GRID 9          /* log-spaced points per term, besides 0 */
 #define REFINE 8        /* golden-section steps around the best grid point */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 typedef struct {
     const calsim_opts_t *o;
     const char *db;              /* the temporary copy */
@@ -64,7 +54,7 @@ static double *term_at(cost_file_t *cf, const calsim_term_t *t) {
 static double evaluate(search_t *s, char *err, size_t errlen) {
     char e[1024], name[64];
     if (cost_file_write(s->cost, &s->cf, NULL, e, sizeof e) != 0) {
-        fail(err, errlen, "%s", e);
+        errf(err, errlen, "%s", e);
         return -1;
     }
     snprintf(name, sizeof name, "calibrate-sim-%d", ++s->evals);
@@ -120,17 +110,17 @@ static int load_base(const calsim_opts_t *o, cost_file_t *cf, char *desc, size_t
         const char *model = o->sim ? o->sim->model : NULL;
         int tp = o->sim && o->sim->tp > 0 ? o->sim->tp : 1;
         if (!model || !o->hw)
-            return fail(err, errlen, "give the base cost model: --cost FILE (a linear cost "
+            return errf(err, errlen, "give the base cost model: --cost FILE (a linear cost "
                         "file, or builtin:NAME), or --model and --hw for the calibration "
                         "shipped for them");
         if (cost_file_builtin(model, o->hw, tp, path, sizeof path) != 0)
-            return fail(err, errlen, "no calibration is shipped for %s on %s at tp %d "
+            return errf(err, errlen, "no calibration is shipped for %s on %s at tp %d "
                         "(`twinserve presets` lists them): give --cost FILE", model, o->hw, tp);
         p = path;
     }
-    if (cost_file_read(p, cf, e, sizeof e) != 0) return fail(err, errlen, "--cost: %s", e);
+    if (cost_file_read(p, cf, e, sizeof e) != 0) return errf(err, errlen, "--cost: %s", e);
     if (cf->kind != COST_FILE_LINEAR)
-        return fail(err, errlen, "%s is a roofline cost file: the terms fitted here (the "
+        return errf(err, errlen, "%s is a roofline cost file: the terms fitted here (the "
                     "engine's CPU time) belong to the linear model", p);
     snprintf(cf->path, sizeof cf->path, "%s", p);
     snprintf(desc, dlen, "%.90s (%.200s)", p, cf->fitted_for);
@@ -152,15 +142,15 @@ static int pick_terms(const calsim_opts_t *o, int client_side, search_t *s, char
         for (int i = 0; i < N_KNOWN; i++)
             if (!strcmp(tok, known[i].name)) found = i;
         if (found < 0)
-            return fail(err, errlen, "--fit: unknown term '%s' (host_step_s, host_seq_s, "
+            return errf(err, errlen, "--fit: unknown term '%s' (host_step_s, host_seq_s, "
                         "client_request_s, client_token_s)", tok);
         for (int i = 0; i < s->n; i++)
             if (s->t[i] == &known[found])
-                return fail(err, errlen, "--fit: '%s' twice", tok);
-        if (s->n == CALSIM_MAX_TERMS) return fail(err, errlen, "--fit: too many terms");
+                return errf(err, errlen, "--fit: '%s' twice", tok);
+        if (s->n == CALSIM_MAX_TERMS) return errf(err, errlen, "--fit: too many terms");
         s->t[s->n++] = &known[found];
     }
-    if (s->n == 0) return fail(err, errlen, "--fit: no terms");
+    if (s->n == 0) return errf(err, errlen, "--fit: no terms");
     return 0;
 }
 
@@ -178,7 +168,7 @@ static int find_run(const calsim_opts_t *o, char *name, size_t nlen, int *client
     } else if (sqlite3_prepare_v2(db, "SELECT max(id) FROM runs WHERE kind = 'measured'", -1,
                                   &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW ||
                sqlite3_column_type(st, 0) == SQLITE_NULL) {
-        fail(err, errlen, "%s has no measured run (twinserve import)", o->db_path);
+        errf(err, errlen, "%s has no measured run (twinserve import)", o->db_path);
         goto done;
     } else {
         id = sqlite3_column_int64(st, 0);
@@ -188,19 +178,19 @@ static int find_run(const calsim_opts_t *o, char *name, size_t nlen, int *client
     if (sqlite3_prepare_v2(db, "SELECT kind, name, coalesce(json_extract(config, "
                            "'$.source.format') = 'vllm', 0) FROM runs WHERE id = ?1", -1, &st,
                            NULL) != SQLITE_OK) {
-        fail(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
+        errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_ROW) {
-        fail(err, errlen, "%s: no run %lld", o->db_path, (long long)id);
+        errf(err, errlen, "%s: no run %lld", o->db_path, (long long)id);
         goto done;
     }
     const char *kind = (const char *)sqlite3_column_text(st, 0);
     snprintf(name, nlen, "%s", (const char *)sqlite3_column_text(st, 1));
     *client_side = sqlite3_column_int(st, 2);
     if (!kind || strcmp(kind, "measured") != 0) {
-        fail(err, errlen, "run '%s' is a%s %s run: fitting by simulation is for measured runs "
+        errf(err, errlen, "run '%s' is a%s %s run: fitting by simulation is for measured runs "
              "(twinserve import); an engine run's steps are fitted directly (calibrate --db "
              "DB --run RUN without --policy)", name, kind && kind[0] == 'e' ? "n" : "",
              kind ? kind : "?");
@@ -221,7 +211,7 @@ int calsim_fit(const calsim_opts_t *o, calsim_result_t *r, char *err, size_t err
     memset(&s, 0, sizeof s);
     s.o = o;
     if (!o->sim || !o->sim->policy_path)
-        return fail(err, errlen, "fitting by simulation replays the measured run: give the "
+        return errf(err, errlen, "fitting by simulation replays the measured run: give the "
                     "policy to replay it with, --policy FILE (and the options of sim)");
     if (find_run(o, r->run_name, sizeof r->run_name, &client_side, err, errlen) != 0 ||
         load_base(o, &s.cf, r->base_desc, sizeof r->base_desc, err, errlen) != 0 ||

@@ -1,22 +1,12 @@
 /* csvtab: see csvtab.h. */
 #include "analysis/csvtab.h"
+#include "sim/errf.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Splits line in place at commas into out (at most max cells); the cell count. */
 static int split(char *line, char **out, int max) {
@@ -51,28 +41,28 @@ int csvtab_read(const char *path, csvtab_t *t, char *err, size_t errlen) {
     int rc = -1;
     long size = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fail(err, errlen, "%s: cannot read", path);
+        errf(err, errlen, "%s: cannot read", path);
         goto done;
     }
     if (!(t->text = malloc((size_t)size + 1))) {
-        fail(err, errlen, "out of memory reading %s", path);
+        errf(err, errlen, "out of memory reading %s", path);
         goto done;
     }
     if (fread(t->text, 1, (size_t)size, f) != (size_t)size) {
-        fail(err, errlen, "%s: read error", path);
+        errf(err, errlen, "%s: read error", path);
         goto done;
     }
     t->text[size] = '\0';
     if (strlen(t->text) != (size_t)size) {
-        fail(err, errlen, "%s: a NUL byte (not a CSV text file?)", path);
+        errf(err, errlen, "%s: a NUL byte (not a CSV text file?)", path);
         goto done;
     }
     if (strchr(t->text, '"')) {
         int ln = 1;
         for (const char *p = t->text; *p != '"'; p++) ln += *p == '\n';
-        fail(err, errlen, "%s:%d: a quoted cell: this reader takes plain numeric CSV", path, ln);
+        errf(err, errlen, "%s:%d: a quoted cell: this reader takes plain numeric CSV", path, ln);
         goto done;
     }
     /* lines: at most one row per newline, plus one */
@@ -83,7 +73,7 @@ int csvtab_read(const char *path, csvtab_t *t, char *err, size_t errlen) {
     if (!lines || !lineno) {
         free(lines);
         free(lineno);
-        fail(err, errlen, "out of memory reading %s", path);
+        errf(err, errlen, "out of memory reading %s", path);
         goto done;
     }
     int n_lines = 0, ln = 0;
@@ -99,7 +89,7 @@ int csvtab_read(const char *path, csvtab_t *t, char *err, size_t errlen) {
     t->line = lineno;
     if (n_lines == 0) {
         free(lines);
-        fail(err, errlen, "%s: empty file (expected a header line of column names)", path);
+        errf(err, errlen, "%s: empty file (expected a header line of column names)", path);
         goto done;
     }
     t->n_cols = 1;
@@ -109,14 +99,14 @@ int csvtab_read(const char *path, csvtab_t *t, char *err, size_t errlen) {
     t->cells = malloc(sizeof *t->cells * ((size_t)t->n_rows * (size_t)t->n_cols + 1));
     if (!t->names || !t->cells) {
         free(lines);
-        fail(err, errlen, "out of memory reading %s", path);
+        errf(err, errlen, "out of memory reading %s", path);
         goto done;
     }
     split(lines[0], t->names, t->n_cols);
     for (int r = 0; r < t->n_rows; r++) {
         int n = split(lines[r + 1], t->cells + (size_t)r * (size_t)t->n_cols, t->n_cols);
         if (n != t->n_cols) {
-            fail(err, errlen, "%s:%d: %d cells, the header has %d columns", path, lineno[r + 1],
+            errf(err, errlen, "%s:%d: %d cells, the header has %d columns", path, lineno[r + 1],
                  n, t->n_cols);
             free(lines);
             goto done;
@@ -139,7 +129,7 @@ int csvtab_col(const csvtab_t *t, const char *name) {
 
 int csvtab_need(const csvtab_t *t, const char *name, char *err, size_t errlen) {
     int c = csvtab_col(t, name);
-    if (c < 0) fail(err, errlen, "%s:1: no column '%s'", t->path, name);
+    if (c < 0) errf(err, errlen, "%s:1: no column '%s'", t->path, name);
     return c;
 }
 
@@ -150,7 +140,7 @@ int csvtab_num(const csvtab_t *t, int row, int col, double *v, char *err, size_t
     double x = strtod(s, &end);
     while (*end == ' ') end++;
     if (end == s || *end || errno || !isfinite(x))
-        return fail(err, errlen, "%s:%d: column %s: '%s' is not a number", t->path,
+        return errf(err, errlen, "%s:%d: column %s: '%s' is not a number", t->path,
                     t->line[row], t->names[col], s);
     *v = x;
     return 0;

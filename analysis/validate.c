@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -73,7 +72,7 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     char e[4096];
     int rc = sim_run(&so, &res, e, sizeof e);
     *sim_id = res.run_id;
-    if (rc != 0) return fail(err, errlen, "the simulated replay failed: %s", e);
+    if (rc != 0) return errf(err, errlen, "the simulated replay failed: %s", e);
     return 0;
 }
 
@@ -114,7 +113,7 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     char e[4096];
     int rc = engine_run(&eo, &res, e, sizeof e);
     *id = res.run_id;
-    if (rc != 0) return fail(err, errlen, "the engine repeat %s failed: %s", name, e);
+    if (rc != 0) return errf(err, errlen, "the engine repeat %s failed: %s", name, e);
     return 0;
 }
 
@@ -191,7 +190,7 @@ static int compare_steps(sqlite3 *db, int64_t id, const cost_model_t *cm,
     if (sqlite3_prepare_v2(db, "SELECT step, dur_s, host_s, tokens, pass_seqs, sampled, "
                            "kv_tokens, attn_pairs FROM steps WHERE run_id = ?1 ORDER BY step",
                            -1, &st, NULL) != SQLITE_OK) {
-        fail(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
+        errf(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
         goto done;
     }
     sqlite3_bind_int64(st, 1, id);
@@ -206,7 +205,7 @@ static int compare_steps(sqlite3 *db, int64_t id, const cost_model_t *cm,
             if (c) pro = c;
             if (d) host = d;
             if (!a || !b || !c || !d) {
-                fail(err, errlen, "out of memory");
+                errf(err, errlen, "out of memory");
                 goto done;
             }
         }
@@ -224,7 +223,7 @@ static int compare_steps(sqlite3 *db, int64_t id, const cost_model_t *cm,
             host[nh++] = (cost_host_time(cm, &f) - h) / h;
     }
     if (s != SQLITE_DONE) {
-        fail(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
+        errf(err, errlen, "cannot read the run's steps: %s", sqlite3_errmsg(db));
         goto done;
     }
     step_summary(all, na, &r->pass);
@@ -247,7 +246,7 @@ int validate_compare_runs(sqlite3 *db, const int64_t *meas_ids, int n_meas, int6
     const stats_dist_t *d[1 + VALIDATE_MAX_REPEAT] = {0};
     double v[1 + VALIDATE_MAX_REPEAT] = {0};
     int rc = -1;
-    if (!mr) return fail(err, errlen, "out of memory");
+    if (!mr) return errf(err, errlen, "out of memory");
     for (int i = 0; i < n_meas; i++)
         if (report_load(db, meas_ids[i], NULL, &mr[i], err, errlen) != 0) goto done;
     if (report_load(db, sim_id, NULL, &pr, err, errlen) != 0) goto done;
@@ -305,7 +304,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     memset(r, 0, sizeof *r);
     r->engine_id = r->sim_id = -1;
     if (o->repeat < 0 || o->repeat > VALIDATE_MAX_REPEAT)
-        return fail(err, errlen, "--repeat must be 0 to %d", VALIDATE_MAX_REPEAT);
+        return errf(err, errlen, "--repeat must be 0 to %d", VALIDATE_MAX_REPEAT);
     if (summary_open(o->db_path, &db, err, errlen) != 0) return -1;
     if (o->run) {
         if (summary_find_run(db, o->run, &id, err, errlen) != 0) goto done;
@@ -315,7 +314,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
                                "'serve', 'measured')", -1, &st, NULL) != SQLITE_OK ||
             sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
             sqlite3_finalize(st);
-            fail(err, errlen, "%s has no engine, serve or measured run to validate", o->db_path);
+            errf(err, errlen, "%s has no engine, serve or measured run to validate", o->db_path);
             goto done;
         }
         id = sqlite3_column_int64(st, 0);
@@ -333,7 +332,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
         goto done;
     }
     if (o->sim && kind[0]) {
-        fail(err, errlen, "run '%s' is a%s %s run: --policy, --set, --model, --tp, --seed and "
+        errf(err, errlen, "run '%s' is a%s %s run: --policy, --set, --model, --tp, --seed and "
              "the limits are for measured runs (twinserve import), whose record lacks them; "
              "an engine run's come from its own record", name, kind[0] == 'e' ? "n" : "", kind);
         goto done;
@@ -348,41 +347,41 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     char e[1024];
     if (o->cost_path) {
         if (!(cf = malloc(sizeof *cf))) {
-            fail(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             goto done;
         }
         if (cost_file_read(o->cost_path, cf, e, sizeof e) != 0) {
-            fail(err, errlen, "--cost: %s", e);
+            errf(err, errlen, "--cost: %s", e);
             goto done;
         }
         if (cost_file_same_shape(&w.shape, &cf->model, e, sizeof e) != 0) {
-            fail(err, errlen, "run '%s' ran a model of another shape than the cost file %s "
+            errf(err, errlen, "run '%s' ran a model of another shape than the cost file %s "
                  "was fitted for (%s)", w.name, o->cost_path, e);
             goto done;
         }
         if (!(cm = cost_file_model(cf, 1, e, sizeof e))) {
-            fail(err, errlen, "%s", e);
+            errf(err, errlen, "%s", e);
             goto done;
         }
         snprintf(r->cost_desc, sizeof r->cost_desc, "cost file %.200s (%.80s)", o->cost_path,
                  cf->fitted_for);
     } else {
         if (!o->hw) {
-            fail(err, errlen, "run '%s' ran on %s: give the cost model to predict it with, "
+            errf(err, errlen, "run '%s' ran on %s: give the cost model to predict it with, "
                  "--cost FILE (from twinserve calibrate), or --hw PRESET for the roofline",
                  w.name, w.backend);
             goto done;
         }
         preset_hw_t hw;
         if (preset_hw_get(o->hw, &hw, e, sizeof e) != 0) {
-            fail(err, errlen, "--hw: %s", e);
+            errf(err, errlen, "--hw: %s", e);
             goto done;
         }
         cost_roofline_params_t p;
         cost_roofline_defaults(&p);
         if (cost_roofline_check(&w.shape, &hw, &p, e, sizeof e) != 0 ||
             !(cm = cost_roofline_new(&w.shape, &hw, &p))) {
-            fail(err, errlen, "roofline: %s", e);
+            errf(err, errlen, "roofline: %s", e);
             goto done;
         }
         snprintf(r->cost_desc, sizeof r->cost_desc, "roofline on %s (default efficiencies)",
@@ -394,7 +393,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     snprintf(base, sizeof base, "validate-%s", w.name);
     if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
     else if (validate_free_name(db, base, sim_name, sizeof sim_name) != 0) {
-        fail(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
+        errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
     sqlite3_close(db);

@@ -6,30 +6,17 @@
 #define TWIN_VALIDATE_INTERNAL_H
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "analysis/validate.h"
+#include "sim/errf.h"
 #include "sim/presets.h"
 #include "traces/trace.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
-
-/* printf into err[errlen] (when given); returns -1. The validate files' one way to fail. */
-static inline int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Everything a replay of an engine run needs, from its row and its config. */
 typedef struct {

@@ -15,7 +15,6 @@
 #include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +53,7 @@ int validate_run_kind(sqlite3 *db, int64_t id, char *kind, size_t klen, char *na
         }
         if (rc == SQLITE_ROW || rc == SQLITE_DONE) ret = 0;
     }
-    if (ret < 0) fail(err, errlen, "cannot read run %lld: %s", (long long)id, sqlite3_errmsg(db));
+    if (ret < 0) errf(err, errlen, "cannot read run %lld: %s", (long long)id, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return ret;
 }
@@ -76,12 +75,12 @@ static int load_measured(sqlite3 *db, const char *path, int64_t id, measured_t *
     int rc = -1;
     memset(m, 0, sizeof *m);
     if (sqlite3_prepare_v2(db, SQL_MEASURED, -1, &st, NULL) != SQLITE_OK) {
-        fail(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
+        errf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
         goto done;
     }
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_ROW) {
-        fail(err, errlen, "%s: run %lld is gone", path, (long long)id);
+        errf(err, errlen, "%s: run %lld is gone", path, (long long)id);
         goto done;
     }
     validate_copy_text(m->name, sizeof m->name, st, 0);
@@ -98,13 +97,13 @@ static int load_measured(sqlite3 *db, const char *path, int64_t id, measured_t *
     m->requests = sqlite3_column_int64(st, 12);
     m->finished = sqlite3_column_int64(st, 13);
     if (strcmp(status, "done") != 0) {
-        fail(err, errlen, "run '%s' in %s is %s, not done: its import did not complete",
+        errf(err, errlen, "run '%s' in %s is %s, not done: its import did not complete",
              m->name, path, status);
         goto done;
     }
     m->arrivals_known = !strcmp(arrivals, "recorded");
     if (!m->arrivals_known && strcmp(arrivals, "unknown") != 0) {
-        fail(err, errlen, "run '%s' does not say whether its arrival times are known (config "
+        errf(err, errlen, "run '%s' does not say whether its arrival times are known (config "
              "\"arrivals\"): import it again", m->name);
         goto done;
     }
@@ -114,14 +113,14 @@ static int load_measured(sqlite3 *db, const char *path, int64_t id, measured_t *
         else if (!strcmp(rate_type, "integer") || !strcmp(rate_type, "real"))
             m->rate = sqlite3_column_double(st, 7);
         if (!(m->rate > 0) || !(m->burstiness > 0)) {
-            fail(err, errlen, "run '%s' has no arrival times and does not record the request "
+            errf(err, errlen, "run '%s' has no arrival times and does not record the request "
                  "rate and burstiness to draw them from (config vllm.request_rate): import "
                  "it again", m->name);
             goto done;
         }
     }
     if (m->finished == 0) {
-        fail(err, errlen, "run '%s' has no finished request to replay", m->name);
+        errf(err, errlen, "run '%s' has no finished request to replay", m->name);
         goto done;
     }
     rc = 0;
@@ -155,7 +154,7 @@ static int write_trace(sqlite3 *db, int64_t id, const measured_t *m, uint64_t se
         if (tgen_dist_parse("fixed:1", &to.prompt, e, sizeof e) != 0 ||
             tgen_dist_parse("fixed:1", &to.output, e, sizeof e) != 0 || !(g = tgen_open(&to)) ||
             tgen_errmsg(g)) {
-            fail(err, errlen, "cannot draw the arrivals: %s", g ? tgen_errmsg(g) : "out of memory");
+            errf(err, errlen, "cannot draw the arrivals: %s", g ? tgen_errmsg(g) : "out of memory");
             goto done;
         }
     }
@@ -167,7 +166,7 @@ static int write_trace(sqlite3 *db, int64_t id, const measured_t *m, uint64_t se
         tgen_req_t q;
         if (g) {   /* every recorded request had its arrival drawn, failed ones too */
             if (tgen_next(g, &q) != 1) {
-                fail(err, errlen, "cannot draw the arrivals: %s", tgen_errmsg(g));
+                errf(err, errlen, "cannot draw the arrivals: %s", tgen_errmsg(g));
                 goto done;
             }
             arrival = q.arrival_s;
@@ -178,13 +177,13 @@ static int write_trace(sqlite3 *db, int64_t id, const measured_t *m, uint64_t se
     }
     if (s != SQLITE_DONE) goto sql_error;
     if (fflush(f) != 0 || ferror(f)) {
-        fail(err, errlen, "cannot write the replay's trace");
+        errf(err, errlen, "cannot write the replay's trace");
         goto done;
     }
     rc = 0;
     goto done;
 sql_error:
-    fail(err, errlen, "cannot read the requests of run '%s': %s", m->name, sqlite3_errmsg(db));
+    errf(err, errlen, "cannot read the requests of run '%s': %s", m->name, sqlite3_errmsg(db));
 done:
     sqlite3_finalize(st);
     tgen_close(g);
@@ -200,7 +199,7 @@ static int choose_model(const validate_opts_t *o, const measured_t *m, sim_opts_
     preset_hw_t ph;
     if (!so->model && !o->cost_path) {
         if (!m->model[0] || preset_model_get(m->model, &pm, e, sizeof e) != 0)
-            return fail(err, errlen, "run '%s' %s%s%s: give the model to simulate, --model "
+            return errf(err, errlen, "run '%s' %s%s%s: give the model to simulate, --model "
                         "PRESET|FILE, or a cost file (--cost FILE), which carries one", m->name,
                         m->model[0] ? "names the model '" : "names no model",
                         m->model[0] ? m->model : "", m->model[0] ? "', not a preset" : "");
@@ -209,7 +208,7 @@ static int choose_model(const validate_opts_t *o, const measured_t *m, sim_opts_
     so->hw = o->hw;
     if (!so->hw && m->hw[0] && preset_hw_get(m->hw, &ph, e, sizeof e) == 0) so->hw = m->hw;
     if (!so->hw && !o->cost_path)
-        return fail(err, errlen, "run '%s' %s: give the cost model to predict it with, --cost "
+        return errf(err, errlen, "run '%s' %s: give the cost model to predict it with, --cost "
                     "FILE (from twinserve calibrate), or --hw PRESET for the roofline", m->name,
                     m->hw[0] ? "names no hardware preset" : "names no hardware");
     /* without one, sim takes the cost file's hardware (its KV capacity), else a100-80g */
@@ -219,12 +218,12 @@ static int choose_model(const validate_opts_t *o, const measured_t *m, sim_opts_
         return 0;
     }
     cost_file_t *cf = malloc(sizeof *cf);
-    if (!cf) return fail(err, errlen, "out of memory");
+    if (!cf) return errf(err, errlen, "out of memory");
     int rc = cost_file_read(o->cost_path, cf, e, sizeof e);
     if (rc == 0)
         snprintf(r->cost_desc, sizeof r->cost_desc, "cost file %.200s (%.80s)", o->cost_path,
                  cf->fitted_for);
-    else fail(err, errlen, "--cost: %s", e);
+    else errf(err, errlen, "--cost: %s", e);
     free(cf);
     return rc;
 }
@@ -267,12 +266,12 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
     if (load_measured(db, o->db_path, id, &m, err, errlen) != 0) goto done;
     snprintf(r->engine_name, sizeof r->engine_name, "%s", m.name);
     if (o->repeat > 0) {
-        fail(err, errlen, "run '%s' is a measured run (imported from %s): --repeat reruns our "
+        errf(err, errlen, "run '%s' is a measured run (imported from %s): --repeat reruns our "
              "engine, and a measurement taken elsewhere cannot be rerun", m.name, m.source);
         goto done;
     }
     if (!o->sim || !o->sim->policy_path) {
-        fail(err, errlen, "run '%s' is a measured run (imported from %s): give the policy to "
+        errf(err, errlen, "run '%s' is a measured run (imported from %s): give the policy to "
              "replay its requests with, --policy FILE (with --set, --model, --tp, --kv-blocks, "
              "... as for sim)", m.name, m.source);
         goto done;
@@ -284,7 +283,7 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
     snprintf(base, sizeof base, "validate-%s", m.name);
     if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
     else if (validate_free_name(db, base, sim_name, sizeof sim_name) != 0) {
-        fail(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
+        errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
     /* the workload, in a temporary plain trace removed at the end */
@@ -293,7 +292,7 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
              tmpdir && *tmpdir ? tmpdir : "/tmp");
     int fd = mkstemps(trace, 4);
     if (fd < 0 || !(tf = fdopen(fd, "w"))) {
-        fail(err, errlen, "cannot create a temporary trace %s", trace);
+        errf(err, errlen, "cannot create a temporary trace %s", trace);
         if (fd >= 0) close(fd);
         if (fd < 0) trace[0] = '\0';
         goto done;
@@ -321,7 +320,7 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
     int sim_rc = sim_run(&so, &res, e, sizeof e);
     r->sim_id = res.run_id;
     if (sim_rc != 0) {
-        fail(err, errlen, "the simulated replay failed: %s", e);
+        errf(err, errlen, "the simulated replay failed: %s", e);
         goto done;
     }
     snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);

@@ -29,7 +29,7 @@ static int load_sets(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t e
     int rc = -1;
     if (sqlite3_prepare_v2(db, "SELECT j.key, j.type, j.value FROM runs r, json_each(r.params) j "
                            "WHERE r.id = ?1", -1, &st, NULL) != SQLITE_OK)
-        return fail(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
+        return errf(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, id);
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
@@ -50,13 +50,13 @@ static int load_sets(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t e
         snprintf(v[w->n_sets++], n, "%s=%s", key, val);
     }
     if (r != SQLITE_DONE) {
-        fail(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
+        errf(err, errlen, "cannot read the run's params: %s", sqlite3_errmsg(db));
         goto done;
     }
     rc = 0;
     goto done;
 oom:
-    fail(err, errlen, "out of memory");
+    errf(err, errlen, "out of memory");
 done:
     sqlite3_finalize(st);
     return rc;
@@ -79,7 +79,7 @@ static int read_shape(sqlite3 *db, int64_t id, const char *member, const char *w
         if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
             (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
             sqlite3_column_type(st, 0) == SQLITE_NULL) {
-            fail(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
+            errf(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
             goto done;
         }
         int32_t v = sqlite3_column_int(st, 0);
@@ -103,13 +103,13 @@ static int load_draft(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t 
                            "config, '$.spec_curve.reached') r) FROM runs WHERE id = ?1", -1, &st,
                            NULL) != SQLITE_OK ||
         (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW) {
-        fail(err, errlen, "cannot read run '%s''s draft: %s", w->name, sqlite3_errmsg(db));
+        errf(err, errlen, "cannot read run '%s''s draft: %s", w->name, sqlite3_errmsg(db));
         goto done;
     }
     const char *proposer = (const char *)sqlite3_column_text(st, 0);
     if (!proposer || strcmp(proposer, "draft") || !sqlite3_column_int(st, 2) ||
         sqlite3_column_type(st, 3) == SQLITE_NULL) {
-        fail(err, errlen, "run '%s' is speculative with %s: the simulator models a draft "
+        errf(err, errlen, "run '%s' is speculative with %s: the simulator models a draft "
              "model, so validate replays only runs with one that recorded its shape and "
              "acceptance (engine --draft FILE); `twinserve calibrate` prints its acceptance "
              "per draft position and the alpha it implies", w->name,
@@ -166,30 +166,30 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
     memset(w, 0, sizeof *w);
     w->id = id;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fail(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
+        errf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
         goto done;
     }
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_ROW) {
-        fail(err, errlen, "%s: run %lld is gone", path, (long long)id);
+        errf(err, errlen, "%s: run %lld is gone", path, (long long)id);
         goto done;
     }
     validate_copy_text(w->name, sizeof w->name, st, 0);
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
     if (!kind || (strcmp(kind, "engine") && strcmp(kind, "serve"))) {
-        fail(err, errlen, "run '%s' in %s is a %s run: validate holds the simulator against "
+        errf(err, errlen, "run '%s' in %s is a %s run: validate holds the simulator against "
              "a measured (engine or serve) run", w->name, path, kind ? kind : "?");
         goto done;
     }
     if (!status || strcmp(status, "done")) {
-        fail(err, errlen, "run '%s' in %s is %s, not done: there is no complete measurement "
+        errf(err, errlen, "run '%s' in %s is %s, not done: there is no complete measurement "
              "to hold the simulator against", w->name, path, status ? status : "?");
         goto done;
     }
     if (sqlite3_column_type(st, 4) == SQLITE_NULL || sqlite3_column_type(st, 12) == SQLITE_NULL ||
         sqlite3_column_type(st, 17) == SQLITE_NULL) {
-        fail(err, errlen, "run '%s' in %s does not record its workload (trace options, policy "
+        errf(err, errlen, "run '%s' in %s does not record its workload (trace options, policy "
              "file, KV blocks): it was made by an older twinserve; record it again", w->name,
              path);
         goto done;
@@ -228,12 +228,12 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
     w->prefix_caching = sqlite3_column_int(st, 32) != 0;   /* the same cache on both sides */
     struct stat sb;
     if (stat(w->trace, &sb) != 0) {
-        fail(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
+        errf(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
              "same trace", w->name, w->trace);
         goto done;
     }
     if (stat(w->policy, &sb) != 0) {
-        fail(err, errlen, "run '%s' ran the policy %s, which is gone: validate needs the same "
+        errf(err, errlen, "run '%s' ran the policy %s, which is gone: validate needs the same "
              "policy", w->name, w->policy);
         goto done;
     }
@@ -249,7 +249,7 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
         char **v = realloc(w->sets, sizeof *v * (size_t)(w->n_sets + 1));
         if (!v || !(v[w->n_sets] = malloc(64))) {
             if (v) w->sets = v;
-            fail(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             goto done;
         }
         w->sets = v;

@@ -3,13 +3,13 @@
 
 #include <dirent.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "analysis/csvtab.h"
 #include "analysis/stats.h"
+#include "sim/errf.h"
 #include "sim/nnls.h"
 #include "traces/json.h"
 
@@ -22,16 +22,6 @@ static const struct { const char *name; double calls; int gemm; } layer_ops[] = 
 #define N_LAYER_OPS ((int)(sizeof layer_ops / sizeof layer_ops[0]))
 /* the GPU directory and DGX network of each built-in hardware preset the data covers */
 static const struct { const char *hw, *gpu; } gpus[] = {{"a100-80g", "a100"}, {"h100", "h100"}};
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------ the curve fit */
 
@@ -59,14 +49,14 @@ static int curve_fit(const double *x, const double *y, const int *use, int n, cu
     double *sw = malloc(sizeof *sw * (size_t)n), *swy = malloc(sizeof *swy * (size_t)n);
     int *len = malloc(sizeof *len * (size_t)n), nb = 0, rc = -1;
     if (!sw || !swy || !len) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     c->nk = 0;
     for (int i = 0; i < n; i++) {
         if ((use && !use[i]) || !(y[i] > 0)) continue;
         if (c->nk == COST_MAX_KNOTS) {
-            fail(err, errlen, "more than %d token counts", COST_MAX_KNOTS);
+            errf(err, errlen, "more than %d token counts", COST_MAX_KNOTS);
             goto done;
         }
         c->knots[c->nk++] = x[i];
@@ -78,7 +68,7 @@ static int curve_fit(const double *x, const double *y, const int *use, int n, cu
         }
     }
     if (c->nk < 1) {
-        fail(err, errlen, "no points to fit");
+        errf(err, errlen, "no points to fit");
         goto done;
     }
     for (int b = 0, k = 0; b < nb; b++)
@@ -109,7 +99,7 @@ static int line_fit(const double *x, const double *y, const int *use, int n, lin
         }
         m++;
     }
-    if (m < 2) return fail(err, errlen, "fewer than 2 points");
+    if (m < 2) return errf(err, errlen, "fewer than 2 points");
     nnls_scale(G, c, 2, s);
     if (nnls_solve(G, c, 2, v, err, errlen) < 0) return -1;
     l->a = v[0] * s[0];
@@ -150,7 +140,7 @@ static int assess(const vidur_opts_t *o, const double *x, const double *y, int n
     curve_t c;
     line_t l;
     if (!use || !fold || !e) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     f->n = n;
@@ -201,7 +191,7 @@ static int collect(const csvtab_t *t, int xcol, int ycol, const int *where, cons
     double *ys = malloc(sizeof *ys * (size_t)(t->n_rows + 1));
     int m = 0, rc = -1;
     if (!xs || !ys) {
-        fail(err, errlen, "out of memory reading %s", t->path);
+        errf(err, errlen, "out of memory reading %s", t->path);
         goto done;
     }
     for (int r = 0; r < t->n_rows; r++) {
@@ -216,7 +206,7 @@ static int collect(const csvtab_t *t, int xcol, int ycol, const int *where, cons
             csvtab_num(t, r, ycol, &ys[m], err, errlen))
             goto done;
         if (!(xs[m] > 0) || ys[m] < 0) {
-            fail(err, errlen, "%s:%d: %s %g with %s %g: expected a positive size and a "
+            errf(err, errlen, "%s:%d: %s %g with %s %g: expected a positive size and a "
                  "time >= 0", t->path, t->line[r], t->names[xcol], xs[m], t->names[ycol], ys[m]);
             goto done;
         }
@@ -226,7 +216,7 @@ static int collect(const csvtab_t *t, int xcol, int ycol, const int *where, cons
     /* sort pairs by x: an index sort through a packed copy */
     double *pk = malloc(sizeof *pk * 2 * (size_t)(m + 1));
     if (!pk) {
-        fail(err, errlen, "out of memory reading %s", t->path);
+        errf(err, errlen, "out of memory reading %s", t->path);
         goto done;
     }
     for (int i = 0; i < m; i++) pk[2 * i] = xs[i], pk[2 * i + 1] = ys[i];
@@ -236,7 +226,7 @@ static int collect(const csvtab_t *t, int xcol, int ycol, const int *where, cons
         while (j < m && pk[2 * j] == pk[2 * i]) ys[k++] = pk[2 * j++ + 1];
         if (g->n == VIDUR_MAX_POINTS) {
             free(pk);
-            fail(err, errlen, "%s: more than %d distinct %s values", t->path, VIDUR_MAX_POINTS,
+            errf(err, errlen, "%s: more than %d distinct %s values", t->path, VIDUR_MAX_POINTS,
                  t->names[xcol]);
             goto done;
         }
@@ -261,7 +251,7 @@ static int find_model(const char *dir, const char *gpu, const preset_model_t *m,
     char base[1100], org_dir[1400], e[512];
     snprintf(base, sizeof base, "%s/compute/%s", dir, gpu);
     DIR *d = opendir(base);
-    if (!d) return fail(err, errlen, "%s: no such directory (is --vidur the profiles/vidur "
+    if (!d) return errf(err, errlen, "%s: no such directory (is --vidur the profiles/vidur "
                         "folder?)", base);
     int found = 0, ambiguous = 0;
     double best = INFINITY;
@@ -305,11 +295,11 @@ static int find_model(const char *dir, const char *gpu, const preset_model_t *m,
     }
     closedir(d);
     if (!found)
-        return fail(err, errlen, "no Vidur profile on %s has %s's shape (%d heads, %d KV "
+        return errf(err, errlen, "no Vidur profile on %s has %s's shape (%d heads, %d KV "
                     "heads, d_model %d, d_ff %d) under %s", gpu, m->name, (int)m->n_heads,
                     (int)m->n_kv_heads, (int)m->d_model, (int)m->d_ff, base);
     if (ambiguous)
-        return fail(err, errlen, "several Vidur profiles on %s have %s's shape; the first is "
+        return errf(err, errlen, "several Vidur profiles on %s have %s's shape; the first is "
                     "%s", gpu, m->name, out);
     return 0;
 }
@@ -335,13 +325,13 @@ static int fit_compute(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
     for (int i = 0; i <= N_LAYER_OPS; i++) {
         if (collect(&t, xcol, cols[i], &tpcol, &tp, 1, i ? &g2 : &g, y[i], err, errlen)) goto done;
         if (i && (g2.n != g.n || memcmp(g2.x, g.x, sizeof g.x[0] * (size_t)g.n))) {
-            fail(err, errlen, "%s: the operators were profiled at different token counts",
+            errf(err, errlen, "%s: the operators were profiled at different token counts",
                  r->compute_path);
             goto done;
         }
     }
     if (g.n < 8) {
-        fail(err, errlen, "%s: %d token counts at tp %d (need at least 8; the file's degrees "
+        errf(err, errlen, "%s: %d token counts at tp %d (need at least 8; the file's degrees "
              "are its num_tensor_parallel_workers column)", r->compute_path, g.n, (int)o->tp);
         goto done;
     }
@@ -402,7 +392,7 @@ static int fit_network(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
     int n = 0;
     while (n < g.n && g.x[n] <= cap) n++;
     if (n < 4) {
-        fail(err, errlen, "%s: %d all-reduce sizes of %d workers on one node up to %.0f bytes "
+        errf(err, errlen, "%s: %d all-reduce sizes of %d workers on one node up to %.0f bytes "
              "(need at least 4)", r->network_path, n, (int)o->tp, cap);
         goto done;
     }
@@ -427,17 +417,17 @@ int vidur_calibrate(const vidur_opts_t *o, vidur_result_t *r, char *err, size_t 
     cost_roofline_defaults(&cf->roof);
     preset_model_t m;
     char e[1024];
-    if (preset_model_get(o->model, &m, e, sizeof e) != 0) return fail(err, errlen, "--model: %s", e);
+    if (preset_model_get(o->model, &m, e, sizeof e) != 0) return errf(err, errlen, "--model: %s", e);
     const char *gpu = NULL;
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
         if (!strcmp(o->hw, gpus[i].hw)) gpu = gpus[i].gpu;
     if (!gpu)
-        return fail(err, errlen, "--hw %s: Vidur's profiles cover a100-80g and h100", o->hw);
-    if (preset_hw_get(o->hw, &r->hw, e, sizeof e) != 0) return fail(err, errlen, "--hw: %s", e);
+        return errf(err, errlen, "--hw %s: Vidur's profiles cover a100-80g and h100", o->hw);
+    if (preset_hw_get(o->hw, &r->hw, e, sizeof e) != 0) return errf(err, errlen, "--hw: %s", e);
     if (o->tp < 1 || m.n_heads % o->tp != 0)
-        return fail(err, errlen, "--tp %d does not divide %s's %d attention heads", (int)o->tp,
+        return errf(err, errlen, "--tp %d does not divide %s's %d attention heads", (int)o->tp,
                     m.name, (int)m.n_heads);
-    if (o->folds < 2) return fail(err, errlen, "--folds must be >= 2 (got %d)", o->folds);
+    if (o->folds < 2) return errf(err, errlen, "--folds must be >= 2 (got %d)", o->folds);
     if (find_model(o->dir, gpu, &m, r->compute_path, sizeof r->compute_path, err, errlen))
         return -1;
     curve_t pass;
@@ -486,7 +476,7 @@ int vidur_calibrate(const vidur_opts_t *o, vidur_result_t *r, char *err, size_t 
     strftime(cf->fitted_at, sizeof cf->fitted_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     char m2[256];
     if (cost_linear_check(p, m2, sizeof m2) != 0)
-        return fail(err, errlen, "the fitted model is not valid: %s", m2);
+        return errf(err, errlen, "the fitted model is not valid: %s", m2);
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/roofs.h"
 #include "policies/rng.h"
+#include "sim/errf.h"
 #include "traces/recorder.h"
 
 #define BLOCK 16          /* KV block size, the engine's default */
@@ -44,16 +45,6 @@ typedef struct {
     int32_t *tokens, *pos, *seq_start, *seq_len, *bt_start, *table, *rows, *ids;
     bk_sample_t *smp;
 } batch_buf_t;
-
-static int failf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int failf(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void note(const profile_opts_t *o, profile_t *out, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -239,8 +230,8 @@ static int run_point(fwd_t *f, const gpoint_t *p, batch_buf_t *x, int32_t vocab,
     point_batch(p, x, vocab, &b);
     double t0 = roofs_now();
     if (fwd_step(f, &b, x->ids))
-        return failf(err, errlen, "%s point (%d decodes at %d, chunk %d at %d): %s", p->kind,
-                     p->dec_seqs, p->dec_ctx, p->chunk_tokens, p->chunk_ctx, fwd_errmsg(f));
+        return errf(err, errlen, "%s point (%d decodes at %d, chunk %d at %d): %s", p->kind,
+                    p->dec_seqs, p->dec_ctx, p->chunk_tokens, p->chunk_ctx, fwd_errmsg(f));
     *secs = roofs_now() - t0;
     return 0;
 }
@@ -275,7 +266,7 @@ static int time_grid(const profile_opts_t *o, fwd_t *f, grid_t *g, batch_buf_t *
             p->reps = r > PROFILE_MIN_REPS ? r : PROFILE_MIN_REPS;
         }
         if (!(p->t = calloc((size_t)p->reps, sizeof *p->t)))
-            return failf(err, errlen, "out of memory");
+            return errf(err, errlen, "out of memory");
         pg.total += p->reps;
         pg.left_s += p->reps * p->warm_s;
         max_reps = p->reps > max_reps ? p->reps : max_reps;
@@ -360,7 +351,7 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
                               "FROM steps WHERE run_id = ? AND step > 0 AND host_s IS NOT NULL "
                               "AND pass_seqs > 0 ORDER BY pass_seqs, step", -1, &q, NULL)
             != SQLITE_OK) {
-        failf(err, errlen, "host phase: reading its steps from %s: %s", db, sqlite3_errmsg(h));
+        errf(err, errlen, "host phase: reading its steps from %s: %s", db, sqlite3_errmsg(h));
         goto done;
     }
     sqlite3_bind_int64(q, 1, run_id);
@@ -369,7 +360,7 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
         int64_t seqs = s == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
         if (seqs != cur && n > 0) {   /* the group of cur is complete */
             if (host_row(rows, cur, hs, n, sum)) {
-                failf(err, errlen, "out of memory");
+                errf(err, errlen, "out of memory");
                 goto done;
             }
             st->host_rows++;
@@ -382,7 +373,7 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
             cap = cap ? 2 * cap : 256;
             double *nh = realloc(hs, cap * sizeof *nh);
             if (!nh) {
-                failf(err, errlen, "out of memory");
+                errf(err, errlen, "out of memory");
                 goto done;
             }
             hs = nh;
@@ -392,7 +383,7 @@ static int host_rows(const char *db, int64_t run_id, profile_t *rows, profile_st
         st->host_steps++;
     }
     if (s != SQLITE_DONE && s != SQLITE_ROW) {
-        failf(err, errlen, "host phase: reading its steps from %s: %s", db, sqlite3_errmsg(h));
+        errf(err, errlen, "host phase: reading its steps from %s: %s", db, sqlite3_errmsg(h));
         goto done;
     }
     rc = 0;
@@ -422,7 +413,7 @@ static int host_phase(const profile_opts_t *o, int32_t S, profile_t *rows, profi
     snprintf(trace, sizeof trace, "/tmp/twinserve-profile-XXXXXX.csv");
     if ((fd = mkstemps(trace, 4)) < 0 || !(tf = fdopen(fd, "w"))) {
         if (fd >= 0) close(fd);
-        failf(err, errlen, "host phase: cannot create a temporary trace in /tmp");
+        errf(err, errlen, "host phase: cannot create a temporary trace in /tmp");
         trace[0] = '\0';
         goto done;
     }
@@ -436,12 +427,12 @@ static int host_phase(const profile_opts_t *o, int32_t S, profile_t *rows, profi
     }
     int werr = ferror(tf);
     if (fclose(tf) || werr) {
-        failf(err, errlen, "host phase: writing the temporary trace %s failed", trace);
+        errf(err, errlen, "host phase: writing the temporary trace %s failed", trace);
         goto done;
     }
     snprintf(db, sizeof db, "/tmp/twinserve-profile-XXXXXX.db");
     if ((fd = mkstemps(db, 3)) < 0) {   /* an empty file is an empty SQLite database */
-        failf(err, errlen, "host phase: cannot create a temporary database in /tmp");
+        errf(err, errlen, "host phase: cannot create a temporary database in /tmp");
         db[0] = '\0';
         goto done;
     }
@@ -465,7 +456,7 @@ static int host_phase(const profile_opts_t *o, int32_t S, profile_t *rows, profi
     engine_result_t res;
     double t0 = roofs_now();
     if (engine_run(&eo, &res, msg, sizeof msg)) {
-        failf(err, errlen, "host phase (a replay under %s): %s", o->host_policy, msg);
+        errf(err, errlen, "host phase (a replay under %s): %s", o->host_policy, msg);
         goto done;
     }
     st->host_s = roofs_now() - t0;
@@ -480,7 +471,7 @@ static int host_phase(const profile_opts_t *o, int32_t S, profile_t *rows, profi
                  (long long)st->host_steps, PROFILE_HOST_REQUESTS, pmin, pmax, omin, omax,
                  o->host_policy, o->max_seqs);
         if (profile_add_header(out, "host", msg)) {
-            failf(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             goto done;
         }
     }
@@ -495,8 +486,8 @@ done:
 
 /* The model's own messages usually name it; when not, say which model. */
 static int model_fail(const profile_opts_t *o, const char *msg, char *err, size_t errlen) {
-    if (strstr(msg, o->model)) return failf(err, errlen, "%s", msg);
-    return failf(err, errlen, "model %s: %s", o->model, msg);
+    if (strstr(msg, o->model)) return errf(err, errlen, "%s", msg);
+    return errf(err, errlen, "model %s: %s", o->model, msg);
 }
 
 static void header_basics(const profile_opts_t *o, profile_t *out) {
@@ -545,7 +536,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     profile_init(out);
     profile_init(&hp);
     if (!o->model || o->reps < 1 || o->max_seqs < 1 || o->max_tokens < 1) {
-        failf(err, errlen, "a model, reps >= 1, max_seqs >= 1 and max_tokens >= 1 are needed");
+        errf(err, errlen, "a model, reps >= 1, max_seqs >= 1 and max_tokens >= 1 are needed");
         goto done;
     }
     header_basics(o, out);
@@ -560,13 +551,13 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
     const char *bname = o->backend ? o->backend : "cpu";
     if (!(b = backend_new(bname, &bo, msg, sizeof msg))) {
-        if (strstr(msg, bname)) failf(err, errlen, "%s", msg);   /* it names itself */
-        else failf(err, errlen, "backend %s: %s", bname, msg);
+        if (strstr(msg, bname)) errf(err, errlen, "%s", msg);   /* it names itself */
+        else errf(err, errlen, "backend %s: %s", bname, msg);
         goto done;
     }
     if (o->dtype && strcmp(o->dtype, b->weight_type)) {
-        failf(err, errlen, "dtype %s: the %s backend holds %s weights", o->dtype, b->name,
-              b->weight_type);
+        errf(err, errlen, "dtype %s: the %s backend holds %s weights", o->dtype, b->name,
+             b->weight_type);
         goto done;
     }
     if (o->host_policy) {
@@ -589,12 +580,12 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     model_preset_shape(&c, "profile", (int32_t)b->elem_size(b, BK_WEIGHT), &out->shape);
     out->has_shape = 1;
     if (build_grid(o, c.max_seq, &g)) {
-        failf(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         goto done;
     }
     if (g.n == 0) {
-        failf(err, errlen, "no grid point fits model %s (context %d) with max_seqs %d and "
-              "max_tokens %d", o->model, c.max_seq, o->max_seqs, o->max_tokens);
+        errf(err, errlen, "no grid point fits model %s (context %d) with max_seqs %d and "
+             "max_tokens %d", o->model, c.max_seq, o->max_seqs, o->max_tokens);
         goto done;
     }
     int32_t max_tok = 0, max_seqs = 0, max_sample = 0;
@@ -606,7 +597,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     if (o->progress) fprintf(stderr, "[profile] measuring the roofs (memory, GEMM)\n");
     if (b->roofs(b, ROOF_REPS, &out->mem_bw, &out->gemm_flops) || !(out->mem_bw > 0) ||
         !(out->gemm_flops > 0)) {
-        failf(err, errlen, "measuring backend %s's roofs: %s", b->name, b->errmsg);
+        errf(err, errlen, "measuring backend %s's roofs: %s", b->name, b->errmsg);
         goto done;
     }
     fwd_opts_t fo = { max_tok, max_sample > 0 ? max_sample : 1, 0, BLOCK };
@@ -618,7 +609,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     m = NULL;
     size_t free_b = 0, total_b = 0;
     if (b->mem_info(b, &free_b, &total_b)) {
-        failf(err, errlen, "backend %s memory: %s", b->name, b->errmsg);
+        errf(err, errlen, "backend %s memory: %s", b->name, b->errmsg);
         goto done;
     }
     bk_kv_shape_t kvs = { c.n_layers, 1, BLOCK, c.n_kv_heads, c.head_dim };
@@ -626,8 +617,8 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     int32_t cap = fwd_kv_blocks_for(b, &c, BLOCK, 0.25 * (double)free_b);
     int32_t pool = fit_points(o, &g, cap, block_bytes, out, st);
     if (pool < 1) {
-        failf(err, errlen, "no grid point's KV fits a quarter of the free memory (%.2f GB) "
-              "for model %s", 0.25 * (double)free_b / 1e9, o->model);
+        errf(err, errlen, "no grid point's KV fits a quarter of the free memory (%.2f GB) "
+             "for model %s", 0.25 * (double)free_b / 1e9, o->model);
         goto done;
     }
     st->kv_gb = pool * block_bytes / 1e9;
@@ -636,7 +627,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
         goto done;
     }
     if (buf_alloc(&x, max_tok, max_seqs, pool)) {
-        failf(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         goto done;
     }
     double t0 = roofs_now();
@@ -644,15 +635,15 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     st->grid_s = roofs_now() - t0;
     if (o->progress) fprintf(stderr, "[profile] measuring the roofs again\n");
     if (b->roofs(b, ROOF_REPS, &out->mem_bw_end, &out->gemm_flops_end)) {
-        failf(err, errlen, "measuring backend %s's roofs after the grid: %s", b->name,
-              b->errmsg);
+        errf(err, errlen, "measuring backend %s's roofs after the grid: %s", b->name,
+             b->errmsg);
         goto done;
     }
     int trimmed = 0;
     for (int i = 0; i < g.n; i++) {
         if (g.p[i].skip) continue;
         if (point_row(&g.p[i], &x, c.vocab, out)) {
-            failf(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             goto done;
         }
         st->points++;
@@ -660,7 +651,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     }
     for (size_t i = 0; i < hp.n; i++)
         if (profile_add_point(out, &hp.pts[i])) {
-            failf(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             goto done;
         }
     if (trimmed)

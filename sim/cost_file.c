@@ -3,22 +3,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/errf.h"
 #include "traces/json.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* What a file is, read before its kind is known. */
 typedef struct {
@@ -88,13 +78,13 @@ static int parse_list(const char *key, const char *val, double *v, int *n, char 
         errno = 0;
         double x = strtod(p, &end);
         if (end == p || errno || !isfinite(x))
-            return fail(msg, len, "%s: item %d is not a number ('%s')", key, *n + 1, val);
+            return errf(msg, len, "%s: item %d is not a number ('%s')", key, *n + 1, val);
         if (*n == COST_MAX_KNOTS)
-            return fail(msg, len, "%s: more than %d items", key, COST_MAX_KNOTS);
+            return errf(msg, len, "%s: more than %d items", key, COST_MAX_KNOTS);
         v[(*n)++] = x;
         while (*end == ' ' || *end == '\t') end++;
         if (*end == '\0') return 0;
-        if (*end != ',') return fail(msg, len, "%s: expected ',' between items ('%s')", key, val);
+        if (*end != ',') return errf(msg, len, "%s: expected ',' between items ('%s')", key, val);
         p = end + 1;
     }
 }
@@ -115,14 +105,14 @@ static int other_key(void *ud, const char *key, const char *val, char *msg, size
         errno = 0;
         double v = strtod(val, &end);
         if (end == val || *end || errno || !isfinite(v) || v < 0)
-            return fail(msg, len, "%s must be a number of seconds >= 0 (got '%s')", key, val);
+            return errf(msg, len, "%s must be a number of seconds >= 0 (got '%s')", key, val);
         *(double *)((char *)x->cf + client_keys[i].off) = v;
         return 1;
     }
     if (!strcmp(key, "format")) {
         char *end;
         long v = strtol(val, &end, 10);
-        if (*end || end == val) return fail(msg, len, "format '%s' is not an integer", val);
+        if (*end || end == val) return errf(msg, len, "format '%s' is not an integer", val);
         x->head.format = (int32_t)v;
         x->have_format = 1;
         return 1;
@@ -208,21 +198,21 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
     if (!strncmp(path, COST_BUILTIN_PREFIX, strlen(COST_BUILTIN_PREFIX))) {
         const char *text = builtin_text(path + strlen(COST_BUILTIN_PREFIX));
         if (!text)
-            return fail(err, errlen, "%s: no such shipped calibration (`twinserve presets` "
+            return errf(err, errlen, "%s: no such shipped calibration (`twinserve presets` "
                         "lists them)", path);
         if (kvfile_read_text(path, text, t, 3, other_key, &x, err, errlen) != 0) return -1;
     } else if (kvfile_read(path, t, 3, other_key, &x, err, errlen) != 0) {
         return -1;
     }
-    if (!x.have_format) return fail(err, errlen, "%s: missing required key 'format'", path);
+    if (!x.have_format) return errf(err, errlen, "%s: missing required key 'format'", path);
     if (x.head.format != 1)
-        return fail(err, errlen, "%s: format %d is not one this twinserve reads (1)", path,
+        return errf(err, errlen, "%s: format %d is not one this twinserve reads (1)", path,
                     (int)x.head.format);
-    if (!x.have_kind) return fail(err, errlen, "%s: missing required key 'kind'", path);
+    if (!x.have_kind) return errf(err, errlen, "%s: missing required key 'kind'", path);
     if (!strcmp(x.head.kind, "linear")) cf->kind = COST_FILE_LINEAR;
     else if (!strcmp(x.head.kind, "roofline")) cf->kind = COST_FILE_ROOFLINE;
     else
-        return fail(err, errlen, "%s: kind '%s' is not linear or roofline", path, x.head.kind);
+        return errf(err, errlen, "%s: kind '%s' is not linear or roofline", path, x.head.kind);
     if (!kvfile_seen(&t[0], "name")) snprintf(cf->model.name, sizeof cf->model.name, "cost-file");
     if (preset_model_complete(&cf->model, &t[0], path, err, errlen) != 0) return -1;
 
@@ -232,46 +222,46 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
                        : sizeof roofline_required / sizeof *roofline_required;
     for (size_t k = 0; k < n_req; k++)
         if (!kvfile_seen(&t[1], req[k]))
-            return fail(err, errlen, "%s: missing required key '%s' (kind %s)", path, req[k],
+            return errf(err, errlen, "%s: missing required key '%s' (kind %s)", path, req[k],
                         x.head.kind);
     if (lin) {
         if ((i = seen_any(&t[1], roofline_only, sizeof roofline_only / sizeof *roofline_only)) >= 0)
-            return fail(err, errlen, "%s: key '%s' belongs to a roofline cost file, this one "
+            return errf(err, errlen, "%s: key '%s' belongs to a roofline cost file, this one "
                         "is kind linear", path, roofline_only[i]);
         for (int k = 0; k < n_hw; k++)
             if (seen_hw[k])
-                return fail(err, errlen, "%s: key '%s' belongs to a roofline cost file, this "
+                return errf(err, errlen, "%s: key '%s' belongs to a roofline cost file, this "
                             "one is kind linear", path, hw_keys[k].key);
-        if (x.n_rows == 0) return fail(err, errlen, "%s: missing required key 'gemm_rows'", path);
+        if (x.n_rows == 0) return errf(err, errlen, "%s: missing required key 'gemm_rows'", path);
         if (x.n_s == 0)
-            return fail(err, errlen, "%s: missing required key 'gemm_s_per_param'", path);
+            return errf(err, errlen, "%s: missing required key 'gemm_s_per_param'", path);
         if (x.n_rows != x.n_s)
-            return fail(err, errlen, "%s: gemm_rows has %d knots but gemm_s_per_param %d", path,
+            return errf(err, errlen, "%s: gemm_rows has %d knots but gemm_s_per_param %d", path,
                         x.n_rows, x.n_s);
         cf->lin.n_knots = x.n_rows;
         if (x.n_kv != x.n_kv_s)
-            return fail(err, errlen, "%s: kv_knots has %d knots but kv_extra_s %d", path, x.n_kv,
+            return errf(err, errlen, "%s: kv_knots has %d knots but kv_extra_s %d", path, x.n_kv,
                         x.n_kv_s);
         cf->lin.n_kv_knots = x.n_kv;
         double lp = preset_model_layer_matrix_params(&cf->model);
         double hp = preset_model_lm_params(&cf->model);
         if (kvfile_seen(&t[1], "layer_params") && rel_diff(cf->lin.layer_params, lp) > 1e-9)
-            return fail(err, errlen, "%s: layer_params %.17g does not match the model shape's "
+            return errf(err, errlen, "%s: layer_params %.17g does not match the model shape's "
                         "%.17g", path, cf->lin.layer_params, lp);
         if (kvfile_seen(&t[1], "lm_params") && rel_diff(cf->lin.lm_params, hp) > 1e-9)
-            return fail(err, errlen, "%s: lm_params %.17g does not match the model shape's "
+            return errf(err, errlen, "%s: lm_params %.17g does not match the model shape's "
                         "%.17g", path, cf->lin.lm_params, hp);
         cf->lin.layer_params = lp;
         cf->lin.lm_params = hp;
         if (!kvfile_seen(&t[1], "tp")) cf->lin.tp = 1;
         if (cf->lin.tp < 1)
-            return fail(err, errlen, "%s: tp must be a tensor-parallel degree >= 1 (got %d)",
+            return errf(err, errlen, "%s: tp must be a tensor-parallel degree >= 1 (got %d)",
                         path, (int)cf->lin.tp);
         if (cf->lin.tp > 1) {
             static const char *const comm[] = {"allreduce_latency_s", "allreduce_s_per_byte"};
             for (int k = 0; k < 2; k++)
                 if (!kvfile_seen(&t[1], comm[k]))
-                    return fail(err, errlen, "%s: tp = %d needs '%s' (the all-reduces between "
+                    return errf(err, errlen, "%s: tp = %d needs '%s' (the all-reduces between "
                                 "the devices)", path, (int)cf->lin.tp, comm[k]);
         }
         if (cf->lin.tp > 1) {   /* the all-reduces' shape, from the model's */
@@ -280,22 +270,22 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
         }
         char m[256];
         if (cost_linear_check(&cf->lin, m, sizeof m) != 0)
-            return fail(err, errlen, "%s: %s", path, m);
+            return errf(err, errlen, "%s: %s", path, m);
     } else {
         if ((i = seen_any(&t[1], linear_only, sizeof linear_only / sizeof *linear_only)) >= 0 ||
             x.n_rows || x.n_s || x.n_kv || x.n_kv_s)
-            return fail(err, errlen, "%s: key '%s' belongs to a linear cost file, this one is "
+            return errf(err, errlen, "%s: key '%s' belongs to a linear cost file, this one is "
                         "kind roofline", path,
                         i >= 0 ? linear_only[i] : x.n_rows || x.n_s ? "gemm_rows" : "kv_knots");
         static const char *const hw_required[] = {"mem_bw", "flops", "mem_bytes"};
         for (size_t k = 0; k < sizeof hw_required / sizeof *hw_required; k++)
             if (!kvfile_seen(&t[2], hw_required[k]))
-                return fail(err, errlen, "%s: missing required key '%s' (kind roofline)", path,
+                return errf(err, errlen, "%s: missing required key '%s' (kind roofline)", path,
                             hw_required[k]);
         snprintf(cf->hw.name, sizeof cf->hw.name, "%s", cf->model.name);
         char m[256];
         if (cost_roofline_check(&cf->model, &cf->hw, &cf->roof, m, sizeof m) != 0)
-            return fail(err, errlen, "%s: %s", path, m);
+            return errf(err, errlen, "%s: %s", path, m);
     }
     const struct { const char *key; double v; } info[] = {
         {"fit_points", cf->fit_points}, {"fit_median_err", cf->fit_median_err},
@@ -305,7 +295,7 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
     };
     for (size_t k = 0; k < sizeof info / sizeof *info; k++)
         if (!isnan(info[k].v) && info[k].v < 0)
-            return fail(err, errlen, "%s: %s must be >= 0 (got %g)", path, info[k].key,
+            return errf(err, errlen, "%s: %s must be >= 0 (got %g)", path, info[k].key,
                         info[k].v);
     return 0;
 }
@@ -417,17 +407,17 @@ int cost_file_write(const char *path, const cost_file_t *cf, const char *comment
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) return fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     write_body(f, cf, comment);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         unlink(tmp);
-        return fail(err, errlen, "%s: write error", path);
+        return errf(err, errlen, "%s: write error", path);
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        return fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+        return errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
     }
     return 0;
 }
@@ -440,13 +430,13 @@ cost_model_t *cost_file_model(const cost_file_t *cf, int32_t tp, char *err, size
     if (cf->kind == COST_FILE_LINEAR) {
         int32_t fitted = cf->lin.tp > 1 ? cf->lin.tp : 1;
         if (tp != fitted) {
-            fail(err, errlen, "%s: a linear cost model is fitted at one tensor-parallel degree "
+            errf(err, errlen, "%s: a linear cost model is fitted at one tensor-parallel degree "
                  "(%d); --tp %d needs a model fitted at tp %d", cf->path, (int)fitted, (int)tp,
                  (int)tp);
             return NULL;
         }
         if (cost_linear_check(&cf->lin, msg, sizeof msg) != 0) {
-            fail(err, errlen, "%s: %s", cf->path, msg);
+            errf(err, errlen, "%s: %s", cf->path, msg);
             return NULL;
         }
         m = cost_linear_new(&cf->lin);
@@ -454,12 +444,12 @@ cost_model_t *cost_file_model(const cost_file_t *cf, int32_t tp, char *err, size
         cost_roofline_params_t p = cf->roof;
         p.tp = tp;
         if (cost_roofline_check(&cf->model, &cf->hw, &p, msg, sizeof msg) != 0) {
-            fail(err, errlen, "%s: %s", cf->path, msg);
+            errf(err, errlen, "%s: %s", cf->path, msg);
             return NULL;
         }
         m = cost_roofline_new(&cf->model, &cf->hw, &p);
     }
-    if (!m) fail(err, errlen, "out of memory (cost model)");
+    if (!m) errf(err, errlen, "out of memory (cost model)");
     return m;
 }
 
@@ -528,6 +518,6 @@ int cost_file_same_shape(const preset_model_t *a, const preset_model_t *b, char 
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].x != f[i].y)
-            return fail(err, errlen, "%s %d vs %d", f[i].key, (int)f[i].x, (int)f[i].y);
+            return errf(err, errlen, "%s %d vs %d", f[i].key, (int)f[i].x, (int)f[i].y);
     return 0;
 }

@@ -3,9 +3,9 @@
  * sim/cost_file.c. A call is a handful of multiply-adds and two knot lookups (binary
  * search), as cheap as the roofline. */
 #include "sim/cost.h"
+#include "sim/errf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,16 +88,6 @@ static double linear_host_time(const cost_model_t *m, const cost_features_t *f) 
 
 static void linear_destroy(cost_model_t *m) { free(m); }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
     const struct { const char *name; double v; } terms[] = {
         {"step_s", p->step_s}, {"seq_s", p->seq_s}, {"sampled_s", p->sampled_s},
@@ -111,42 +101,42 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
         if (!isfinite(terms[i].v) || terms[i].v < 0)
-            return fail(err, errlen, "%s must be a finite number >= 0 (got %g)", terms[i].name,
+            return errf(err, errlen, "%s must be a finite number >= 0 (got %g)", terms[i].name,
                         terms[i].v);
     if (!(p->layer_params > 0))
-        return fail(err, errlen, "layer_params must be > 0 (the model's layer matrix "
+        return errf(err, errlen, "layer_params must be > 0 (the model's layer matrix "
                     "parameters)");
     if (p->tp < 0 || p->tp > 4096)
-        return fail(err, errlen, "tp must be a tensor-parallel degree >= 1 (got %d)", (int)p->tp);
+        return errf(err, errlen, "tp must be a tensor-parallel degree >= 1 (got %d)", (int)p->tp);
     if (p->tp > 1 && !(p->allreduces > 0 && p->ar_bytes_per_token > 0))
-        return fail(err, errlen, "tp %d needs the all-reduces' shape (2 n_layers of d_model x "
+        return errf(err, errlen, "tp %d needs the all-reduces' shape (2 n_layers of d_model x "
                     "dtype_bytes per token)", (int)p->tp);
     if (p->n_knots < 1 || p->n_knots > COST_MAX_KNOTS)
-        return fail(err, errlen, "gemm_rows must hold 1 to %d knots (got %d)", COST_MAX_KNOTS,
+        return errf(err, errlen, "gemm_rows must hold 1 to %d knots (got %d)", COST_MAX_KNOTS,
                     (int)p->n_knots);
     for (int32_t k = 0; k < p->n_knots; k++) {
         if (!isfinite(p->knot_rows[k]) || p->knot_rows[k] < 1 ||
             (k > 0 && !(p->knot_rows[k] > p->knot_rows[k - 1])))
-            return fail(err, errlen, "gemm_rows must be ascending row counts >= 1 (knot %d is "
+            return errf(err, errlen, "gemm_rows must be ascending row counts >= 1 (knot %d is "
                         "%g)", (int)k + 1, p->knot_rows[k]);
         if (!isfinite(p->knot_s[k]) || p->knot_s[k] < 0)
-            return fail(err, errlen, "gemm_s_per_param must be finite numbers >= 0 (knot %d "
+            return errf(err, errlen, "gemm_s_per_param must be finite numbers >= 0 (knot %d "
                         "is %g)", (int)k + 1, p->knot_s[k]);
         if (k > 0 && p->knot_s[k] < p->knot_s[k - 1])
-            return fail(err, errlen, "gemm_s_per_param must not decrease with the rows (knot "
+            return errf(err, errlen, "gemm_s_per_param must not decrease with the rows (knot "
                         "%d: %g after %g): a product of more rows cannot take less time",
                         (int)k + 1, p->knot_s[k], p->knot_s[k - 1]);
     }
     if (p->n_kv_knots < 0 || p->n_kv_knots > COST_MAX_KNOTS)
-        return fail(err, errlen, "kv_knots must hold 0 to %d knots (got %d)", COST_MAX_KNOTS,
+        return errf(err, errlen, "kv_knots must hold 0 to %d knots (got %d)", COST_MAX_KNOTS,
                     (int)p->n_kv_knots);
     for (int32_t k = 0; k < p->n_kv_knots; k++) {
         if (!isfinite(p->kv_knots[k]) || p->kv_knots[k] < 1 ||
             (k > 0 && !(p->kv_knots[k] > p->kv_knots[k - 1])))
-            return fail(err, errlen, "kv_knots must be ascending position counts >= 1 (knot %d "
+            return errf(err, errlen, "kv_knots must be ascending position counts >= 1 (knot %d "
                         "is %g)", (int)k + 1, p->kv_knots[k]);
         if (!isfinite(p->kv_extra_s[k]) || p->kv_extra_s[k] < 0)
-            return fail(err, errlen, "kv_extra_s must be finite numbers >= 0 (knot %d is %g): "
+            return errf(err, errlen, "kv_extra_s must be finite numbers >= 0 (knot %d is %g): "
                         "a position never costs less as the K/V grow", (int)k + 1,
                         p->kv_extra_s[k]);
     }

@@ -59,9 +59,9 @@
  * S = sampled, sum n_i (c_i + (n_i + 1)/2) = attn_pairs, sum (c_i + n_i) = kv_tokens). No
  * allocation per call. */
 #include "sim/cost.h"
+#include "sim/errf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,37 +160,27 @@ void cost_roofline_defaults(cost_roofline_params_t *p) {
     p->tp = 1;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int eff_ok(double e) { return isfinite(e) && e > 0 && e <= 1; }
 
 int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
                         const cost_roofline_params_t *p, char *err, size_t errlen) {
     char sub[256];
-    if (preset_model_validate(m, sub, sizeof sub) != 0) return fail(err, errlen, "%s", sub);
-    if (preset_hw_validate(hw, sub, sizeof sub) != 0) return fail(err, errlen, "%s", sub);
+    if (preset_model_validate(m, sub, sizeof sub) != 0) return errf(err, errlen, "%s", sub);
+    if (preset_hw_validate(hw, sub, sizeof sub) != 0) return errf(err, errlen, "%s", sub);
     if (!eff_ok(p->flops_eff) || !eff_ok(p->bw_eff) || !eff_ok(p->attn_eff))
-        return fail(err, errlen, "efficiencies must be in (0, 1] (flops_eff %g, bw_eff %g, "
+        return errf(err, errlen, "efficiencies must be in (0, 1] (flops_eff %g, bw_eff %g, "
                     "attn_eff %g)", p->flops_eff, p->bw_eff, p->attn_eff);
     if (!isfinite(p->overhead_s) || p->overhead_s < 0)
-        return fail(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
-    if (p->tp < 1) return fail(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
+        return errf(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
+    if (p->tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
     if (m->n_heads % p->tp != 0)
-        return fail(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
+        return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
                     m->name, (int)m->n_heads);
     if (m->n_kv_heads % p->tp != 0 && p->tp % m->n_kv_heads != 0)
-        return fail(err, errlen, "tp %d and %s's %d KV heads: one must divide the other",
+        return errf(err, errlen, "tp %d and %s's %d KV heads: one must divide the other",
                     (int)p->tp, m->name, (int)m->n_kv_heads);
     if (p->tp > 1 && !(hw->link_bw > 0))
-        return fail(err, errlen, "tp %d needs the interconnect bandwidth: %s has no link_bw",
+        return errf(err, errlen, "tp %d needs the interconnect bandwidth: %s has no link_bw",
                     (int)p->tp, hw->name);
     return 0;
 }

@@ -2,13 +2,13 @@
 #include "sim/fit.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis/stats.h"
 #include "policies/rng.h"
+#include "sim/errf.h"
 #include "sim/nnls.h"
 
 const char *const fit_term_names[FIT_TERMS] = {
@@ -20,16 +20,6 @@ const char *const fit_term_names[FIT_TERMS] = {
 #define KV_KNOT_BEYOND 3    /* and at least this many points beyond each */
 #define FIT_CURVE_GAIN 0.05 /* the KV curve is kept when it cuts the held-out error by 5% */
 #define DEP_TOL 1e-7   /* relative residual norm below which a column is a combination */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 void fit_opts_defaults(fit_opts_t *o) {
     o->folds = 5;
@@ -126,7 +116,7 @@ static void design_row(const cost_features_t *f, const double *knots, int nk,
 static int solve_gram(double *G, double *c, int nv, const int *dep, double *x, char *err,
                       size_t errlen) {
     double *s = malloc(sizeof *s * (size_t)nv);
-    if (!s) return fail(err, errlen, "out of memory (fit)");
+    if (!s) return errf(err, errlen, "out of memory (fit)");
     for (int j = 0; j < nv; j++)
         if (dep[j]) {
             for (int i = 0; i < nv; i++) G[i * nv + j] = G[j * nv + i] = 0;
@@ -159,13 +149,13 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
         ratio *= 1.5;
         nk = pick_knots(pts, idx, n, ratio, knots);
     }
-    if (nk < 0 || nkv < 0) return fail(err, errlen, "out of memory (fit)");
+    if (nk < 0 || nkv < 0) return errf(err, errlen, "out of memory (fit)");
     int nv = nk + FIT_TERMS + nkv;
     double *G = calloc((size_t)nv * (size_t)nv, sizeof *G), *c = calloc((size_t)nv, sizeof *c);
     double *row = malloc(sizeof *row * (size_t)nv), *x = calloc((size_t)nv, sizeof *x);
     int *dep = calloc((size_t)nv, sizeof *dep);
     if (!G || !c || !row || !x || !dep) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -181,7 +171,7 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
     for (int a = 0; a < nv; a++)
         for (int b = a + 1; b < nv; b++) G[a * nv + b] = G[b * nv + a];
     if (nnls_dependent(G, nv, DEP_TOL, dep) < 0) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     for (int t = 0; t < FIT_TERMS; t++) folded[t] = dep[nk + t];
@@ -230,7 +220,7 @@ static int fit_host_once(const fit_point_t *pts, const size_t *idx, size_t n,
             for (int b = 0; b < NV; b++) G[a * NV + b] += w * row[a] * row[b];
         }
     }
-    if (nnls_dependent(G, NV, DEP_TOL, dep) < 0) return fail(err, errlen, "out of memory (fit)");
+    if (nnls_dependent(G, NV, DEP_TOL, dep) < 0) return errf(err, errlen, "out of memory (fit)");
     if (solve_gram(G, c, NV, dep, x, err, errlen) != 0) return -1;
     p->host_step_s = x[0];
     p->host_seq_s = x[1];
@@ -263,16 +253,16 @@ static void summarise(const double *e, size_t n, double *med, double *p90) {
 static int check_points(const fit_point_t *pts, size_t n, const char *what, char *err,
                         size_t errlen) {
     if (n < MIN_POINTS)
-        return fail(err, errlen, "%zu %s points are too few for a fit: at least %d are needed",
+        return errf(err, errlen, "%zu %s points are too few for a fit: at least %d are needed",
                     n, what, MIN_POINTS);
     for (size_t i = 0; i < n; i++) {
         const cost_features_t *f = &pts[i].f;
         if (!(pts[i].t > 0) || !isfinite(pts[i].t))
-            return fail(err, errlen, "%s point %zu: its time must be > 0 (got %g)", what, i + 1,
+            return errf(err, errlen, "%s point %zu: its time must be > 0 (got %g)", what, i + 1,
                         pts[i].t);
         if (f->tokens < 1 || f->seqs < 1 || f->sampled < 0 || f->kv_tokens < f->tokens ||
             f->attn_pairs < f->tokens)
-            return fail(err, errlen, "%s point %zu: impossible features (tokens %lld, seqs "
+            return errf(err, errlen, "%s point %zu: impossible features (tokens %lld, seqs "
                         "%lld, sampled %lld, kv_tokens %lld, attn_pairs %lld)", what, i + 1,
                         (long long)f->tokens, (long long)f->seqs, (long long)f->sampled,
                         (long long)f->kv_tokens, (long long)f->attn_pairs);
@@ -315,7 +305,7 @@ static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int
     r->fit_err = malloc(sizeof *r->fit_err * (n ? n : 1));
     r->cv_err = malloc(sizeof *r->cv_err * (n ? n : 1));
     if (!idx || !train || !r->fit_err || !r->cv_err) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     const char *what = host ? "host-time" : "forward-pass";
@@ -324,7 +314,7 @@ static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int
         int varied = 0;
         for (size_t i = 1; i < n && !varied; i++) varied = pts[i].f.tokens != pts[0].f.tokens;
         if (!varied) {
-            fail(err, errlen, "every point computes %lld tokens: the time per token (the GEMM "
+            errf(err, errlen, "every point computes %lld tokens: the time per token (the GEMM "
                  "curve) cannot be fitted; measure several batch sizes",
                  (long long)pts[0].f.tokens);
             goto done;
@@ -363,7 +353,7 @@ static int fit_common(const fit_point_t *pts, size_t n, const fit_opts_t *o, int
     if ((size_t)folds > m) folds = (int)m;
     fold = make_folds(m, folds, o->seed);
     if (!fold) {
-        fail(err, errlen, "out of memory (fit)");
+        errf(err, errlen, "out of memory (fit)");
         goto done;
     }
     for (size_t i = 0; i < n; i++) r->cv_err[i] = NAN;
@@ -402,7 +392,7 @@ done:
 int fit_pass(const fit_point_t *pts, size_t n, const fit_opts_t *o, cost_linear_params_t *p,
              fit_report_t *r, char *err, size_t errlen) {
     if (!(p->layer_params > 0) || !(p->lm_params >= 0))
-        return fail(err, errlen, "the model's layer and LM-head parameters are needed");
+        return errf(err, errlen, "the model's layer and LM-head parameters are needed");
     if (o->kv_curve >= 0) {
         if (fit_common(pts, n, o, 0, o->kv_curve, p, r, err, errlen) != 0) return -1;
         r->kv_curve = o->kv_curve;

@@ -1,10 +1,10 @@
 /* kvfile: see kvfile.h. */
 #include "sim/kvfile.h"
+#include "sim/errf.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +12,6 @@
 
 #define MAX_LINE 65536   /* a cost file's knot lists are long; anything longer is damage */
 #define MAX_OTHER 64     /* distinct keys handled by `other`, for the duplicate check */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static char *trim(char *s) {
     while (isspace((unsigned char)*s)) s++;
@@ -37,7 +27,7 @@ static int set_value(const kv_spec_t *k, const char *val, void *obj, char *msg, 
     if (k->type == KV_NAME || k->type == KV_TEXT) {
         size_t cap = k->type == KV_NAME ? KV_NAME_CAP : KV_TEXT_CAP;
         if (strlen(val) >= cap)
-            return fail(msg, len, "%s '%s' is longer than %d characters", k->key, val,
+            return errf(msg, len, "%s '%s' is longer than %d characters", k->key, val,
                         (int)cap - 1);
         memcpy(field, val, strlen(val) + 1);
         return 0;
@@ -50,18 +40,18 @@ static int set_value(const kv_spec_t *k, const char *val, void *obj, char *msg, 
             char *dend = NULL;
             strtod(val, &dend);
             if (dend != val && *dend == '\0')
-                return fail(msg, len, "'%s' is not an integer (%s)", val, k->key);
-            return fail(msg, len, "'%s' is not a number (%s)", val, k->key);
+                return errf(msg, len, "'%s' is not an integer (%s)", val, k->key);
+            return errf(msg, len, "'%s' is not a number (%s)", val, k->key);
         }
         if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
-            return fail(msg, len, "'%s' is out of range for %s", val, k->key);
+            return errf(msg, len, "'%s' is out of range for %s", val, k->key);
         int32_t v32 = (int32_t)v;
         memcpy(field, &v32, sizeof v32);
         return 0;
     }
     double v = strtod(val, &end);
     if (end == val || *end != '\0' || !isfinite(v))
-        return fail(msg, len, "'%s' is not a number (%s)", val, k->key);
+        return errf(msg, len, "'%s' is not a number (%s)", val, k->key);
     memcpy(field, &v, sizeof v);
     return 0;
 }
@@ -79,21 +69,21 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
 int kvfile_read_sections(const char *path, kv_section_fn section, kv_other_fn key, void *ud,
                          char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return read_stream(f, path, NULL, 0, key, section, ud, err, errlen);
 }
 
 int kvfile_read(const char *path, kv_table_t *tables, int n_tables, kv_other_fn other,
                 void *ud, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return read_stream(f, path, tables, n_tables, other, NULL, ud, err, errlen);
 }
 
 int kvfile_read_text(const char *name, const char *text, kv_table_t *tables, int n_tables,
                      kv_other_fn other, void *ud, char *err, size_t errlen) {
     FILE *f = fmemopen((void *)text, strlen(text), "r");
-    if (!f) return fail(err, errlen, "%s: cannot read: %s", name, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot read: %s", name, strerror(errno));
     return read_stream(f, name, tables, n_tables, other, NULL, ud, err, errlen);
 }
 
@@ -109,11 +99,11 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
     while ((got = getline(&buf, &cap, f)) >= 0) {
         lineno++;
         if (got > MAX_LINE) {
-            fail(err, errlen, "%s:%d: line longer than %d characters", path, lineno, MAX_LINE);
+            errf(err, errlen, "%s:%d: line longer than %d characters", path, lineno, MAX_LINE);
             goto done;
         }
         if ((size_t)got != strlen(buf)) {
-            fail(err, errlen, "%s:%d: a NUL byte (not a text file?)", path, lineno);
+            errf(err, errlen, "%s:%d: a NUL byte (not a text file?)", path, lineno);
             goto done;
         }
         char *hash = strchr(buf, '#');
@@ -125,7 +115,7 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
             line[len - 1] = '\0';
             msg[0] = '\0';
             if (section(ud, trim(line + 1), lineno, msg, sizeof msg) != 0) {
-                fail(err, errlen, "%s:%d: %s", path, lineno, msg);
+                errf(err, errlen, "%s:%d: %s", path, lineno, msg);
                 goto done;
             }
             /* a key may appear once per section */
@@ -135,13 +125,13 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
         }
         char *eq = strchr(line, '=');
         if (!eq) {
-            fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, line);
+            errf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, line);
             goto done;
         }
         *eq = '\0';
         char *key = trim(line), *val = trim(eq + 1);
         if (!*val) {
-            fail(err, errlen, "%s:%d: empty value for '%s'", path, lineno, key);
+            errf(err, errlen, "%s:%d: empty value for '%s'", path, lineno, key);
             goto done;
         }
         int handled = 0;
@@ -149,11 +139,11 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
             for (int i = 0; i < tables[t].n; i++) {
                 if (strcmp(tables[t].specs[i].key, key) != 0) continue;
                 if (tables[t].seen[i]) {
-                    fail(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
+                    errf(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
                     goto done;
                 }
                 if (set_value(&tables[t].specs[i], val, tables[t].obj, msg, sizeof msg) != 0) {
-                    fail(err, errlen, "%s:%d: %s", path, lineno, msg);
+                    errf(err, errlen, "%s:%d: %s", path, lineno, msg);
                     goto done;
                 }
                 tables[t].seen[i] = handled = 1;
@@ -162,33 +152,33 @@ static int read_stream(FILE *f, const char *path, kv_table_t *tables, int n_tabl
         if (!handled && other) {
             for (int i = 0; i < n_other; i++)
                 if (strcmp(other_keys[i], key) == 0) {
-                    fail(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
+                    errf(err, errlen, "%s:%d: duplicate key '%s'", path, lineno, key);
                     goto done;
                 }
             msg[0] = '\0';
             handled = other(ud, key, val, msg, sizeof msg);
             if (handled < 0) {
-                fail(err, errlen, "%s:%d: %s", path, lineno, msg);
+                errf(err, errlen, "%s:%d: %s", path, lineno, msg);
                 goto done;
             }
             if (handled && n_other < MAX_OTHER && !(other_keys[n_other++] = strdup(key))) {
-                fail(err, errlen, "out of memory reading %s", path);
+                errf(err, errlen, "out of memory reading %s", path);
                 goto done;
             }
         }
         if (!handled) {
-            fail(err, errlen, "%s:%d: unknown key '%s'", path, lineno, key);
+            errf(err, errlen, "%s:%d: unknown key '%s'", path, lineno, key);
             goto done;
         }
     }
     if (ferror(f)) {
-        fail(err, errlen, "%s: read error", path);
+        errf(err, errlen, "%s: read error", path);
         goto done;
     }
     for (int t = 0; t < n_tables; t++)
         for (int i = 0; i < tables[t].n; i++)
             if (tables[t].specs[i].required && !tables[t].seen[i]) {
-                fail(err, errlen, "%s: missing required key '%s'", path, tables[t].specs[i].key);
+                errf(err, errlen, "%s: missing required key '%s'", path, tables[t].specs[i].key);
                 goto done;
             }
     rc = 0;

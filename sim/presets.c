@@ -19,12 +19,12 @@
 #include "sim/presets.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "sim/errf.h"
 #include "traces/json.h"
 
 /* ---- built-in models ---------------------------------------------------------------- */
@@ -134,16 +134,6 @@ double preset_model_kv_bytes_per_token(const preset_model_t *m) {
 
 /* ---- validation ----------------------------------------------------------------------- */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
     const char *n = m->name[0] ? m->name : "(unnamed)";
     struct { const char *key; int32_t v; } pos[] = {
@@ -153,16 +143,16 @@ int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v <= 0)
-            return fail(err, errlen, "%s: %s must be positive (got %d)", n, pos[i].key,
+            return errf(err, errlen, "%s: %s must be positive (got %d)", n, pos[i].key,
                         (int)pos[i].v);
     if (m->n_kv_heads > m->n_heads || m->n_heads % m->n_kv_heads != 0)
-        return fail(err, errlen, "%s: n_heads (%d) is not a multiple of n_kv_heads (%d)", n,
+        return errf(err, errlen, "%s: n_heads (%d) is not a multiple of n_kv_heads (%d)", n,
                     (int)m->n_heads, (int)m->n_kv_heads);
     if (m->tied_embeddings != 0 && m->tied_embeddings != 1)
-        return fail(err, errlen, "%s: tied_embeddings must be 0 or 1 (got %d)", n,
+        return errf(err, errlen, "%s: tied_embeddings must be 0 or 1 (got %d)", n,
                     (int)m->tied_embeddings);
     if (m->dtype_bytes != 1 && m->dtype_bytes != 2 && m->dtype_bytes != 4)
-        return fail(err, errlen, "%s: dtype_bytes must be 1, 2 or 4 (got %d)", n,
+        return errf(err, errlen, "%s: dtype_bytes must be 1, 2 or 4 (got %d)", n,
                     (int)m->dtype_bytes);
     return 0;
 }
@@ -174,12 +164,12 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (!isfinite(pos[i].v) || pos[i].v <= 0)
-            return fail(err, errlen, "%s: %s must be a positive number (got %g)", n,
+            return errf(err, errlen, "%s: %s must be a positive number (got %g)", n,
                         pos[i].key, pos[i].v);
     if (!isfinite(hw->link_bw) || hw->link_bw < 0)
-        return fail(err, errlen, "%s: link_bw must be >= 0 (got %g)", n, hw->link_bw);
+        return errf(err, errlen, "%s: link_bw must be >= 0 (got %g)", n, hw->link_bw);
     if (!isfinite(hw->link_latency) || hw->link_latency < 0)
-        return fail(err, errlen, "%s: link_latency must be >= 0 seconds (got %g)", n,
+        return errf(err, errlen, "%s: link_latency must be >= 0 seconds (got %g)", n,
                     hw->link_latency);
     return 0;
 }
@@ -257,7 +247,7 @@ int preset_model_get(const char *name, preset_model_t *out, char *err, size_t er
     preset_model_t m;
     memset(&m, 0, sizeof m);
     if (!name || !*name) {
-        fail(err, errlen, "no model name given");
+        errf(err, errlen, "no model name given");
         goto done;
     }
     const preset_model_t *b = preset_model_find(name);
@@ -268,7 +258,7 @@ int preset_model_get(const char *name, preset_model_t *out, char *err, size_t er
     }
     if (!looks_like_path(name)) {
         list_names(names, sizeof names, 1);
-        fail(err, errlen, "unknown model '%s'; built-in models: %s (or give a preset file path)",
+        errf(err, errlen, "unknown model '%s'; built-in models: %s (or give a preset file path)",
              name, names);
         goto done;
     }
@@ -289,13 +279,13 @@ int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *wh
     if (!kvfile_seen(t, "dtype_bytes")) m->dtype_bytes = 2;
     if (!kvfile_seen(t, "head_dim")) {
         if (m->n_heads <= 0 || m->d_model % m->n_heads != 0)
-            return fail(err, errlen, "%s: head_dim not given and d_model (%d) is not a "
+            return errf(err, errlen, "%s: head_dim not given and d_model (%d) is not a "
                         "multiple of n_heads (%d)", what, (int)m->d_model, (int)m->n_heads);
         m->head_dim = m->d_model / m->n_heads;
     }
     char verr[256];
     if (preset_model_validate(m, verr, sizeof verr) != 0)
-        return fail(err, errlen, "%s: %s", what, verr);
+        return errf(err, errlen, "%s: %s", what, verr);
     return 0;
 }
 
@@ -306,7 +296,7 @@ int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) 
     preset_hw_t hw;
     memset(&hw, 0, sizeof hw);
     if (!name || !*name) {
-        fail(err, errlen, "no hardware name given");
+        errf(err, errlen, "no hardware name given");
         goto done;
     }
     const preset_hw_t *b = preset_hw_find(name);
@@ -317,7 +307,7 @@ int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) 
     }
     if (!looks_like_path(name)) {
         list_names(names, sizeof names, 0);
-        fail(err, errlen, "unknown hardware '%s'; built-in hardware: %s (or give a preset file "
+        errf(err, errlen, "unknown hardware '%s'; built-in hardware: %s (or give a preset file "
              "path)", name, names);
         goto done;
     }
@@ -326,7 +316,7 @@ int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen) 
     if (!kvfile_seen(&t, "name")) name_from_path(name, hw.name);
     char verr[256];
     if (preset_hw_validate(&hw, verr, sizeof verr) != 0) {
-        fail(err, errlen, "%s: %s", name, verr);
+        errf(err, errlen, "%s: %s", name, verr);
         goto done;
     }
     *out = hw;

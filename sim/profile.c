@@ -3,6 +3,7 @@
  * keys and columns), so that profiles written by other engines' tools read as long as they
  * hold the required columns. */
 #include "sim/profile.h"
+#include "sim/errf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -101,18 +102,6 @@ static int hkey_find(const char *key) {
 }
 
 /* ---- small helpers -------------------------------------------------------------------- */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static char *trim(char *s) {
     while (*s == ' ' || *s == '\t') s++;
@@ -243,7 +232,7 @@ static int rfail(reader_t *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(r->err, r->errlen, "%s:%lld: %s", r->name, (long long)r->line, msg);
+    return errf(r->err, r->errlen, "%s:%lld: %s", r->name, (long long)r->line, msg);
 }
 
 static int read_magic(reader_t *r, char *line) {
@@ -495,7 +484,7 @@ int profile_read_file(FILE *f, const char *name, profile_t *p, char *err, size_t
         }
     }
     if (ferror(f)) {
-        fail(err, errlen, "%s:%lld: read error", name, (long long)r.line + 1);
+        errf(err, errlen, "%s:%lld: read error", name, (long long)r.line + 1);
         goto done;
     }
     if (r.line == 0) {
@@ -514,7 +503,7 @@ done:
 int profile_read(const char *path, profile_t *p, char *err, size_t errlen) {
     profile_init(p);
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     int rc = profile_read_file(f, path, p, err, errlen);
     fclose(f);
     return rc;
