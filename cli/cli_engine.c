@@ -48,15 +48,20 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
     return ok;
 }
 
-void cli_engine_usage(FILE *f) {
+void cli_backend_usage(FILE *f) {
     fprintf(f,
-        "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --backend NAME        cpu (default) or cuda\n"
         "  --threads N           CPU threads (default 0: all cores)\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
         "                        Q8_0/Q4_0 against activations quantised per block of 32\n"
-        "                        (native, the default), or dequantised to fp32 at load\n"
+        "                        (native, the default), or dequantised to fp32 at load\n");
+}
+
+void cli_engine_usage(FILE *f) {
+    fprintf(f, "  --set KEY=VALUE       override a policy param (repeatable)\n");
+    cli_backend_usage(f);
+    fprintf(f,
         "  --batch-invariant     every request's output independent of its batch: one\n"
         "                        product and one attention kernel for all shapes on the GPU\n"
         "                        (slower; the CPU backend is always batch-invariant)\n"

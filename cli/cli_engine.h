@@ -45,5 +45,8 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
 
 /* The help lines for the shared options. */
 void cli_engine_usage(FILE *f);
+/* The backend's options alone (--backend, --threads, --dtype, --weights), which
+ * `generate` takes too. */
+void cli_backend_usage(FILE *f);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/cli_util.h"
 #include "engine/generate.h"
 
@@ -25,13 +26,9 @@ static void usage(FILE *f) {
         "  -n N                  new tokens (256)\n"
         "  --temperature T       0 = greedy (default)\n"
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
-        "  --seed N              sampling seed (0)\n"
-        "  --backend NAME        cpu (default) or cuda\n"
-        "  --threads N           CPU threads (default 0: all cores)\n"
-        "  --dtype T             GPU weight type: bf16|f16|f32\n"
-        "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
-        "                        Q8_0/Q4_0 against activations quantised per block of 32\n"
-        "                        (native, the default), or dequantised to fp32 at load\n"
+        "  --seed N              sampling seed (0)\n");
+    cli_backend_usage(f);
+    fprintf(f,
         "  --draft FILE|dummy:P|ngram  speculative decoding: a draft model sharing the\n"
         "                        vocabulary (or the n-gram proposer) proposes --spec-k tokens\n"
         "                        per step, verified in one pass (greedy output unchanged;\n"
