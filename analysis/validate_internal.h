@@ -59,6 +59,10 @@ int validate_load_workload(struct sqlite3 *db, const char *path, int64_t id, wor
 void validate_workload_free(workload_t *w);
 /* Column col of st as text ("" for NULL) into dst[len]. */
 void validate_copy_text(char *dst, size_t len, struct sqlite3_stmt *st, int col);
+/* *st = sql (with ?1 = id) prepared on db and stepped to run id's row: 0, or -1 with a
+ * message naming path (*st may then still need finalizing). */
+int validate_run_row(struct sqlite3 *db, const char *path, const char *sql, int64_t id,
+                     struct sqlite3_stmt **st, char *err, size_t errlen);
 
 /* A run name not yet in the database: base, base-2, base-3, ... 0, or -1 (SQLite's message
  * on db). */

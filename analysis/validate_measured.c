@@ -74,15 +74,7 @@ static int load_measured(sqlite3 *db, const char *path, int64_t id, measured_t *
     char status[32], arrivals[32], rate_type[16];
     int rc = -1;
     memset(m, 0, sizeof *m);
-    if (sqlite3_prepare_v2(db, SQL_MEASURED, -1, &st, NULL) != SQLITE_OK) {
-        errf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
-        goto done;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        errf(err, errlen, "%s: run %lld is gone", path, (long long)id);
-        goto done;
-    }
+    if (validate_run_row(db, path, SQL_MEASURED, id, &st, err, errlen) != 0) goto done;
     validate_copy_text(m->name, sizeof m->name, st, 0);
     validate_copy_text(status, sizeof status, st, 1);
     validate_copy_text(m->source, sizeof m->source, st, 2);

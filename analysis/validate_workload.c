@@ -24,6 +24,16 @@ void validate_copy_text(char *dst, size_t len, sqlite3_stmt *st, int col) {
     snprintf(dst, len, "%s", s ? s : "");
 }
 
+int validate_run_row(sqlite3 *db, const char *path, const char *sql, int64_t id,
+                     sqlite3_stmt **st, char *err, size_t errlen) {
+    if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK)
+        return errf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
+    sqlite3_bind_int64(*st, 1, id);
+    if (sqlite3_step(*st) != SQLITE_ROW)
+        return errf(err, errlen, "%s: run %lld is gone", path, (long long)id);
+    return 0;
+}
+
 static int load_sets(sqlite3 *db, int64_t id, workload_t *w, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     int rc = -1;
@@ -165,15 +175,7 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
     int rc = -1;
     memset(w, 0, sizeof *w);
     w->id = id;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        errf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
-        goto done;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        errf(err, errlen, "%s: run %lld is gone", path, (long long)id);
-        goto done;
-    }
+    if (validate_run_row(db, path, sql, id, &st, err, errlen) != 0) goto done;
     validate_copy_text(w->name, sizeof w->name, st, 0);
     const char *kind = (const char *)sqlite3_column_text(st, 1);
     const char *status = (const char *)sqlite3_column_text(st, 2);
