@@ -189,7 +189,7 @@ START_TEST(qmatmul_matches_references) {
         fprintf(stderr, "SKIP: this CPU has no AVX2 + FMA + F16C: the AVX2 kernel is untested\n");
         return;
     }
-    static const int32_t ms[] = {1, 2, 3, 4, 5, 7, 13, 30};
+    static const int32_t ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 30};
     static const int32_t nk[][2] = {{16, 32}, {40, 64}, {3, 96}, {33, 320}, {64, 160}};
     for (int t = 0; t < (_i == 0 ? NTYPES : 2); t++)
         for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)

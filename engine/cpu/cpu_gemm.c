@@ -19,6 +19,7 @@
 
 #define PW CGEMM_PANEL
 #define MR_MAX 12      /* rows per tile with two panels: 24 accumulators of 32 registers */
+_Static_assert(CQG_ROWS_MAX == MR_MAX, "cqg_panels_avx512 reads x as pack_blocks packs it");
 #define PF_DIST 512    /* floats ahead that a single row block prefetches in each panel */
 #define KV_AHEAD 16    /* K/V positions that attention prefetches ahead */
 #define KC 128         /* k steps per chunk when several row blocks share the panels */
@@ -224,43 +225,6 @@ static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, 
                 int32_t s1 = (int32_t)((int64_t)nk * (bi + 1) / blocks);
                 t.pn = pn + (size_t)s0 * PW;
                 t.pn_steps = s1 - s0 < k1 - k0 ? s1 - s0 : k1 - k0;
-                t.m0 = m0;
-                tile_avx512(&t, m1 - m0, g);
-                m0 = m1;
-            }
-        }
-        p0 += g;
-    }
-}
-
-/* An F16/BF16 matrix (cpu_qgemm.h): per group of panels, QKC steps at a time are
- * dequantised into wbuf (fp32 packed, L1-sized) and every row block runs over them with
- * the fp32 tile, so the stored bytes stream from memory once and the dequantisation is
- * shared by all rows. */
-static void qpanels_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
-                           int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *xp,
-                           float *wbuf) {
-    int nv = m <= 6 ? 4 : 2;
-    int32_t blocks = pack_blocks(xp, x, m, k);
-    ptile_t t = {y, xp, NULL, NULL, wbuf, 0, 0, n, k, 0, 0, 0, 0, 0, 0, (size_t)PW * QKC};
-    for (int32_t p0 = p_lo; p0 < p_hi;) {
-        int g = p_hi - p0 >= nv ? nv : 1;
-        t.p0 = p0;
-        for (int32_t k0 = 0; k0 < k; k0 += QKC) {
-            int32_t k1 = k - k0 > QKC ? k0 + QKC : k;
-            for (int j = 0; j < g; j++) {
-                cqg_dequant(wbuf + (size_t)j * PW * QKC, wq, type, k, p0 + j, k0, k1, CQG_AVX512);
-                /* what this panel's slot needs next: its next run, or the next group's */
-                if (k1 < k)
-                    cqg_prefetch(wq, type, k, p0 + j, k1, k - k1 > QKC ? k1 + QKC : k);
-                else if (p0 + g + j < p_hi)
-                    cqg_prefetch(wq, type, k, p0 + g + j, 0, k > QKC ? QKC : k);
-            }
-            t.k0 = k0;
-            t.k1 = k1;
-            t.acc = k0 > 0;
-            for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
-                int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks);
                 t.m0 = m0;
                 tile_avx512(&t, m1 - m0, g);
                 m0 = m1;
@@ -626,8 +590,8 @@ void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int3
                    int32_t n, int32_t k, int32_t p_lo, int32_t p_hi, float *scratch) {
     float *wbuf = scratch + (((size_t)m * k + 15) & ~(size_t)15);
     if (level() == CQG_AVX512) {
-        if (m <= CQG_FUSED_MAX) cqg_fused_avx512(y, x, wq, type, m, n, k, p_lo, p_hi);
-        else qpanels_avx512(y, x, wq, type, m, n, k, p_lo, p_hi, scratch, wbuf);
+        pack_blocks(scratch, x, m, k);
+        cqg_panels_avx512(y, scratch, wq, type, m, n, k, p_lo, p_hi);
         return;
     }
     if (level() == CQG_AVX2) {

@@ -1,7 +1,6 @@
-/* cpu_qgemm: see cpu_qgemm.h. Dequantising a run of steps writes 16 floats per step, the
- * packed fp32 layout, into a buffer the product then reads from L1: the stored bytes
- * stream from memory once, and the register-blocked fp32 tile (cpu_gemm.c) serves every
- * type. */
+/* cpu_qgemm: see cpu_qgemm.h. The AVX2 and portable products dequantise a run of steps,
+ * 16 floats per step in the packed fp32 layout, into a buffer the fp32 tile then reads
+ * from L1; the AVX-512 one converts in registers (below). */
 #include "engine/cpu/cpu_qgemm.h"
 
 #include <immintrin.h>
@@ -93,25 +92,14 @@ static void dequant_portable(float *dst, const uint8_t *w, uint32_t type, int32_
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
-AVX512 static void dequant_avx512(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
-                                  int32_t k1) {
-    const uint8_t *s = w + (size_t)k0 * PW * 2;
-    for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
-        __m256i h = _mm256_loadu_si256((const __m256i *)s);
-        __m512 v = type == DQ_F16
-                       ? _mm512_cvtph_ps(h)
-                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        _mm512_store_ps(dst, v);
-    }
-}
-
-/* ---- few rows: convert in registers ---------------------------------------------------
- * For up to 4 rows the product is bound by the conversion, and writing the converted
- * steps to L1 and reading them back (a 64-byte store and load per 16 weights) was the
- * limit: the fp32 kernel ran at 25-30 G weights/s per core in cache, through L1 about 22.
- * Here each weight vector is made in a register and fed straight to the FMAs, step after
- * step, so every output still sums the same values in the same order as the fp32 kernel:
- * the results are bit for bit the same (test_cpu_qgemm). */
+/* ---- AVX-512: convert in registers ---------------------------------------------------
+ * Each weight vector is made in a register and fed straight to the FMAs of a row block,
+ * step after step, so every output sums the same values in the same order as the fp32
+ * kernel: the results are bit for bit the same (test_cpu_qgemm). The first version
+ * converted runs of steps into an L1 buffer that the fp32 tile then read; the 64-byte
+ * store and load per 16 weights were the limit: in cache, at 8 rows it ran at 63% of the
+ * fp32 kernel's rate and at 32 rows at 93%, where this runs at 100-106% (one conversion
+ * per 6-12 FMAs, on Zen 4 off the FMA pipes). */
 
 /* one step's 16 weights of a panel */
 AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w, uint32_t type,
@@ -121,67 +109,105 @@ AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* rows 0..MR_ of x [MR_][k] by panels p0 .. p0 + NV_, for one type (TYPE_ a constant at
- * every call site, so the step loop has no type tests), prefetching 64 steps ahead. */
+/* Rows 0..MR_ of a row block xb (packed k-major: row i of step kk at kk MR_ + i) by
+ * panels p0 .. p0 + NV_, over steps [k0, k1): from zero where k0 = 0, else adding to what
+ * y holds. One type per instance (TYPE_ a constant at every call site, so the step loop
+ * has no type tests); prefetches 64 steps ahead. */
 AVX512 __attribute__((always_inline)) static inline void fused_tile(
-    float *y, const float *x, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
-    int32_t p0, const int MR_, const int NV_) {
+    float *y, const float *xb, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
+    int32_t p0, int32_t k0, int32_t k1, const int MR_, const int NV_) {
     size_t pb = panel_bytes(TYPE_, k);
     const uint8_t *w[4];
-    __m512 acc[4][4];
+    __m512 acc[CQG_ROWS_MAX][4];
+    __mmask16 mask[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV_; j++) w[j] = wq + (size_t)(p0 + j) * pb;
-#pragma GCC unroll 4
+    for (int j = 0; j < NV_; j++) {
+        int32_t c0 = (p0 + j) * PW;
+        w[j] = wq + (size_t)(p0 + j) * pb;
+        mask[j] = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+    }
+#pragma GCC unroll 16
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int32_t kk = 0; kk < k; kk++) {
+        for (int j = 0; j < NV_; j++)
+            acc[i][j] = k0 ? _mm512_maskz_loadu_ps(mask[j], y + (size_t)i * n + (p0 + j) * PW)
+                           : _mm512_setzero_ps();
+    for (int32_t kk = k0; kk < k1; kk++) {
         __m512 wv[4];
         if (kk % 2 == 0)
 #pragma GCC unroll 4
             for (int j = 0; j < NV_; j++)
                 _mm_prefetch((const char *)w[j] + (size_t)(kk + 64) * PW * 2, _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int j = 0; j < NV_; j++) wv[j] = wvec(w[j], TYPE_, kk);
-#pragma GCC unroll 4
+        for (int j = 0; j < NV_; j++) {
+            wv[j] = wvec(w[j], TYPE_, kk);
+            __asm__("" : "+v"(wv[j]));   /* one conversion per step, not one per FMA */
+        }
+#pragma GCC unroll 16
         for (int i = 0; i < MR_; i++) {
-            __m512 xv = _mm512_set1_ps(x[(size_t)i * k + kk]);
+            __m512 xv = _mm512_set1_ps(xb[(size_t)kk * MR_ + i]);
 #pragma GCC unroll 4
             for (int j = 0; j < NV_; j++) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
         }
     }
 #pragma GCC unroll 4
-    for (int j = 0; j < NV_; j++) {
-        int32_t c0 = (p0 + j) * PW;
-        __mmask16 mask = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR_; i++) _mm512_mask_storeu_ps(y + (size_t)i * n + c0, mask, acc[i][j]);
-    }
+    for (int j = 0; j < NV_; j++)
+#pragma GCC unroll 16
+        for (int i = 0; i < MR_; i++)
+            _mm512_mask_storeu_ps(y + (size_t)i * n + (p0 + j) * PW, mask[j], acc[i][j]);
 }
 
-/* one type's tiles over panels [p_lo, p_hi): four panels at a time, then one */
-AVX512 __attribute__((always_inline)) static inline void fused_type(
-    float *y, const float *x, const uint8_t *wq, const uint32_t TYPE_, int32_t m, int32_t n,
-    int32_t k, int32_t p_lo, int32_t p_hi) {
-    for (int32_t p0 = p_lo; p0 < p_hi;) {
-        int g = p_hi - p0 >= 4 ? 4 : 1;
-#define FT(MR, NV) fused_tile(y, x, wq, TYPE_, n, k, p0, MR, NV)
-        if (g == 4) {
-            switch (m) { case 1: FT(1, 4); break; case 2: FT(2, 4); break;
-                         case 3: FT(3, 4); break; default: FT(4, 4); break; }
-        } else {
-            switch (m) { case 1: FT(1, 1); break; case 2: FT(2, 1); break;
-                         case 3: FT(3, 1); break; default: FT(4, 1); break; }
-        }
+/* mr rows (1..12; 1..6 with four panels) against nv panels (1, 2 or 4) */
+AVX512 __attribute__((always_inline)) static inline void fused_block(
+    float *y, const float *xb, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
+    int32_t p0, int32_t k0, int32_t k1, int32_t mr, int nv) {
+#define FT(MR, NV) fused_tile(y, xb, wq, TYPE_, n, k, p0, k0, k1, MR, NV)
+#define FT_LO(NV)                                                                       \
+    case 1: FT(1, NV); break; case 2: FT(2, NV); break; case 3: FT(3, NV); break;       \
+    case 4: FT(4, NV); break; case 5: FT(5, NV); break; case 6: FT(6, NV); break
+#define FT_HI(NV)                                                                       \
+    case 7: FT(7, NV); break; case 8: FT(8, NV); break; case 9: FT(9, NV); break;       \
+    case 10: FT(10, NV); break; case 11: FT(11, NV); break; default: FT(12, NV); break
+    if (nv == 4) {
+        switch (mr) { FT_LO(4); default: break; }
+    } else if (nv == 2) {
+        switch (mr) { FT_LO(2); FT_HI(2); }
+    } else {
+        switch (mr) { FT_LO(1); FT_HI(1); }
+    }
+#undef FT_HI
+#undef FT_LO
 #undef FT
+}
+
+/* One type's product over panels [p_lo, p_hi), a group of panels at a time (four up to 6
+ * rows, else two: at most 24 accumulators). With several row blocks, k runs in chunks of
+ * 128 steps, every block over a chunk before the next, so the chunk's stored bytes come
+ * from memory once and then from L1. */
+AVX512 __attribute__((always_inline)) static inline void fused_type(
+    float *y, const float *xp, const uint8_t *wq, const uint32_t TYPE_, int32_t m, int32_t n,
+    int32_t k, int32_t p_lo, int32_t p_hi) {
+    int32_t blocks = (m + CQG_ROWS_MAX - 1) / CQG_ROWS_MAX, kc = blocks == 1 ? k : 128;
+    int nv = m <= 6 ? 4 : 2;
+    for (int32_t p0 = p_lo; p0 < p_hi;) {
+        int g = p_hi - p0 >= nv ? nv : 1;
+        for (int32_t k0 = 0; k0 < k; k0 += kc) {
+            int32_t k1 = k - k0 > kc ? k0 + kc : k;
+            for (int32_t bi = 0, m0 = 0; bi < blocks; bi++) {
+                int32_t m1 = (int32_t)((int64_t)m * (bi + 1) / blocks);
+                fused_block(y + (size_t)m0 * n, xp + (size_t)m0 * k, wq, TYPE_, n, k, p0, k0,
+                            k1, m1 - m0, g);
+                m0 = m1;
+            }
+        }
         p0 += g;
     }
 }
 
-AVX512 void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
-                             int32_t n, int32_t k, int32_t p_lo, int32_t p_hi) {
-    if (type == DQ_F16) fused_type(y, x, wq, DQ_F16, m, n, k, p_lo, p_hi);
-    else fused_type(y, x, wq, DQ_BF16, m, n, k, p_lo, p_hi);
+AVX512 void cqg_panels_avx512(float *y, const float *xp, const void *wq, uint32_t type,
+                              int32_t m, int32_t n, int32_t k, int32_t p_lo, int32_t p_hi) {
+    if (type == DQ_F16) fused_type(y, xp, wq, DQ_F16, m, n, k, p_lo, p_hi);
+    else fused_type(y, xp, wq, DQ_BF16, m, n, k, p_lo, p_hi);
 }
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -204,8 +230,7 @@ AVX2 static void dequant_avx2(float *dst, const uint8_t *w, uint32_t type, int32
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
                  int32_t k1, int level) {
     const uint8_t *w = (const uint8_t *)wq + (size_t)p * panel_bytes(type, k);
-    if (level == CQG_AVX512) dequant_avx512(dst, w, type, k0, k1);
-    else if (level == CQG_AVX2) dequant_avx2(dst, w, type, k0, k1);
+    if (level >= CQG_AVX2) dequant_avx2(dst, w, type, k0, k1);
     else dequant_portable(dst, w, type, k0, k1);
 }
 

@@ -1,8 +1,9 @@
 /* cpu_qgemm: the CPU backend's matrices in a stored type (F16, BF16, Q8_0, Q4_0; ggml's
- * type ids, engine/dequant.h): their packed layout; for F16/BF16 the conversion of a run
- * of k steps of one panel into the fp32 packed layout (cpu_gemm.h), which the product
- * kernel (cgemm_qpanels) then multiplies from L1, and a few-row kernel that converts in
- * registers. Q8_0 and Q4_0 are multiplied by integer dot products (cpu_qdot.h).
+ * type ids, engine/dequant.h): their packed layout; for F16/BF16 the AVX-512 product,
+ * which converts in registers, and the conversion of a run of k steps of one panel into
+ * the fp32 packed layout (cpu_gemm.h), which the AVX2 and portable products
+ * (cgemm_qpanels) then multiply from L1. Q8_0 and Q4_0 are multiplied by integer dot
+ * products (cpu_qdot.h).
  *
  * Layout: panels of CGEMM_PANEL = 16 rows, as the fp32 packing, rows past n zero. A panel
  * holds the 16 rows k-major:
@@ -43,13 +44,15 @@ void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
 enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
                  int32_t k1, int level);
-/* y [m][n] = x [m][k] (row-major) times an F16/BF16 matrix, output columns of panels
- * [p_lo, p_hi), for m <= CQG_FUSED_MAX rows: the weights converted in registers, with
- * AVX-512 (the caller has checked); the same floats as the fp32 kernel on the
- * dequantised matrix. */
-#define CQG_FUSED_MAX 4
-void cqg_fused_avx512(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
-                      int32_t n, int32_t k, int32_t p_lo, int32_t p_hi);
+/* y [m][n] = x [m][k] times an F16/BF16 matrix, output columns of panels [p_lo, p_hi),
+ * with AVX-512 (the caller has checked), the weights converted in registers; the same
+ * floats as the fp32 kernel on the dequantised matrix. x given packed in row blocks as
+ * the fp32 kernel packs it (cpu_gemm.c's pack_blocks): ceil(m / CQG_ROWS_MAX) blocks,
+ * block b rows [m b / blocks, m (b + 1) / blocks) (integer division) at xp + m0 k, its
+ * element (i, kk) at kk (m1 - m0) + i. */
+#define CQG_ROWS_MAX 12
+void cqg_panels_avx512(float *y, const float *xp, const void *wq, uint32_t type, int32_t m,
+                       int32_t n, int32_t k, int32_t p_lo, int32_t p_hi);
 /* Prefetches steps [k0, k1) of panel p of an F16/BF16 matrix (into L1): the product
  * kernels fetch each panel's next run of steps while they work on this one, or the next
  * group's first run, so that the stored bytes arrive in the order they are used (on their
