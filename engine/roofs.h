@@ -10,13 +10,13 @@
 
 #include <stddef.h>
 
-/* Bytes per second reading `bytes` (0 = 2 GiB) with n_threads threads (0 = all cores). */
+/* Bytes per second reading `bytes` (0 = 512 MiB) with n_threads threads (0 = all cores). */
 double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_t errlen);
 
 /* A read-bandwidth probe kept between measurements (its buffer written once), so that a
  * benchmark can read memory beside what it times, in the same phase of a shared
  * machine's load (cmd_bench pairs each quarter of a decode run with the passes before and
- * after it): bytes (0 = 2 GiB) split over n_threads (0 = all cores). NULL with a message. */
+ * after it): bytes (0 = 512 MiB) split over n_threads (0 = all cores). NULL with a message. */
 typedef struct roofs_probe roofs_probe_t;
 roofs_probe_t *roofs_probe_new(size_t bytes, int n_threads, char *err, size_t errlen);
 /* Bytes per second of one pass over the buffer, or -1 with a message. */
