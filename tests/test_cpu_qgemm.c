@@ -20,7 +20,8 @@
  * and concatenations of stored matrices are offsets (the forward pass's fused Q/K/V and
  * gate/up), cqg_unpack_row gives the dequantised weights (all four types), the backend's
  * upload_qmatrix/matmul_q (bit for bit the single-threaded kernels) and its refusals, and
- * --weights f32 leaving the stored-type ops out. */
+ * --weights f32 leaving the stored-type ops out; and the AVX2 products (fp32, F16, BF16)
+ * bit for bit the AVX-512 ones. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -208,6 +209,72 @@ START_TEST(qmatmul_matches_references) {
 }
 END_TEST
 
+/* the first output where a and b differ, -1 where none does */
+static long first_diff(const float *a, const float *b, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0) return (long)i;
+    return -1;
+}
+
+/* The AVX2 products equal the AVX-512 ones bit for bit (both sum every output as one
+ * in-order FMA chain over k from zero, whatever their tiles and k chunks): fp32 over
+ * arbitrary weights, and F16 / BF16. Rows 1..7 (one row block, the few-row tiles), 12, 13,
+ * 30, 64 (several blocks, k in chunks of 128); n a multiple of 16 or not; k from under
+ * one chunk to several, ending inside one. */
+START_TEST(avx2_matches_avx512) {
+    if (cgemm_force("avx512") != 0 || cgemm_force("avx2") != 0) {
+        fprintf(stderr, "SKIP: this CPU lacks AVX-512 or AVX2: AVX2 vs AVX-512 untested\n");
+        cgemm_force(NULL);
+        return;
+    }
+    static const int32_t ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 30, 64};
+    static const int32_t nk[][2] = {{16, 32}, {40, 300}, {3, 129}, {100, 544}, {72, 1000}};
+    for (size_t b = 0; b < sizeof nk / sizeof *nk; b++) {
+        int32_t n = nk[b][0], k = nk[b][1];
+        mat_t q[2];
+        mat_make(&q[0], DQ_F16, n, k);
+        mat_make(&q[1], DQ_BF16, n, k);
+        /* the original fp32 weights, packed: values no 16-bit type holds */
+        float *wp = aligned_alloc(64, (cgemm_packed_elems(n, k) * 4 + 63) & ~(size_t)63);
+        cgemm_pack(wp, q[0].w, n, k);
+        int32_t mmax = ms[sizeof ms / sizeof *ms - 1];
+        float *x = malloc((size_t)mmax * k * sizeof *x);
+        float *y2 = malloc((size_t)mmax * n * sizeof *y2), *y5 = malloc((size_t)mmax * n * sizeof *y5);
+        float *s = aligned_alloc(64, (cgemm_qscratch(mmax, k) * 4 + 63) & ~(size_t)63);
+        for (size_t i = 0; i < (size_t)mmax * k; i++) x[i] = frand();
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++) {
+            int32_t m = ms[a], P = (n + 15) / 16;
+            size_t cnt = (size_t)m * n;
+            long d;
+            for (int kern = 0; kern < 2; kern++) {
+                cgemm_force(kern ? "avx2" : "avx512");
+                cgemm_panels(kern ? y2 : y5, x, wp, m, n, k, 0, P, s);
+            }
+            if ((d = first_diff(y2, y5, cnt)) >= 0)
+                ck_abort_msg("fp32 m %d n %d k %d: y[%ld][%ld] AVX2 %.9g, AVX-512 %.9g", m, n, k,
+                             d / n, d % n, y2[d], y5[d]);
+            for (int t = 0; t < 2; t++) {
+                for (int kern = 0; kern < 2; kern++) {
+                    cgemm_force(kern ? "avx2" : "avx512");
+                    cgemm_qpanels(kern ? y2 : y5, x, q[t].packed, q[t].type, m, n, k, 0, P, s);
+                }
+                if ((d = first_diff(y2, y5, cnt)) >= 0)
+                    ck_abort_msg("%s m %d n %d k %d: y[%ld][%ld] AVX2 %.9g, AVX-512 %.9g",
+                                 dq_type_name(q[t].type), m, n, k, d / n, d % n, y2[d], y5[d]);
+            }
+        }
+        free(x);
+        free(y2);
+        free(y5);
+        free(s);
+        free(wp);
+        mat_free(&q[0]);
+        mat_free(&q[1]);
+    }
+    cgemm_force(NULL);
+}
+END_TEST
+
 START_TEST(layout_sizes_slices_and_rows) {
     /* bytes per weight of a whole panel: 2, 2, 34/32, 18/32 */
     ck_assert_uint_eq(cqg_elems(DQ_F16, 16, 64), 16 * 64 * 2 / 4);
@@ -297,6 +364,7 @@ static Suite *qgemm_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, qmatmul_matches_references, 0, 3);
+    tcase_add_test(tc, avx2_matches_avx512);
     tcase_add_test(tc, layout_sizes_slices_and_rows);
     tcase_add_test(tc, backend_ops);
     suite_add_tcase(s, tc);

@@ -1,6 +1,9 @@
 /* cpu_gemm_avx2: cpu_gemm's products for CPUs with AVX2 + FMA (+ F16C) but no AVX-512;
- * cpu_gemm.c chooses them at run time. Same arguments as cgemm_panels / cgemm_qpanels
- * (wbuf: 16 x 128 floats, 32-byte aligned). Internal to engine/cpu. */
+ * cpu_gemm.c chooses them at run time. Same arguments as cgemm_panels / cgemm_qpanels,
+ * less the scratch: x is read in place (row i at x + i k). wbuf is unused (F16/BF16 are
+ * converted in registers); kept so that the caller is unchanged. Every output is the
+ * same in-order FMA chain over k as the AVX-512 kernels', so the floats are theirs.
+ * Internal to engine/cpu. */
 #ifndef TWIN_CPU_GEMM_AVX2_H
 #define TWIN_CPU_GEMM_AVX2_H
 
