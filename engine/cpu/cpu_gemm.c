@@ -23,7 +23,6 @@ _Static_assert(CQG_ROWS_MAX == MR_MAX, "cqg_panels_avx512 reads x as pack_blocks
 #define PF_DIST 512    /* floats ahead that a single row block prefetches in each panel */
 #define KV_AHEAD 16    /* K/V positions that attention prefetches ahead */
 #define KC 128         /* k steps per chunk when several row blocks share the panels */
-#define QKC 128        /* k steps of a stored matrix dequantised at a time (a multiple of 32) */
 
 /* MR_ and NV_ are constants at every call site, so each instance keeps its accumulators in
  * registers with the loops fully unrolled. */
@@ -582,8 +581,7 @@ void cgemm_panels(float *y, const float *x, const float *wp, int32_t m, int32_t 
 
 size_t cgemm_qscratch(int32_t m, int32_t k) {
     size_t xp = ((size_t)m * k + 15) & ~(size_t)15;
-    size_t w = (size_t)PW * (k > 4 * QKC ? k : 4 * QKC);
-    return xp + w;
+    return xp + (size_t)PW * k;   /* x packed, and the portable kernel's converted panel */
 }
 
 void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int32_t m,
@@ -595,11 +593,11 @@ void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int3
         return;
     }
     if (level() == CQG_AVX2) {
-        cgemm_avx2_qpanels(y, x, wq, type, m, n, k, p_lo, p_hi, wbuf);
+        cgemm_avx2_qpanels(y, x, wq, type, m, n, k, p_lo, p_hi);
         return;
     }
     for (int32_t p = p_lo; p < p_hi; p++) {   /* a whole panel at a time: one k loop */
-        cqg_dequant(wbuf, wq, type, k, p, 0, k, CQG_PORTABLE);
+        cqg_dequant(wbuf, wq, type, k, p, 0, k);
         panel_portable(y, x, wbuf, m, n, k, p);
     }
 }

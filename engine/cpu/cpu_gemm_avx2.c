@@ -303,9 +303,7 @@ AVX2 void cgemm_avx2_panels(float *y, const float *x, const float *wp, int32_t m
 }
 
 AVX2 void cgemm_avx2_qpanels(float *y, const float *x, const void *wq, uint32_t type,
-                             int32_t m, int32_t n, int32_t k, int32_t p_lo, int32_t p_hi,
-                             float *wbuf) {
-    (void)wbuf;
+                             int32_t m, int32_t n, int32_t k, int32_t p_lo, int32_t p_hi) {
     if (type == DQ_F16) panels(y, x, wq, DQ_F16, m, n, k, p_lo, p_hi);
     else panels(y, x, wq, DQ_BF16, m, n, k, p_lo, p_hi);
 }

@@ -1,6 +1,4 @@
-/* cpu_qgemm: see cpu_qgemm.h. The AVX2 and portable products dequantise a run of steps,
- * 16 floats per step in the packed fp32 layout, into a buffer the fp32 tile then reads
- * from L1; the AVX-512 one converts in registers (below). */
+/* cpu_qgemm: see cpu_qgemm.h. */
 #include "engine/cpu/cpu_qgemm.h"
 
 #include <immintrin.h>
@@ -112,7 +110,9 @@ AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w
 /* Rows 0..MR_ of a row block xb (packed k-major: row i of step kk at kk MR_ + i) by
  * panels p0 .. p0 + NV_, over steps [k0, k1): from zero where k0 = 0, else adding to what
  * y holds. One type per instance (TYPE_ a constant at every call site, so the step loop
- * has no type tests); prefetches 64 steps ahead. */
+ * has no type tests); prefetches 128 steps (16 KB over four panels) ahead: one row, one
+ * thread, 4096 x 4096 F16, 45 GFLOP/s with 64 steps, 50-52 with 128, 38-42 with 256 or
+ * 512. */
 AVX512 __attribute__((always_inline)) static inline void fused_tile(
     float *y, const float *xb, const uint8_t *wq, const uint32_t TYPE_, int32_t n, int32_t k,
     int32_t p0, int32_t k0, int32_t k1, const int MR_, const int NV_) {
@@ -137,7 +137,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
         if (kk % 2 == 0)
 #pragma GCC unroll 4
             for (int j = 0; j < NV_; j++)
-                _mm_prefetch((const char *)w[j] + (size_t)(kk + 64) * PW * 2, _MM_HINT_T0);
+                _mm_prefetch((const char *)w[j] + (size_t)(kk + 128) * PW * 2, _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int j = 0; j < NV_; j++) {
             wv[j] = wvec(w[j], TYPE_, kk);
@@ -210,33 +210,9 @@ AVX512 void cqg_panels_avx512(float *y, const float *xp, const void *wq, uint32_
     else fused_type(y, xp, wq, DQ_BF16, m, n, k, p_lo, p_hi);
 }
 
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-/* As dequant_avx512, a panel step as two 8-float halves. */
-AVX2 static void dequant_avx2(float *dst, const uint8_t *w, uint32_t type, int32_t k0,
-                              int32_t k1) {
-    const uint8_t *s = w + (size_t)k0 * PW * 2;
-    for (int32_t kk = k0; kk < k1; kk++, s += PW * 2, dst += PW) {
-        for (int h = 0; h < 2; h++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * h));
-            __m256 f = type == DQ_F16
-                           ? _mm256_cvtph_ps(v)
-                           : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-            _mm256_store_ps(dst + 8 * h, f);
-        }
-    }
-}
-
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
-                 int32_t k1, int level) {
-    const uint8_t *w = (const uint8_t *)wq + (size_t)p * panel_bytes(type, k);
-    if (level >= CQG_AVX2) dequant_avx2(dst, w, type, k0, k1);
-    else dequant_portable(dst, w, type, k0, k1);
-}
-
-void cqg_prefetch(const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0, int32_t k1) {
-    const char *s = (const char *)wq + (size_t)p * panel_bytes(type, k) + (size_t)k0 * PW * 2;
-    for (size_t o = 0; o < (size_t)(k1 - k0) * PW * 2; o += 64) _mm_prefetch(s + o, _MM_HINT_T0);
+                 int32_t k1) {
+    dequant_portable(dst, (const uint8_t *)wq + (size_t)p * panel_bytes(type, k), type, k0, k1);
 }
 
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r) {

@@ -1,9 +1,8 @@
 /* cpu_qgemm: the CPU backend's matrices in a stored type (F16, BF16, Q8_0, Q4_0; ggml's
  * type ids, engine/dequant.h): their packed layout; for F16/BF16 the AVX-512 product,
- * which converts in registers, and the conversion of a run of k steps of one panel into
- * the fp32 packed layout (cpu_gemm.h), which the AVX2 and portable products
- * (cgemm_qpanels) then multiply from L1. Q8_0 and Q4_0 are multiplied by integer dot
- * products (cpu_qdot.h).
+ * which converts in registers (the AVX2 one is cpu_gemm_avx2.c), and the portable
+ * conversion of a run of k steps of one panel into the fp32 packed layout (cpu_gemm.h).
+ * Q8_0 and Q4_0 are multiplied by integer dot products (cpu_qdot.h).
  *
  * Layout: panels of CGEMM_PANEL = 16 rows, as the fp32 packing, rows past n zero. A panel
  * holds the 16 rows k-major:
@@ -38,12 +37,13 @@ int cqg_supported(uint32_t type);
 size_t cqg_elems(uint32_t type, int32_t n, int32_t k);
 /* dst [cqg_elems] = src [n][k] row-major in the type's ggml bytes, packed */
 void cqg_pack(void *dst, const void *src, uint32_t type, int32_t n, int32_t k);
-/* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of an F16/BF16 matrix with k
- * columns; dst 64-byte aligned.
- * level: the instructions to use (the caller has checked the CPU has them). */
-enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
+/* dst [k1 - k0][16] fp32 = steps [k0, k1) of panel p of a stored matrix with k columns,
+ * in portable C: the portable product's conversion (AVX2 and AVX-512 convert in
+ * registers) and the tests'. */
 void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0,
-                 int32_t k1, int level);
+                 int32_t k1);
+/* the product kernels' instruction levels (cpu_gemm.c chooses one) */
+enum { CQG_PORTABLE = 0, CQG_AVX2 = 1, CQG_AVX512 = 2 };
 /* y [m][n] = x [m][k] times an F16/BF16 matrix, output columns of panels [p_lo, p_hi),
  * with AVX-512 (the caller has checked), the weights converted in registers; the same
  * floats as the fp32 kernel on the dequantised matrix. x given packed in row blocks as
@@ -53,13 +53,6 @@ void cqg_dequant(float *dst, const void *wq, uint32_t type, int32_t k, int32_t p
 #define CQG_ROWS_MAX 12
 void cqg_panels_avx512(float *y, const float *xp, const void *wq, uint32_t type, int32_t m,
                        int32_t n, int32_t k, int32_t p_lo, int32_t p_hi);
-/* Prefetches steps [k0, k1) of panel p of an F16/BF16 matrix (into L1): the product
- * kernels fetch each panel's next run of steps while they work on this one, or the next
- * group's first run, so that the stored bytes arrive in the order they are used (on their
- * own, the panels of a group are a stride-of-a-panel pattern that hardware prefetch
- * follows late: Q8_0 batch-1 products ran at half speed with 1 KB-ahead prefetching
- * alone). */
-void cqg_prefetch(const void *wq, uint32_t type, int32_t k, int32_t p, int32_t k0, int32_t k1);
 /* dst [k] = row r of a stored matrix (tests) */
 void cqg_unpack_row(float *dst, const void *wq, uint32_t type, int32_t k, int32_t r);
 
