@@ -12,8 +12,10 @@
 # decode tok/s at each batch size, batch 1 as a fraction of its own type's roof (b1/roof:
 # against the roof measured once before the run; b1/pair: against read passes beside each
 # quarter of the run, which see the same phase of a shared machine's load), and prefill
-# tok/s. With --weights f32 (any extra
-# option is passed to bench) every type runs dequantised at load: the fp32 path.
+# tok/s; then each type's tok/s over F32's in the same round (median and range of the
+# rounds: the comparison the targets ask for, less exposed to the machine's phases).
+# With --weights f32 (any extra option is passed to bench) every type runs dequantised at
+# load: the fp32 path.
 # Targets (issue #16): batch 1 at >= 80% of its type's roof; prefill and batched decode no
 # slower than F32.
 #
@@ -67,4 +69,17 @@ for t in types:
           f"{med(x['tok_per_s'] for x in res(8)):7.1f} {med(x['tok_per_s'] for x in res(32)):7.1f} "
           f"{med(json.load(open(f'{d}/{t}.{i}.pf.json'))['prefill']['tok_per_s'] for i in range(1, n + 1)):8.1f}"
           f"   " + " ".join(f"{x:.1f}" for x in b1))
+# Against F32 round by round (the types of a round run within a minute of each other, so
+# a ratio sees one phase of a shared machine's load, where the medians above mix phases)
+tok = lambda t, i, b: next(x['tok_per_s'] for x in json.load(open(f"{d}/{t}.{i}.json"))['results']
+                           if x['batch'] == b)
+pf = lambda i, t: json.load(open(f"{d}/{t}.{i}.pf.json"))['prefill']['tok_per_s']
+print(f"\nagainst {types[0].upper()}, the same round: median ratio [min-max] of {n} rounds")
+print(f"{'type':>5} {'b1':>18} {'b8':>18} {'b32':>18} {'prefill':>18}")
+for t in types[1:]:
+    cols = []
+    for f in (lambda i, u: tok(u, i, 1), lambda i, u: tok(u, i, 8), lambda i, u: tok(u, i, 32), pf):
+        r = [f(i, t) / f(i, types[0]) for i in range(1, n + 1)]
+        cols.append(f"{med(r):5.2f} [{min(r):.2f}-{max(r):.2f}]")
+    print(f"{t.upper():>5} " + " ".join(f"{c:>18}" for c in cols))
 PY
