@@ -140,8 +140,12 @@ roofs_probe_t *roofs_probe_new(size_t bytes, int n_threads, char *err, size_t er
         p->th = calloc((size_t)n_threads, sizeof *p->th);
         if (p->buf && p->th) p->rd = calloc((size_t)n_threads, sizeof *p->rd);
     }
-    if (!p || !p->rd) {
-        snprintf(err, errlen, "memory bandwidth: cannot allocate %.2f GB", bytes / 1e9);
+    if (!p || !p->rd) {   /* per = 0 leaves rd NULL too */
+        if (p && !per)
+            snprintf(err, errlen, "memory bandwidth: %zu bytes is too small a buffer for %d "
+                     "threads", bytes, n_threads);
+        else
+            snprintf(err, errlen, "memory bandwidth: cannot allocate %.2f GB", bytes / 1e9);
         roofs_probe_free(p);
         return NULL;
     }
@@ -193,6 +197,10 @@ double roofs_mem_read_bw(size_t bytes, int n_threads, int reps, char *err, size_
     return best;
 }
 
+/* OpenBLAS's own (its pthreads build): stops its worker threads, which the next BLAS call
+ * starts again. Weak, so that another BLAS links too (and the call is skipped). */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
 double roofs_sgemm_flops(int n, int reps, char *err, size_t errlen) {
     if (n <= 0) n = 2048;
     if (reps <= 0) reps = 5;
@@ -215,6 +223,12 @@ double roofs_sgemm_flops(int n, int reps, char *err, size_t errlen) {
         double fl = 2.0 * n * (double)nn / (roofs_now() - t0);
         if (fl > best) best = fl;
     }
+    /* After a call OpenBLAS's threads spin, with sched_yield, before they sleep: here
+     * 0.1-0.5 s of a core (perf samples), while `bench` and `profile` time the engine's
+     * steps right after the roofs. No tok/s difference was measurable (5 alternating
+     * batch-1 and batch-8 pairs, Q4_0 and Q8_0: within this VM's noise), but a timed run
+     * should not share its cores with a spinning thread of ours. */
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
 done:
     free(a);
     free(b);

@@ -23,7 +23,9 @@ roofs_probe_t *roofs_probe_new(size_t bytes, int n_threads, char *err, size_t er
 double roofs_probe_pass(roofs_probe_t *p, char *err, size_t errlen);
 void roofs_probe_free(roofs_probe_t *p);
 
-/* FLOP/s of a square n x n x n sgemm (0 = 2048) on OpenBLAS's threads. */
+/* FLOP/s of a square n x n x n sgemm (0 = 2048) on OpenBLAS's threads, which are then
+ * stopped (OpenBLAS starts them again at its next call), so that none spins on a core
+ * that the next measurement needs. */
 double roofs_sgemm_flops(int n, int reps, char *err, size_t errlen);
 
 /* Monotonic seconds. */
