@@ -183,6 +183,53 @@ START_TEST(argmax_matches_the_reference) {
 }
 END_TEST
 
+/* The vectorised row norm gives the portable one's floats, bit for bit, with and without a
+ * residual, in place or not, over dims with and without a 16-element tail (both add the
+ * exact squares in the same 16 running double sums; a different order would still round
+ * to the same float scale almost always, so this checks the element-wise work and the
+ * tails, not the order). */
+START_TEST(rmsnorm_kernels_agree_bit_for_bit) {
+    if (cgemm_force("avx512") != 0) {
+        fprintf(stderr, "SKIP: this CPU has no AVX-512: one rmsnorm kernel only\n");
+        return;
+    }
+    cgemm_force(NULL);
+    int32_t dims[] = {1, 15, 16, 17, 64, 257, 576, 1000};
+    float *x = malloc(sizeof(float) * 1000), *r = malloc(sizeof(float) * 1000);
+    float *w = malloc(sizeof(float) * 1000), *out[2], *xs[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = malloc(sizeof(float) * 1000);
+        xs[k] = malloc(sizeof(float) * 1000);
+    }
+    for (size_t a = 0; a < sizeof dims / sizeof *dims; a++)
+        for (int mode = 0; mode < 3; mode++) {   /* no residual, residual, in place */
+            int32_t dim = dims[a];
+            fill(x, (size_t)dim);
+            fill(r, (size_t)dim);
+            fill(w, (size_t)dim);
+            for (int32_t i = 0; i < dim; i += 3) x[i] *= 1000;   /* a wide range of squares */
+            for (int k = 0; k < 2; k++) {
+                ck_assert_int_eq(cgemm_force(k ? "portable" : "avx512"), 0);
+                memcpy(xs[k], x, sizeof(float) * dim);
+                cgemm_rmsnorm(mode == 2 ? xs[k] : out[k], xs[k], mode ? r : NULL, w, dim, 1e-5f);
+                if (mode == 2) memcpy(out[k], xs[k], sizeof(float) * dim);
+            }
+            cgemm_force(NULL);
+            ck_assert_msg(!memcmp(out[0], out[1], sizeof(float) * dim) &&
+                              !memcmp(xs[0], xs[1], sizeof(float) * dim),
+                          "dim %d mode %d: the AVX-512 rmsnorm differs from the portable one",
+                          dim, mode);
+        }
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        free(xs[k]);
+    }
+    free(x);
+    free(r);
+    free(w);
+}
+END_TEST
+
 START_TEST(rmsnorm_with_and_without_residual) {
     backend_t *b = new_cpu(2);
     int32_t m = 300, dim = 257;   /* enough rows to split over the pool */
@@ -506,6 +553,7 @@ int main(void) {
     tcase_add_loop_test(tc, matmul_matches_reference, 0, 3);
     tcase_add_test(tc, matmul_slices_and_concatenation);
     tcase_add_test(tc, argmax_matches_the_reference);
+    tcase_add_test(tc, rmsnorm_kernels_agree_bit_for_bit);
     tcase_add_test(tc, rmsnorm_with_and_without_residual);
     tcase_add_test(tc, rope_kv_and_paged_attention_gqa);
     tcase_add_test(tc, elementwise_embed_gather_sample);

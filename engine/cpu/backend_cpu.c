@@ -406,14 +406,7 @@ static void norm_rows(void *ctx, int64_t lo, int64_t hi, int tid) {
     norm_job_t *j = ctx;
     for (int64_t r = lo; r < hi; r++) {
         float *x = j->x + r * j->dim, *out = j->out + r * j->dim;
-        if (j->res) {
-            const float *res = j->res + r * j->dim;
-            for (int32_t i = 0; i < j->dim; i++) x[i] += res[i];
-        }
-        double ss = 0;
-        for (int32_t i = 0; i < j->dim; i++) ss += (double)x[i] * x[i];
-        float scale = (float)(1.0 / sqrt(ss / j->dim + j->eps));
-        for (int32_t i = 0; i < j->dim; i++) out[i] = x[i] * scale * j->w[i];
+        cgemm_rmsnorm(out, x, j->res ? j->res + r * j->dim : NULL, j->w, j->dim, j->eps);
     }
 }
 

@@ -490,6 +490,64 @@ static int level(void) {
 /* attention, silu and argmax have AVX-512 and portable forms only */
 static int have_avx512(void) { return level() == CQG_AVX512; }
 
+/* The sum of squares in 16 running double sums, lane u taking elements i = u mod 16, then
+ * added pairwise in a fixed order: every square of a float is exact in double, so this
+ * path and the portable one below give the same sum, bit for bit. */
+__attribute__((target("avx512f,avx512dq,fma"))) static double sumsq_avx512(const float *x,
+                                                                          int32_t dim) {
+    __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
+    int32_t i = 0;
+    for (; i + 16 <= dim; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+        a = _mm512_fmadd_pd(lo, lo, a);   /* exact products: fma = mul + add */
+        b = _mm512_fmadd_pd(hi, hi, b);
+    }
+    double s[16];
+    _mm512_storeu_pd(s, a);
+    _mm512_storeu_pd(s + 8, b);
+    for (; i < dim; i++) s[i % 16] += (double)x[i] * x[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int u = 0; u < w; u++) s[u] += s[u + w];
+    return s[0];
+}
+
+static double sumsq_portable(const float *x, int32_t dim) {
+    double s[16] = {0};
+    for (int32_t i = 0; i < dim; i++) s[i % 16] += (double)x[i] * x[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int u = 0; u < w; u++) s[u] += s[u + w];
+    return s[0];
+}
+
+/* cgemm_rmsnorm: each element rounded as the portable loops round it */
+__attribute__((target("avx512f,avx512dq,fma"))) static void rmsnorm_avx512(
+    float *out, float *x, const float *res, const float *w, int32_t dim, float eps) {
+    for (int32_t i = 0; res && i < dim; i += 16) {
+        __mmask16 k = dim - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dim - i)) - 1);
+        _mm512_mask_storeu_ps(x + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + i),
+                                                      _mm512_maskz_loadu_ps(k, res + i)));
+    }
+    __m512 sc = _mm512_set1_ps((float)(1.0 / sqrt(sumsq_avx512(x, dim) / dim + eps)));
+    for (int32_t i = 0; i < dim; i += 16) {
+        __mmask16 k = dim - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dim - i)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sc);
+        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, w + i)));
+    }
+}
+
+void cgemm_rmsnorm(float *out, float *x, const float *res, const float *w, int32_t dim,
+                   float eps) {
+    if (have_avx512()) {
+        rmsnorm_avx512(out, x, res, w, dim, eps);
+        return;
+    }
+    for (int32_t i = 0; res && i < dim; i++) x[i] += res[i];
+    float scale = (float)(1.0 / sqrt(sumsq_portable(x, dim) / dim + eps));
+    for (int32_t i = 0; i < dim; i++) out[i] = x[i] * scale * w[i];
+}
+
 void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n) {
     if (have_avx512()) {
         silu_mul_avx512(out, gate, up, n);

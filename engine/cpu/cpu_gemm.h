@@ -49,6 +49,12 @@ void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int3
 void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
                 const float *const *vrow, int32_t n, float scale, float *scores);
 
+/* One row's RMS norm: x += res (when res is not NULL), then out[i] = x[i] scale w[i] with
+ * scale = 1 / sqrt(sum of x^2 / dim + eps), the sum in double (exact squares, added in 16
+ * running sums: the same bits with AVX-512 and without). out may be x. */
+void cgemm_rmsnorm(float *out, float *x, const float *res, const float *w, int32_t dim,
+                   float eps);
+
 /* out[i] = silu(gate[i]) up[i] = gate[i] / (1 + e^-gate[i]) up[i]; out may be gate. */
 void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n);
 
