@@ -17,7 +17,7 @@
  * loaded (and, for Q8_0, made absolute) once for R rows (panels() says which tiles). The
  * dword loops unroll by 2 only: unrolled fully, GCC hoisted the loads and spilled ymm
  * registers, and Q8_0 ran at two thirds of the speed.
- * One thread, 1536x576 in cache, Zen 4 (the kernel forced), noisy shared VM: batch 1
+ * One thread, 1536x576 in cache, Zen 5 (the kernel forced), noisy shared VM: batch 1
  * Q8_0 61-67 G weights/s, Q4_0 102-106; batch 32 Q8_0 79-85 G weight-rows/s, Q4_0
  * 119-128; the portable kernel 1.0-1.1 for both. */
 #include "engine/cpu/cpu_qdot.h"

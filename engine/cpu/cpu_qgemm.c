@@ -97,7 +97,7 @@ static void dequant_portable(float *dst, const uint8_t *w, uint32_t type, int32_
  * converted runs of steps into an L1 buffer that the fp32 tile then read; the 64-byte
  * store and load per 16 weights were the limit: in cache, at 8 rows it ran at 63% of the
  * fp32 kernel's rate and at 32 rows at 93%, where this runs at 100-106% (one conversion
- * per 6-12 FMAs, on Zen 4 off the FMA pipes). */
+ * per 6-12 FMAs, which on this Zen 5 costs no FMA throughput). */
 
 /* one step's 16 weights of a panel */
 AVX512 __attribute__((always_inline)) static inline __m512 wvec(const uint8_t *w, uint32_t type,
