@@ -533,9 +533,16 @@ static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
         int32_t i = (int32_t)(it / j->n_kv), h = (int32_t)(it % j->n_kv);
         int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
         const int32_t *table = c->block_table + c->bt_start[s];
-        for (int32_t t = 0; t < n; t++) {
-            krow[t] = kv_at(c, j->layer, table[t / bs], 0, h, t % bs);
-            vrow[t] = kv_at(c, j->layer, table[t / bs], 1, h, t % bs);
+        /* a block's slots are hd floats apart: one kv_at per block, no division per
+         * position (two divisions by the run-time block size per position had cost
+         * about as much as the attention's arithmetic at batch 1) */
+        for (int32_t t0 = 0; t0 < n; t0 += bs) {
+            const float *kb = kv_at(c, j->layer, table[t0 / bs], 0, h, 0);
+            const float *vb = kv_at(c, j->layer, table[t0 / bs], 1, h, 0);
+            for (int32_t u = 0; u < bs && t0 + u < n; u++) {
+                krow[t0 + u] = kb + (size_t)u * hd;
+                vrow[t0 + u] = vb + (size_t)u * hd;
+            }
         }
         size_t off = i * qd + (size_t)h * g * hd;
         cgemm_attn(j->out + off, j->q + off, g, hd, krow, vrow, n, scale, sc);
