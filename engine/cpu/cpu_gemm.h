@@ -62,8 +62,8 @@ void cgemm_silu_mul(float *out, const float *gate, const float *up, size_t n);
  * (engine/sampler.h), vectorised. */
 int32_t cgemm_argmax(const float *v, int32_t n);
 
-/* "avx512", "avx2" or "portable": the product kernels this process uses (attention, silu
- * and argmax: AVX-512 or portable). */
+/* "avx512", "avx2" or "portable": the product kernels this process uses (attention, silu,
+ * the RMS norm and argmax: AVX-512 or portable). */
 const char *cgemm_kernel(void);
 /* Those kernels from now on ("avx512", "avx2", "portable"), so that tests check every
  * path on one machine; NULL: back to detecting the CPU. -1 when the CPU lacks them. Not
