@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "analysis/report.h"
+#include "analysis/stats.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "engine/backend.h"
@@ -117,14 +118,10 @@ typedef struct {
     int32_t ctx, steps;
 } bench_ctx_t;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
+/* The median of v [n], which it sorts (analysis/stats.h). */
 static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    stats_sort(v, (size_t)n);
+    return stats_percentile_sorted(v, (size_t)n, 50);
 }
 
 /* Read-bandwidth passes paired with a decode run (the CPU backend): a shared machine's
