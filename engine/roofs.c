@@ -122,7 +122,7 @@ void roofs_probe_free(roofs_probe_t *p) {
 
 roofs_probe_t *roofs_probe_new(size_t bytes, int n_threads, char *err, size_t errlen) {
     /* 512 MiB: 16x a CCD's L3 here, far past any one core's caches. The first write of
-     * each page is what costs (on this VM 2 GiB took about 5 s to fault in, most of a
+     * each page is what costs (on this VM 2 GiB took about 4 s to fault in, most of a
      * short `bench` run; 512 MiB reads at the same rate) */
     if (!bytes) bytes = (size_t)512 << 20;
     if (n_threads <= 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);

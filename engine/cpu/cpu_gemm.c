@@ -69,7 +69,7 @@ AVX512 void ptile(const ptile_t *t, const int MR_, const int NV_) {
 #pragma GCC unroll 4
     for (int j = 0; j < NV_; j++) {
         int32_t c0 = (t->p0 + j) * PW;
-        mask[j] = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+        mask[j] = cgemm_tail16(n - c0);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < MR_; i++)
@@ -297,7 +297,7 @@ AVX512 __m512 exp_ps(__m512 x) {
 __attribute__((target("avx512f,avx512dq,fma"))) static void silu_mul_avx512(
     float *out, const float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i += 16) {
-        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __mmask16 k = cgemm_tail16(n - i);
         __m512 g = _mm512_maskz_loadu_ps(k, gate + i), u = _mm512_maskz_loadu_ps(k, up + i);
         __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));   /* e^-g */
         __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
@@ -311,19 +311,19 @@ AVX512 void softmax_avx512(float *sc, int32_t n) {
     int32_t t = 0;
     for (; t + 16 <= n; t += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(sc + t));
     if (t < n) {
-        __mmask16 k = (__mmask16)((1u << (n - t)) - 1);
+        __mmask16 k = cgemm_tail16(n - t);
         mx = _mm512_mask_max_ps(mx, k, mx, _mm512_maskz_loadu_ps(k, sc + t));
     }
     __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     for (t = 0; t < n; t += 16) {
-        __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
+        __mmask16 k = cgemm_tail16(n - t);
         __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + t), m));
         sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
         _mm512_mask_storeu_ps(sc + t, k, e);
     }
     __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
     for (t = 0; t < n; t += 16) {
-        __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
+        __mmask16 k = cgemm_tail16(n - t);
         _mm512_mask_storeu_ps(sc + t, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sc + t), inv));
     }
 }
@@ -491,8 +491,16 @@ static int level(void) {
 static int have_avx512(void) { return level() == CQG_AVX512; }
 
 /* The sum of squares in 16 running double sums, lane u taking elements i = u mod 16, then
- * added pairwise in a fixed order: every square of a float is exact in double, so this
- * path and the portable one below give the same sum, bit for bit. */
+ * added pairwise in a fixed order: every square of a float is exact in double, so the
+ * vector path and the portable one give the same sum, bit for bit. sumsq_finish adds
+ * elements [i, dim) to their lanes of s and folds the lanes. */
+static double sumsq_finish(double s[16], const float *x, int32_t i, int32_t dim) {
+    for (; i < dim; i++) s[i % 16] += (double)x[i] * x[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int u = 0; u < w; u++) s[u] += s[u + w];
+    return s[0];
+}
+
 __attribute__((target("avx512f,avx512dq,fma"))) static double sumsq_avx512(const float *x,
                                                                           int32_t dim) {
     __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
@@ -507,31 +515,25 @@ __attribute__((target("avx512f,avx512dq,fma"))) static double sumsq_avx512(const
     double s[16];
     _mm512_storeu_pd(s, a);
     _mm512_storeu_pd(s + 8, b);
-    for (; i < dim; i++) s[i % 16] += (double)x[i] * x[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int u = 0; u < w; u++) s[u] += s[u + w];
-    return s[0];
+    return sumsq_finish(s, x, i, dim);
 }
 
 static double sumsq_portable(const float *x, int32_t dim) {
     double s[16] = {0};
-    for (int32_t i = 0; i < dim; i++) s[i % 16] += (double)x[i] * x[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int u = 0; u < w; u++) s[u] += s[u + w];
-    return s[0];
+    return sumsq_finish(s, x, 0, dim);
 }
 
 /* cgemm_rmsnorm: each element rounded as the portable loops round it */
 __attribute__((target("avx512f,avx512dq,fma"))) static void rmsnorm_avx512(
     float *out, float *x, const float *res, const float *w, int32_t dim, float eps) {
     for (int32_t i = 0; res && i < dim; i += 16) {
-        __mmask16 k = dim - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dim - i)) - 1);
+        __mmask16 k = cgemm_tail16(dim - i);
         _mm512_mask_storeu_ps(x + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + i),
                                                       _mm512_maskz_loadu_ps(k, res + i)));
     }
     __m512 sc = _mm512_set1_ps((float)(1.0 / sqrt(sumsq_avx512(x, dim) / dim + eps)));
     for (int32_t i = 0; i < dim; i += 16) {
-        __mmask16 k = dim - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dim - i)) - 1);
+        __mmask16 k = cgemm_tail16(dim - i);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sc);
         _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, w + i)));
     }

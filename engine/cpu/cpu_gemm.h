@@ -26,6 +26,12 @@
 
 #define CGEMM_PANEL 16
 
+/* The lanes of a 16-float vector that hold elements when `left` remain: all 16, or the
+ * low `left` (the kernels' mask for a panel's or a row's last vector). */
+static inline uint16_t cgemm_tail16(int64_t left) {
+    return left >= 16 ? (uint16_t)0xFFFF : (uint16_t)((1u << left) - 1);
+}
+
 /* floats a packed [n][k] matrix occupies */
 size_t cgemm_packed_elems(int32_t n, int32_t k);
 /* dst [cgemm_packed_elems(n, k)] = w [n][k] row-major, packed (padding zeroed) */

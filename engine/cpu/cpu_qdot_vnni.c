@@ -117,7 +117,7 @@ VNNI __attribute__((always_inline)) static inline void tile(
 #pragma GCC unroll 4
     for (int j = 0; j < NV_; j++) {
         int32_t c0 = (p0 + j) * PW;
-        __mmask16 mask = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+        __mmask16 mask = cgemm_tail16(n - c0);
 #pragma GCC unroll 4
         for (int i = 0; i < MR_; i++)
             _mm512_mask_storeu_ps(y + (size_t)(r0 + i) * n + c0, mask, acc[i][j]);

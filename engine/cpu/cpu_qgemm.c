@@ -124,7 +124,7 @@ AVX512 __attribute__((always_inline)) static inline void fused_tile(
     for (int j = 0; j < NV_; j++) {
         int32_t c0 = (p0 + j) * PW;
         w[j] = wq + (size_t)(p0 + j) * pb;
-        mask[j] = n - c0 >= PW ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c0)) - 1);
+        mask[j] = cgemm_tail16(n - c0);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < MR_; i++)
