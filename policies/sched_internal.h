@@ -86,12 +86,13 @@ struct sched {
     sched_view_t view;
 };
 
-/* sched.c's helpers that sched_transfer.c shares */
+/* the request store (sched_store.c), shared by sched.c and sched_transfer.c */
 int sched_queue_reserve(queue_t *q, int32_t need_front, int32_t need_back);
 int sched_queue_push_back(queue_t *q, slot_t *x);
 slot_t *sched_queue_at(const queue_t *q, int32_t i);
 slot_t *sched_map_get(const sched_t *s, int32_t id);
 int sched_map_put(sched_t *s, slot_t *x);
+int sched_map_grow(sched_t *s);            /* doubles the map (1024 at first); -1: no memory */
 slot_t *sched_slot_get(sched_t *s);     /* NULL when out of memory */
 void sched_slot_put(sched_t *s, slot_t *x); /* forgets the id and recycles the slot */
 void sched_view_sync(sched_t *s);
