@@ -10,8 +10,10 @@
  * and per pair the mean KL divergence of the next-token distributions (nats, natural
  * softmax of the logits) and the share of positions whose argmax agrees. "ref -> f32" is
  * what quantising the weights costs, "f32 -> native" what quantising the activations adds.
+ * KV_TYPE (f32 or f16) is QUANT's KV cache (bk_opts_t.kv_type; REF's stays f32): with
+ * QUANT = REF and f16, "ref -> f32" is what rounding K and V to halves costs.
  *
- *   usage: build/bench/quant_accuracy REF QUANT [N (256)] [THREADS (0: all)]
+ *   usage: build/bench/quant_accuracy REF QUANT [N (256)] [THREADS (0: all)] [KV_TYPE (f32)]
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,11 +39,11 @@ static void net_free(net_t *n) {
     model_free(n->m);
 }
 
-static int net_open(net_t *n, const char *spec, const char *weights, int threads, int32_t len,
-                    char *err, size_t errlen) {
+static int net_open(net_t *n, const char *spec, const char *weights, const char *kv_type,
+                    int threads, int32_t len, char *err, size_t errlen) {
     memset(n, 0, sizeof *n);
     if (model_open(spec, 0, MODEL_LAZY, &n->m, err, errlen)) return -1;
-    bk_opts_t bo = {.n_threads = threads, .weights = weights};
+    bk_opts_t bo = {.n_threads = threads, .weights = weights, .kv_type = kv_type};
     if (!(n->b = backend_new("cpu", &bo, err, errlen))) return -1;
     int32_t nb = (len + BS - 1) / BS;
     fwd_opts_t fo = {.max_tokens = len, .max_sample = len, .n_blocks = nb, .block_size = BS};
@@ -124,6 +126,7 @@ int main(int argc, char **argv) {
     }
     int32_t n = argc > 3 ? atoi(argv[3]) : 256;
     int threads = argc > 4 ? atoi(argv[4]) : 0;
+    const char *kv = argc > 5 ? argv[5] : "f32";
     char err[1024];
     net_t ref, f32, nat;
     memset(&ref, 0, sizeof ref);
@@ -133,9 +136,9 @@ int main(int argc, char **argv) {
     float *lr = NULL, *lf = NULL, *ln = NULL;
     double *da = NULL, *db = NULL;
     int32_t *ids = NULL;
-    if (n < 2 || net_open(&ref, argv[1], NULL, threads, n, err, sizeof err) ||
-        net_open(&f32, argv[2], "f32", threads, n, err, sizeof err) ||
-        net_open(&nat, argv[2], "native", threads, n, err, sizeof err)) {
+    if (n < 2 || net_open(&ref, argv[1], NULL, NULL, threads, n, err, sizeof err) ||
+        net_open(&f32, argv[2], "f32", kv, threads, n, err, sizeof err) ||
+        net_open(&nat, argv[2], "native", kv, threads, n, err, sizeof err)) {
         fprintf(stderr, "quant_accuracy: %s\n", n < 2 ? "N must be >= 2" : err);
         goto done;
     }
@@ -172,8 +175,8 @@ int main(int argc, char **argv) {
         goto fail;
     }
     free(scratch);
-    printf("quant_accuracy: %d positions of %s's greedy text; QUANT = %s (%s weights)\n", n,
-           argv[1], argv[2], fwd_weight_type(nat.f) ? fwd_weight_type(nat.f) : "f32");
+    printf("quant_accuracy: %d positions of %s's greedy text; QUANT = %s (%s weights, %s KV)\n",
+           n, argv[1], argv[2], fwd_weight_type(nat.f) ? fwd_weight_type(nat.f) : "f32", kv);
     compare("ref -> f32", lr, lf, n, vocab, da, db);
     compare("ref -> native", lr, ln, n, vocab, da, db);
     compare("f32 -> native", lf, ln, n, vocab, da, db);

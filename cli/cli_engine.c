@@ -21,6 +21,7 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
         o->weights = arg;
         ok = !strcmp(arg, "native") || !strcmp(arg, "f32");
         break;
+    case CLI_ENG_KVTYPE: ok = cli_kv_type_ok(o->kv_type = arg); break;
     case CLI_ENG_INVARIANT: o->batch_invariant = 1; break;
     case CLI_ENG_DRAFT: o->draft = arg; ok = *arg != '\0'; break;
     case CLI_ENG_DB: o->db_path = arg; break;
@@ -55,7 +56,10 @@ void cli_backend_usage(FILE *f) {
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --weights native|f32  CPU: matrices in the file's type (F16, BF16, Q8_0, Q4_0),\n"
         "                        Q8_0/Q4_0 against activations quantised per block of 32\n"
-        "                        (native, the default), or dequantised to fp32 at load\n");
+        "                        (native, the default), or dequantised to fp32 at load\n"
+        "  --kv-type f32|f16     CPU: the KV cache's elements (default f32); f16 halves the\n"
+        "                        bytes per block (twice the blocks in --kv-mem) and what\n"
+        "                        attention reads, K and V rounded to half when stored\n");
 }
 
 void cli_engine_usage(FILE *f) {

@@ -20,7 +20,7 @@ enum {
     CLI_ENG_THREADS, CLI_ENG_DTYPE, CLI_ENG_WEIGHTS, CLI_ENG_INVARIANT, CLI_ENG_DRAFT,
     CLI_ENG_DB, CLI_ENG_NAME, CLI_ENG_SEED, CLI_ENG_SAVE, CLI_ENG_PREFIX, CLI_ENG_BLOCK,
     CLI_ENG_MAXTOK, CLI_ENG_MAXSEQ, CLI_ENG_MAXLEN, CLI_ENG_KVB, CLI_ENG_KVMEM,
-    CLI_ENG_GPUUTIL, CLI_ENG_WM, CLI_ENG_PTIME, CLI_ENG_PMEM,
+    CLI_ENG_GPUUTIL, CLI_ENG_WM, CLI_ENG_PTIME, CLI_ENG_PMEM, CLI_ENG_KVTYPE,
     CLI_ENG_END
 };
 
@@ -37,7 +37,8 @@ enum {
     { "max-seqs", 1, 0, CLI_ENG_MAXSEQ }, { "max-model-len", 1, 0, CLI_ENG_MAXLEN }, \
     { "kv-blocks", 1, 0, CLI_ENG_KVB }, { "kv-mem", 1, 0, CLI_ENG_KVMEM }, \
     { "gpu-util", 1, 0, CLI_ENG_GPUUTIL }, { "watermark", 1, 0, CLI_ENG_WM }, \
-    { "policy-time-limit", 1, 0, CLI_ENG_PTIME }, { "policy-mem-mb", 1, 0, CLI_ENG_PMEM }
+    { "policy-time-limit", 1, 0, CLI_ENG_PTIME }, { "policy-mem-mb", 1, 0, CLI_ENG_PMEM }, \
+    { "kv-type", 1, 0, CLI_ENG_KVTYPE }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */
@@ -45,8 +46,8 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
 
 /* The help lines for the shared options. */
 void cli_engine_usage(FILE *f);
-/* The backend's options alone (--backend, --threads, --dtype, --weights), which
- * `generate` takes too. */
+/* The backend's options alone (--backend, --threads, --dtype, --weights, --kv-type),
+ * which `generate`, `bench` and `profile` take too. */
 void cli_backend_usage(FILE *f);
 
 #endif

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline int cli_double(const char *s, double lo, double hi, double *out) {
     char *end;
@@ -42,5 +43,8 @@ static inline int cli_u64(const char *s, uint64_t *out) {
     *out = v;
     return 1;
 }
+
+/* --kv-type's values (bk_opts_t.kv_type): f32 or f16. */
+static inline int cli_kv_type_ok(const char *s) { return !strcmp(s, "f32") || !strcmp(s, "f16"); }
 
 #endif

@@ -46,7 +46,7 @@ static void usage(FILE *out) {
             "usage: twinserve bench --model FILE|dummy:PRESET [--batch 1,8,32] [--ctx N]\n"
             "                       [--prefill N] [--steps N] [--backend cpu|cuda]\n"
             "                       [--dtype bf16|f16|f32] [--weights native|f32] [--threads N]\n"
-            "                       [--seed S] [--json]\n"
+            "                       [--kv-type f32|f16] [--seed S] [--json]\n"
             "Decode tokens/s per batch size at a context of --ctx tokens (default 128; at\n"
             "least 2, as the two warm-up steps decode the positions just before it), the\n"
             "weight-read bandwidth that implies, and the device's memory read bandwidth and\n"
@@ -62,7 +62,9 @@ static void usage(FILE *out) {
             "--weights native (default): a GGUF's F16/BF16/Q8_0/Q4_0 matrices stay in their\n"
             "type on the CPU (weight bytes, bytes/weight and the memory roof are that type's;\n"
             "Q8_0/Q4_0 products quantise the activations per block of 32, as llama.cpp's);\n"
-            "f32: dequantised at load, fp32 activations.\n");
+            "f32: dequantised at load, fp32 activations.\n"
+            "--kv-type f16: the CPU's KV cache in IEEE half (default f32); the KV bytes a\n"
+            "step reads (read_GB/s) are then half.\n");
 }
 
 static int parse_batches(const char *s, int32_t *out, int *n) {
@@ -111,7 +113,7 @@ typedef struct {
 
 /* What a measurement run knows about the model and the device. */
 typedef struct {
-    const char *spec, *backend, *wtype, *gemm_label;
+    const char *spec, *backend, *wtype, *gemm_label, *kv_type;
     int threads;
     model_config_t c;
     double params, wbytes, esize, bw, gemm;
@@ -287,10 +289,8 @@ static void print_json(const bench_ctx_t *x, const bench_row_t *r, int n, const 
            "\"compute_roof_tok_per_s\": %.2f, ", x->threads, x->params, x->wbytes, x->ctx,
            x->steps, x->bw / 1e9, x->gemm / 1e9, mem_roof, comp_roof);
     printf("\"weight_type\": \"%s\", \"weight_elem_bytes\": %.0f, \"bytes_per_weight\": %.4f, "
-           "\"gemm_label\": \"%s\", "
-           "\"gemm_gflops\": %.2f, \"results\": [", x->wtype, x->esize, x->wbytes / x->params,
-           x->gemm_label,
-           x->gemm / 1e9);
+           "\"kv_type\": \"%s\", \"gemm_label\": \"%s\", \"gemm_gflops\": %.2f, \"results\": [",
+           x->wtype, x->esize, x->wbytes / x->params, x->kv_type, x->gemm_label, x->gemm / 1e9);
     for (int i = 0; i < n; i++)
         printf("%s{\"batch\": %d, \"tok_per_s\": %.3f, \"step_ms\": %.3f, \"weight_gbs\": "
                "%.3f, \"frac_mem_roof\": %.4f, \"frac_compute_roof\": %.4f, "
@@ -319,7 +319,7 @@ static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const 
            "bytes/weight)\n", x->spec, c->n_layers, c->dim, x->params / 1e6, x->wbytes / 1e6,
            type_label(x->wtype), x->wbytes / x->params);
     if (!strcmp(x->backend, "cpu"))
-        printf("backend %s, %d threads", x->backend, x->threads);
+        printf("backend %s, %d threads, %s KV cache", x->backend, x->threads, x->kv_type);
     else
         printf("backend %s", x->backend);
     if (n)
@@ -361,7 +361,7 @@ static void print_text(const bench_ctx_t *x, const bench_row_t *r, int n, const 
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *spec = NULL, *bname = "cpu", *dtype = NULL, *weights = NULL;
+    const char *spec = NULL, *bname = "cpu", *dtype = NULL, *weights = NULL, *kv_type = NULL;
     int32_t batches[MAX_BATCHES] = {1, 8, 32}, ctx = 128, steps = 16, threads = 0, prefill = 0;
     int nb = 3, json = 0, rc = 1, batch_given = 0;
     uint64_t seed = 1;
@@ -393,6 +393,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--dtype")) ok = (dtype = norm_dtype(v)) != NULL;
         else if (!strcmp(a, "--weights"))
             ok = !strcmp(weights = v, "native") || !strcmp(v, "f32");
+        else if (!strcmp(a, "--kv-type")) ok = cli_kv_type_ok(kv_type = v);
         else if (!strcmp(a, "--batch")) {
             ok = parse_batches(v, batches, &nb) == 0;
             batch_given = 1;
@@ -434,7 +435,7 @@ int cmd_bench(int argc, char **argv) {
                 spec, c->max_seq);
         goto done;
     }
-    bk_opts_t bo = {.n_threads = threads, .dtype = dtype, .weights = weights};
+    bk_opts_t bo = {.n_threads = threads, .dtype = dtype, .weights = weights, .kv_type = kv_type};
     if (!(b = backend_new(bname, &bo, err, sizeof err))) {
         fprintf(stderr, "twinserve bench: %s\n", err);
         goto done;
@@ -459,6 +460,7 @@ int cmd_bench(int argc, char **argv) {
     x.backend = bname;
     /* a stored type when the products read one (bytes and roofs are then that type's) */
     x.wtype = fwd_weight_type(f) ? fwd_weight_type(f) : b->weight_type;
+    x.kv_type = kv_type ? kv_type : !strcmp(b->name, "cpu") ? "f32" : b->weight_type;
     x.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     x.params = model_params(&x.c);
     x.esize = (double)b->elem_size(b, BK_WEIGHT);

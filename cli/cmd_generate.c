@@ -37,14 +37,14 @@ static void usage(FILE *f) {
 }
 
 enum { O_MODEL = 256, O_TOK, O_PROMPT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_BACKEND, O_THREADS,
-       O_DTYPE, O_WEIGHTS, O_DRAFT, O_SPECK, O_HELP };
+       O_DTYPE, O_WEIGHTS, O_DRAFT, O_SPECK, O_KVTYPE, O_HELP };
 
 static const struct option opts[] = {
     { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK }, { "prompt", 1, 0, O_PROMPT },
     { "temperature", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP },
     { "seed", 1, 0, O_SEED }, { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
     { "dtype", 1, 0, O_DTYPE }, { "weights", 1, 0, O_WEIGHTS }, { "draft", 1, 0, O_DRAFT },
-    { "spec-k", 1, 0, O_SPECK }, { "help", 0, 0, O_HELP },
+    { "spec-k", 1, 0, O_SPECK }, { "kv-type", 1, 0, O_KVTYPE }, { "help", 0, 0, O_HELP },
     { 0, 0, 0, 0 },
 };
 
@@ -74,6 +74,7 @@ int cmd_generate(int argc, char **argv) {
             break;
         case O_DRAFT: o.draft = optarg; ok = *optarg != 0; break;
         case O_SPECK: ok = cli_int(optarg, 1, 64, &o.spec_k); break;
+        case O_KVTYPE: ok = cli_kv_type_ok(o.kv_type = optarg); break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -45,6 +45,8 @@ static void usage(FILE *f) {
         "  --backend NAME        cpu (default) or cuda\n"
         "  --dtype T             GPU weight type: bf16|f16|f32\n"
         "  --threads N           CPU threads (default 0: all cores)\n"
+        "  --kv-type f32|f16     CPU: the KV cache's elements (f32); profile the engine as\n"
+        "                        it will run (written as the kv_type header line)\n"
         "  --reps N              timed passes per point (5; points whose warm-up takes over\n"
         "                        %.2f s get fewer, at least %d: see the reps column)\n"
         "  --max-seqs N          the largest decode batch (64, the engine's default)\n"
@@ -62,7 +64,7 @@ static void usage(FILE *f) {
 
 enum {
     O_MODEL = 256, O_OUT, O_BACKEND, O_DTYPE, O_THREADS, O_REPS, O_MAXSEQ, O_MAXTOK, O_GRID,
-    O_SEED, O_HOSTPOL, O_NOHOST, O_HELP
+    O_SEED, O_HOSTPOL, O_NOHOST, O_KVTYPE, O_HELP
 };
 
 static const struct option opts[] = {
@@ -70,6 +72,7 @@ static const struct option opts[] = {
     { "dtype", 1, 0, O_DTYPE }, { "threads", 1, 0, O_THREADS }, { "reps", 1, 0, O_REPS },
     { "max-seqs", 1, 0, O_MAXSEQ }, { "max-tokens", 1, 0, O_MAXTOK }, { "grid", 1, 0, O_GRID },
     { "seed", 1, 0, O_SEED }, { "host-policy", 1, 0, O_HOSTPOL }, { "no-host", 0, 0, O_NOHOST },
+    { "kv-type", 1, 0, O_KVTYPE },
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
 
@@ -95,6 +98,7 @@ static int apply(int c, const char *a, profile_opts_t *o, const char **out) {
         return 1;
     case O_SEED: return cli_u64(a, &o->seed);
     case O_HOSTPOL: o->host_policy = a; return *a != '\0';
+    case O_KVTYPE: return cli_kv_type_ok(o->kv_type = a);
     }
     return 0;
 }
@@ -105,7 +109,7 @@ static const char *const expect[] = {
     [O_THREADS - O_MODEL] = "an integer 0..4096", [O_REPS - O_MODEL] = "an integer 1..1000",
     [O_MAXSEQ - O_MODEL] = "an integer 1..65536", [O_MAXTOK - O_MODEL] = "an integer 1..1048576",
     [O_GRID - O_MODEL] = "default or quick", [O_SEED - O_MODEL] = "a non-negative integer",
-    [O_HOSTPOL - O_MODEL] = "a policy file",
+    [O_HOSTPOL - O_MODEL] = "a policy file", [O_KVTYPE - O_MODEL] = "f32 or f16",
 };
 
 /* ---- the temporary output ------------------------------------------------------------- */

@@ -112,6 +112,11 @@ backend_t *backend_new(const char *name, const bk_opts_t *opts, char *err, size_
     if (!opts) opts = &def;
     if (!name || !strcmp(name, "cpu")) return backend_cpu_new(opts, err, errlen);
     if (!strcmp(name, "cuda")) {
+        if (opts->kv_type) {
+            snprintf(err, errlen, "backend cuda: --kv-type is a CPU backend option (the GPU "
+                     "keeps K and V in its weight type: --dtype bf16|f16|f32)");
+            return NULL;
+        }
 #ifdef TWIN_HAVE_CUDA
         const twin_cuda_api_t *api = cuda_get(err, errlen);
         return api ? api->create(opts, err, errlen) : NULL;

@@ -185,6 +185,12 @@ typedef struct {
     /* "native" or NULL: matrices in their stored type where the backend can (stored
      * types above); "f32": dequantised to the weight type at upload, as before */
     const char *weights;
+    /* the CPU backend's KV cache elements: "f32" or NULL (the default) or "f16" (IEEE
+     * half, as llama.cpp keeps it by default: half the bytes per block, so twice the
+     * blocks in the same memory and half the bytes attention reads; K and V are rounded
+     * to nearest even when stored). The CUDA backend keeps K and V in its weight type
+     * (dtype) and refuses this option. */
+    const char *kv_type;
     /* 1: a row's result never depends on the rest of its batch (the CPU backend always
      * holds this; the GPU then uses one product kernel and one attention kernel for every
      * shape, slower for large steps): greedy outputs are identical under every policy */

@@ -56,7 +56,7 @@ int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
                     e->max_model_len, c->max_seq, o->model);
 
     bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype, .weights = o->weights,
-                     .batch_invariant = o->batch_invariant };
+                     .kv_type = o->kv_type, .batch_invariant = o->batch_invariant };
     e->bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, sizeof err);
     if (!e->bk) return FAIL(e, "--backend: %s", err);
     snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, e->bk->weight_type);
@@ -97,6 +97,11 @@ int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
         return FAIL(e, "%s", err);
     if (fwd_weight_type(e->fwd))   /* the products read a stored type (--weights native) */
         snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, fwd_weight_type(e->fwd));
+    if (o->kv_type && !strcmp(o->kv_type, "f16")) {
+        size_t at = strlen(hw_desc);
+        if (at > 0 && hw_desc[at - 1] == ')' && at + 8 < hw_len)
+            snprintf(hw_desc + at - 1, hw_len - at + 1, ", f16 KV)");
+    }
     if (by_util) {
         size_t free_b = 0, total_b = 0;
         if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
@@ -157,6 +162,7 @@ char *engine_config_json(const engine_t *e) {
     json_write_str(cf, o->dtype ? o->dtype : "");
     /* native: the products read a GGUF's stored types where the backend can (weight_type) */
     fprintf(cf, ",\"weights\":\"%s\"", o->weights ? o->weights : "native");
+    fprintf(cf, ",\"kv_type\":\"%s\"", o->kv_type ? o->kv_type : "f32");
     /* What policies were shown of output lengths (validate replays it, report shows it). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
     fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");

@@ -186,7 +186,8 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
         goto done;
     }
     for (int32_t i = 0; i < nb; i++) table[i] = i;
-    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype, .weights = o->weights };
+    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype, .weights = o->weights,
+                     .kv_type = o->kv_type };
     if (!(bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, errlen))) goto done;
     fwd_opts_t fo = { .max_tokens = n_prompt > k + 1 ? n_prompt : k + 1, .max_sample = k + 1,
                       .n_blocks = nb, .block_size = bs };

@@ -34,6 +34,7 @@ typedef struct {
     int n_threads;
     const char *dtype;
     const char *weights;     /* bk_opts_t.weights: "native" (NULL) or "f32" */
+    const char *kv_type;     /* bk_opts_t.kv_type: "f32" (NULL) or "f16" */
     const char *draft;       /* NULL: no speculation; FILE|dummy:PRESET|"ngram" */
     int32_t spec_k;          /* drafts per step with a draft (GEN_SPEC_K when 0) */
 } gen_opts_t;

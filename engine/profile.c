@@ -445,6 +445,7 @@ static int host_phase(const profile_opts_t *o, int32_t S, profile_t *rows, profi
     eo.backend = o->backend;
     eo.n_threads = o->n_threads;
     eo.dtype = o->dtype;
+    eo.kv_type = o->kv_type;
     eo.db_path = db;
     eo.run_name = "profile-host";
     eo.seed = o->seed;
@@ -548,7 +549,7 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     model_config_t c = m->cfg;
     /* The backend before the host phase, so that a missing GPU or a wrong --dtype fails
      * at once rather than after the replay (the replay makes its own). */
-    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype };
+    bk_opts_t bo = { .n_threads = o->n_threads, .dtype = o->dtype, .kv_type = o->kv_type };
     const char *bname = o->backend ? o->backend : "cpu";
     if (!(b = backend_new(bname, &bo, msg, sizeof msg))) {
         if (strstr(msg, bname)) errf(err, errlen, "%s", msg);   /* it names itself */
@@ -577,6 +578,13 @@ int profile_run(const profile_opts_t *o, profile_t *out, profile_stats_t *st, ch
     }
     snprintf(out->backend, sizeof out->backend, "%s", b->name);
     snprintf(out->weight_type, sizeof out->weight_type, "%s", b->weight_type);
+    /* provenance: what the CPU's attention read (a profile at f32 KV calibrates an
+     * f16-KV engine's attention terms high) */
+    if (!strcmp(b->name, "cpu") &&
+        profile_add_header(out, "kv_type", o->kv_type ? o->kv_type : "f32")) {
+        errf(err, errlen, "out of memory");
+        goto done;
+    }
     model_preset_shape(&c, "profile", (int32_t)b->elem_size(b, BK_WEIGHT), &out->shape);
     out->has_shape = 1;
     if (build_grid(o, c.max_seq, &g)) {

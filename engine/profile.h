@@ -60,6 +60,7 @@ typedef struct {
     const char *model;        /* .bin / .gguf path or dummy:PRESET (opened shape-only) */
     const char *backend;      /* "cpu" (default) or "cuda" */
     const char *dtype;        /* GPU weight type; NULL: the backend's default */
+    const char *kv_type;      /* CPU KV cache elements, bk_opts_t.kv_type; NULL: f32 */
     int n_threads;            /* CPU threads, 0 = all cores */
     int reps;                 /* timed passes per point (5) */
     int32_t max_seqs;         /* 64, the engine's default */

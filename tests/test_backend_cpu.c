@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu.h"
 #include "engine/cpu/cpu_gemm.h"
+#include "engine/dequant.h"
 #include "engine/sampler.h"
 #include "tests/testutil.h"
 
@@ -36,6 +37,14 @@ static double rel_err(const float *got, const double *want, size_t n) {
         r += want[i] * want[i];
     }
     return sqrt(d) / (sqrt(r) + 1e-30);
+}
+
+static backend_t *new_cpu_kv(int threads, const char *kv_type) {
+    char err[256];
+    bk_opts_t o = {.n_threads = threads, .kv_type = kv_type};
+    backend_t *b = backend_new("cpu", &o, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    return b;
 }
 
 static backend_t *new_cpu(int threads) {
@@ -188,6 +197,42 @@ END_TEST
  * exact squares in the same 16 running double sums; a different order would still round
  * to the same float scale almost always, so this checks the element-wise work and the
  * tails, not the order). */
+/* The f16 KV cache's stores: every non-NaN float, rounded to the nearest half (ties to
+ * even, overflow to infinity, subnormal halves, signed zeros) as dq_f32_to_f16 does, on
+ * the AVX-512 path and the portable one, in vector bodies and tails. */
+START_TEST(f16_stores_round_as_the_reference) {
+    enum { N = 4099 };
+    float *x = malloc(sizeof(float) * N);
+    uint16_t *h = malloc(sizeof(uint16_t) * N);
+    fill(x, N);
+    const float special[] = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -1e9f, INFINITY,
+                             -INFINITY, 5.96e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, 1e-40f,
+                             1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 2049.0f, 2051.0f};
+    for (int i = 0; i < N; i++) {
+        if (i % 5 == 0) x[i] *= 1e5f;       /* past the half range: infinities */
+        if (i % 7 == 0) x[i] *= 1e-6f;      /* subnormal halves */
+    }
+    memcpy(x + 100, special, sizeof special);
+    for (int k = 0; k < 2; k++) {
+        if (cgemm_force(k ? "portable" : "avx512") != 0) {
+            fprintf(stderr, "SKIP: this CPU has no AVX-512: the portable f16 stores only\n");
+            continue;
+        }
+        for (int32_t n = 1; n <= N; n += n < 40 ? 1 : 1000) {
+            memset(h, 0xff, sizeof(uint16_t) * N);
+            cgemm_to_f16(h, x, n);
+            for (int32_t i = 0; i < n; i++)
+                ck_assert_msg(h[i] == dq_f32_to_f16(x[i]), "%s, n %d: %.9g -> 0x%04x, not 0x%04x",
+                              k ? "portable" : "avx512", n, x[i], h[i], dq_f32_to_f16(x[i]));
+            ck_assert_msg(n == N || h[n] == 0xffff, "a store past n (%d)", n);
+        }
+    }
+    cgemm_force(NULL);
+    free(x);
+    free(h);
+}
+END_TEST
+
 START_TEST(rmsnorm_kernels_agree_bit_for_bit) {
     if (cgemm_force("avx512") != 0) {
         fprintf(stderr, "SKIP: this CPU has no AVX-512: one rmsnorm kernel only\n");
@@ -289,10 +334,13 @@ static void ref_rotate(double *v, int32_t hd, int32_t pos, float theta) {
 }
 
 /* Two steps over three sequences whose blocks are scattered through the pool: rope_kv
- * rotates Q and K and writes K and V where the block tables say; attention over the paged
- * cache matches attention over contiguous per-sequence histories. */
-static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int threads) {
-    backend_t *b = new_cpu(threads);
+ * rotates Q and K and writes K and V where the block tables say (with kv_type f16, rounded
+ * to the nearest half); attention over the paged cache matches attention over contiguous
+ * per-sequence histories of what was stored. */
+static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int threads,
+                                 const char *kv_type) {
+    backend_t *b = new_cpu_kv(threads, kv_type);
+    int half = kv_type && !strcmp(kv_type, "f16");
     const int32_t bs = 4, n_blocks = 40, layer = 1, maxlen = 40;
     const float theta = 10000.0f;
     bk_kv_shape_t shape = {2, n_blocks, bs, n_kv, hd};
@@ -353,17 +401,29 @@ static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int 
         get(b, k, dk, (size_t)nt * kvd);
         ck_assert_msg(rel_err(q, rq, (size_t)nt * qd) < TOL, "rope q");
         ck_assert_msg(rel_err(k, rk, (size_t)nt * kvd) < TOL, "rope k");
-        /* placement: each token's K and V sit in its block's slot */
+        /* placement: each token's K and V sit in its block's slot, as stored (halves:
+         * each element rounded to nearest even); the reference attends over those */
+        float kr[64], vr[64], ks[64], vs[64];
+        ck_assert_int_le(hd, 64);
         for (int32_t i = 0; i < nt; i++) {
-            int32_t blk = table[who[i]][pos[i] / bs], slot = pos[i] % bs;
+            int32_t s = who[i], blk = table[s][pos[i] / bs], slot = pos[i] % bs;
             for (int32_t h = 0; h < n_kv; h++) {
-                const float *kr = backend_cpu_kv_at(b, layer, blk, 0, h, slot);
-                const float *vr = backend_cpu_kv_at(b, layer, blk, 1, h, slot);
-                ck_assert(kr && vr);
-                ck_assert_msg(memcmp(kr, k + i * kvd + h * hd, sizeof(float) * hd) == 0,
-                              "K placement");
-                ck_assert_msg(memcmp(vr, v + i * kvd + h * hd, sizeof(float) * hd) == 0,
-                              "V placement");
+                const float *kw = k + i * kvd + h * hd, *vw = v + i * kvd + h * hd;
+                for (int32_t d = 0; d < hd; d++) {
+                    ks[d] = half ? dq_f16_to_f32(dq_f32_to_f16(kw[d])) : kw[d];
+                    vs[d] = half ? dq_f16_to_f32(dq_f32_to_f16(vw[d])) : vw[d];
+                }
+                ck_assert_int_eq(backend_cpu_kv_read(b, layer, blk, 0, h, slot, kr), 0);
+                ck_assert_int_eq(backend_cpu_kv_read(b, layer, blk, 1, h, slot, vr), 0);
+                ck_assert_msg(memcmp(kr, ks, sizeof(float) * hd) == 0, "K placement (%s)",
+                              half ? "f16" : "f32");
+                ck_assert_msg(memcmp(vr, vs, sizeof(float) * hd) == 0, "V placement (%s)",
+                              half ? "f16" : "f32");
+                if (half)
+                    for (int32_t d = 0; d < hd; d++) {
+                        hk[s][(size_t)pos[i] * kvd + h * hd + d] = ks[d];
+                        hv[s][(size_t)pos[i] * kvd + h * hd + d] = vs[d];
+                    }
             }
         }
         /* reference attention: causal over the token's own sequence */
@@ -391,8 +451,8 @@ static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int 
         ck_assert_int_eq(b->attention(b, dout, dq, layer, n_heads, n_kv, hd), 0);
         get(b, out, dout, (size_t)nt * qd);
         double e = rel_err(out, ro, (size_t)nt * qd);
-        ck_assert_msg(e < TOL, "attention heads %d/%d hd %d step %d: rel err %g", n_heads, n_kv,
-                      hd, st, e);
+        ck_assert_msg(e < TOL, "attention heads %d/%d hd %d step %d, %s KV: rel err %g", n_heads,
+                      n_kv, hd, st, half ? "f16" : "f32", e);
         b->release(b, dq);
         b->release(b, dk);
         b->release(b, dv);
@@ -416,10 +476,13 @@ static void paged_attention_case(int32_t n_heads, int32_t n_kv, int32_t hd, int 
 }
 
 START_TEST(rope_kv_and_paged_attention_gqa) {
-    paged_attention_case(4, 2, 8, 2);    /* portable kernel (hd 8), groups of 2 */
-    paged_attention_case(6, 2, 64, 2);   /* AVX-512 kernel where present, groups of 3 */
-    paged_attention_case(4, 4, 32, 1);   /* plain multi-head, one thread */
-    paged_attention_case(8, 1, 16, 2);   /* multi-query */
+    for (int h = 0; h < 2; h++) {
+        const char *kt = h ? "f16" : NULL;
+        paged_attention_case(4, 2, 8, 2, kt);    /* portable kernel (hd 8), groups of 2 */
+        paged_attention_case(6, 2, 64, 2, kt);   /* AVX-512 kernel where present, groups of 3 */
+        paged_attention_case(4, 4, 32, 1, kt);   /* plain multi-head, one thread */
+        paged_attention_case(8, 1, 16, 2, kt);   /* multi-query */
+    }
 }
 END_TEST
 
@@ -538,11 +601,23 @@ START_TEST(backend_registry) {
     ck_assert_int_ne(b->kv_init(b, &bad), 0);
     ck_assert_msg(strstr(b->errmsg, "cpu: kv_init: every size must be positive") != NULL, "%s",
                   b->errmsg);
-    ck_assert(backend_cpu_kv_at(b, 0, 0, 0, 0, 0) == NULL);
+    float row[8];
+    ck_assert_int_eq(backend_cpu_kv_read(b, 0, 0, 0, 0, 0, row), -1);
     ck_assert_int_ne(b->attention(b, NULL, NULL, 0, 4, 2, 8), 0);
     ck_assert_msg(strstr(b->errmsg, "cpu: attention before kv_init") != NULL, "%s", b->errmsg);
     prepare_flat(b, 3);
     b->destroy(b);
+    /* --kv-type: f16 halves a block; anything else is refused by name; the GPU keeps K
+     * and V in its weight type and refuses the option whether or not it is present */
+    bk_opts_t h = {.kv_type = "f16"}, q8 = {.kv_type = "q8_0"};
+    b = backend_new("cpu", &h, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    ck_assert_uint_eq(b->kv_block_bytes(b, &s), 3 * 2 * 16 * 2 * 8 * 2);
+    b->destroy(b);
+    ck_assert(backend_new("cpu", &q8, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "--kv-type 'q8_0' is not f32 or f16") != NULL, "%s", err);
+    ck_assert(backend_new("cuda", &h, err, sizeof err) == NULL);
+    ck_assert_msg(strstr(err, "--kv-type is a CPU backend option") != NULL, "%s", err);
 }
 END_TEST
 
@@ -554,6 +629,7 @@ int main(void) {
     tcase_add_test(tc, matmul_slices_and_concatenation);
     tcase_add_test(tc, argmax_matches_the_reference);
     tcase_add_test(tc, rmsnorm_kernels_agree_bit_for_bit);
+    tcase_add_test(tc, f16_stores_round_as_the_reference);
     tcase_add_test(tc, rmsnorm_with_and_without_residual);
     tcase_add_test(tc, rope_kv_and_paged_attention_gqa);
     tcase_add_test(tc, elementwise_embed_gather_sample);

@@ -30,9 +30,10 @@ typedef struct {
     void **allocs;              /* every live buffer, so destroy frees what callers leak */
     size_t n_allocs, cap_allocs;
 
-    float *kv;                  /* [layer][block][K|V][kv_head][slot][hd] */
+    void *kv;                   /* [layer][block][K|V][kv_head][slot][hd] elements */
     bk_kv_shape_t kvs;
-    size_t kv_layer;            /* floats per layer */
+    size_t kv_layer;            /* elements per layer */
+    int kv_f16;                 /* elements are IEEE halves (bk_opts_t.kv_type f16), else fp32 */
 
     /* the prepared batch, copied (the caller's arrays are borrowed during prepare only) */
     int32_t n_tokens, n_seqs, n_sample, max_ctx;
@@ -210,24 +211,26 @@ static int cpu_download_f32(backend_t *b, float *dst, const void *src, bk_kind_t
     return 0;
 }
 
+static size_t kv_elem_bytes(const cpu_t *c) { return c->kv_f16 ? 2 : sizeof(float); }
+
 static size_t cpu_kv_block_bytes(backend_t *b, const bk_kv_shape_t *s) {
-    (void)b;
     return (size_t)s->n_layers * 2 * (size_t)s->block_size * (size_t)s->n_kv_heads *
-           (size_t)s->head_dim * sizeof(float);
+           (size_t)s->head_dim * kv_elem_bytes(CPU(b));
 }
 
 static int cpu_kv_init(backend_t *b, const bk_kv_shape_t *s) {
     cpu_t *c = CPU(b);
     if (bk_check_kv_shape(b, s)) return -1;
-    size_t n = cpu_kv_block_bytes(b, s) / sizeof(float) * (size_t)s->n_blocks;
+    /* K and V: an even count of elements, so whole floats with halves too */
+    size_t bytes = cpu_kv_block_bytes(b, s) * (size_t)s->n_blocks;
     cpu_release(b, c->kv);
-    c->kv = cpu_alloc(b, BK_F32, n);
+    c->kv = cpu_alloc(b, BK_F32, bytes / sizeof(float));
     if (!c->kv) return -1;
     /* Zeroed so that timing runs that only set positions read finite numbers, and so the
      * pages are touched now rather than inside the first timed step. */
-    memset(c->kv, 0, n * sizeof(float));
+    memset(c->kv, 0, bytes);
     c->kvs = *s;
-    c->kv_layer = n / (size_t)s->n_layers;
+    c->kv_layer = bytes / kv_elem_bytes(c) / (size_t)s->n_layers;
     return 0;
 }
 
@@ -419,22 +422,32 @@ static int cpu_rmsnorm(backend_t *b, void *out, void *x, const void *residual, c
 
 /* One head's slot: a block holds each head's slots contiguously, so attention over a
  * block streams block_size x head_dim floats in order. */
-static float *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t head,
-                    int32_t slot) {
+static void *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t head,
+                   int32_t slot) {
     const bk_kv_shape_t *s = &c->kvs;
-    return c->kv + (size_t)layer * c->kv_layer +
-           ((((size_t)block * 2 + which) * s->n_kv_heads + head) * s->block_size + slot) *
-               s->head_dim;
+    return (char *)c->kv +
+           ((size_t)layer * c->kv_layer +
+            ((((size_t)block * 2 + which) * s->n_kv_heads + head) * s->block_size + slot) *
+                s->head_dim) * kv_elem_bytes(c);
 }
 
-const float *backend_cpu_kv_at(backend_t *b, int32_t layer, int32_t block, int32_t which,
-                               int32_t head, int32_t slot) {
+int backend_cpu_kv_read(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                        int32_t head, int32_t slot, float *out) {
     cpu_t *c = CPU(b);
     if (!c->kv || layer < 0 || layer >= c->kvs.n_layers || block < 0 ||
         block >= c->kvs.n_blocks || which < 0 || which > 1 || head < 0 ||
         head >= c->kvs.n_kv_heads || slot < 0 || slot >= c->kvs.block_size)
-        return NULL;
-    return kv_at(c, layer, block, which, head, slot);
+        return -1;
+    const void *row = kv_at(c, layer, block, which, head, slot);
+    for (int32_t d = 0; d < c->kvs.head_dim; d++)
+        out[d] = c->kv_f16 ? dq_f16_to_f32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+    return 0;
+}
+
+/* Stores one K or V vector of hd elements in its slot, in the pool's element type. */
+static void kv_store(cpu_t *c, void *slot, const float *src, int32_t hd) {
+    if (c->kv_f16) cgemm_to_f16(slot, src, hd);
+    else memcpy(slot, src, (size_t)hd * sizeof(float));
 }
 
 static int check_kv(backend_t *b, const char *op, int32_t layer, int32_t n_heads,
@@ -481,9 +494,8 @@ static void rope_tokens(void *ctx, int64_t lo, int64_t hi, int tid) {
         int32_t blk = c->block_table[c->bt_start[s] + p / c->kvs.block_size];
         int32_t slot = p % c->kvs.block_size;
         for (int32_t h = 0; h < j->n_kv; h++) {
-            memcpy(kv_at(c, j->layer, blk, 0, h, slot), ki + (size_t)h * hd, hd * sizeof(float));
-            memcpy(kv_at(c, j->layer, blk, 1, h, slot), j->v + i * kvd + (size_t)h * hd,
-                   hd * sizeof(float));
+            kv_store(c, kv_at(c, j->layer, blk, 0, h, slot), ki + (size_t)h * hd, hd);
+            kv_store(c, kv_at(c, j->layer, blk, 1, h, slot), j->v + i * kvd + (size_t)h * hd, hd);
         }
     }
 }
@@ -525,27 +537,28 @@ static void attn_items(void *ctx, int64_t lo, int64_t hi, int tid) {
     cpu_t *c = j->c;
     int32_t hd = j->hd, g = j->group, bs = c->kvs.block_size;
     float *sc = c->scratch + (size_t)tid * c->scratch_per_thread;
-    const float **krow = (const float **)(sc + (size_t)g * j->ctx_stride);
-    const float **vrow = krow + j->ctx_stride;
+    const void **krow = (const void **)(sc + (size_t)g * j->ctx_stride);
+    const void **vrow = krow + j->ctx_stride;
+    size_t row_bytes = (size_t)hd * kv_elem_bytes(c);
     float scale = 1.0f / sqrtf((float)hd);
     size_t qd = (size_t)j->n_heads * hd;
     for (int64_t it = j->cut[lo]; it < j->cut[hi]; it++) {
         int32_t i = (int32_t)(it / j->n_kv), h = (int32_t)(it % j->n_kv);
         int32_t s = c->tok_seq[i], n = c->pos[i] + 1;
         const int32_t *table = c->block_table + c->bt_start[s];
-        /* a block's slots are hd floats apart: one kv_at per block, no division per
+        /* a block's slots are hd elements apart: one kv_at per block, no division per
          * position (two divisions by the run-time block size per position had cost
          * about as much as the attention's arithmetic at batch 1) */
         for (int32_t t0 = 0; t0 < n; t0 += bs) {
-            const float *kb = kv_at(c, j->layer, table[t0 / bs], 0, h, 0);
-            const float *vb = kv_at(c, j->layer, table[t0 / bs], 1, h, 0);
+            const char *kb = kv_at(c, j->layer, table[t0 / bs], 0, h, 0);
+            const char *vb = kv_at(c, j->layer, table[t0 / bs], 1, h, 0);
             for (int32_t u = 0; u < bs && t0 + u < n; u++) {
-                krow[t0 + u] = kb + (size_t)u * hd;
-                vrow[t0 + u] = vb + (size_t)u * hd;
+                krow[t0 + u] = kb + (size_t)u * row_bytes;
+                vrow[t0 + u] = vb + (size_t)u * row_bytes;
             }
         }
         size_t off = i * qd + (size_t)h * g * hd;
-        cgemm_attn(j->out + off, j->q + off, g, hd, krow, vrow, n, scale, sc);
+        cgemm_attn(j->out + off, j->q + off, g, hd, krow, vrow, c->kv_f16, n, scale, sc);
     }
 }
 
@@ -700,6 +713,12 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
         goto fail;
     }
     b->impl = c;
+    const char *kvt = opts && opts->kv_type ? opts->kv_type : "f32";
+    if (strcmp(kvt, "f32") && strcmp(kvt, "f16")) {
+        snprintf(err, errlen, "cpu backend: --kv-type '%s' is not f32 or f16", kvt);
+        goto fail;
+    }
+    c->kv_f16 = !strcmp(kvt, "f16");
     int n = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     c->n_threads = n > 0 ? n : 1;
     c->pool = cpool_new(c->n_threads);

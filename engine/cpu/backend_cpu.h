@@ -16,9 +16,10 @@
 /* opts->n_threads 0 = every online core. NULL + message in err on failure. */
 backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen);
 
-/* The K (which 0) or V (which 1) vector [head_dim] of one KV head in one slot of one block,
- * for tests that check where rope_kv wrote. NULL before kv_init or out of range. */
-const float *backend_cpu_kv_at(backend_t *b, int32_t layer, int32_t block, int32_t which,
-                               int32_t head, int32_t slot);
+/* Copies the K (which 0) or V (which 1) vector of one KV head in one slot of one block into
+ * out [head_dim] as floats (halves widened exactly), for tests that check where and what
+ * rope_kv wrote. 0, or -1 before kv_init or out of range. */
+int backend_cpu_kv_read(backend_t *b, int32_t layer, int32_t block, int32_t which,
+                        int32_t head, int32_t slot, float *out);
 
 #endif

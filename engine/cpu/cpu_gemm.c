@@ -12,6 +12,7 @@
 #include "engine/cpu/cpu_gemm_avx2.h"
 #include "engine/cpu/cpu_qdot.h"
 #include "engine/cpu/cpu_qgemm.h"
+#include "engine/dequant.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -233,14 +234,28 @@ static void panels_avx512(float *y, const float *x, const float *wp, int32_t m, 
     }
 }
 
+/* 16 elements of a K or V row from element d: fp32, or IEEE half (H_, a constant per call
+ * site) widened exactly. */
+AVX512 __m512 kv_load(const void *row, int32_t d, const int H_) {
+    return H_ ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)))
+              : _mm512_loadu_ps((const float *)row + d);
+}
+
+/* The line holding element d of a K or V row. */
+AVX512 const char *kv_addr(const void *row, int32_t d, const int H_) {
+    return (const char *)row + (size_t)d * (H_ ? 2 : 4);
+}
+
 /* Up to four query heads of a group against four positions at a time: each K vector is
- * loaded once for the heads, and one hsum4 yields four scores. G_ is a constant per call
- * site (registers: 4 G_ accumulators + 4 K vectors). */
+ * loaded once for the heads, and one hsum4 yields four scores. G_ and H_ are constants per
+ * call site (registers: 4 G_ accumulators + 4 K vectors). */
 AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
-                        const float *const *krow, int32_t n, float scale) {
+                        const void *const *krow, int32_t n, float scale, const int H_) {
+    /* a half row is 32 elements a line, an fp32 row 16 */
+    const int32_t line = H_ ? 32 : 16;
     for (int32_t t = 0; t < n; t += 4) {
-        const float *k0 = krow[t], *k1 = krow[t + 1 < n ? t + 1 : t],
-                    *k2 = krow[t + 2 < n ? t + 2 : t], *k3 = krow[t + 3 < n ? t + 3 : t];
+        const void *k0 = krow[t], *k1 = krow[t + 1 < n ? t + 1 : t],
+                   *k2 = krow[t + 2 < n ? t + 2 : t], *k3 = krow[t + 3 < n ? t + 3 : t];
         __m512 acc[4][4];
 #pragma GCC unroll 4
         for (int r = 0; r < G_; r++)
@@ -249,11 +264,11 @@ AVX512 void attn_scores(float *scores, const float *q, const int G_, int32_t hd,
         /* K rows are scattered over blocks: fetch four quads ahead of use */
         if (t + KV_AHEAD < n)
             for (int u = 0; u < 4 && t + KV_AHEAD + u < n; u++)
-                for (int32_t d = 0; d < hd; d += 16)
-                    _mm_prefetch((const char *)(krow[t + KV_AHEAD + u] + d), _MM_HINT_T0);
+                for (int32_t d = 0; d < hd; d += line)
+                    _mm_prefetch(kv_addr(krow[t + KV_AHEAD + u], d, H_), _MM_HINT_T0);
         for (int32_t d = 0; d < hd; d += 16) {
-            __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
-            __m512 kv2 = _mm512_loadu_ps(k2 + d), kv3 = _mm512_loadu_ps(k3 + d);
+            __m512 kv0 = kv_load(k0, d, H_), kv1 = kv_load(k1, d, H_);
+            __m512 kv2 = kv_load(k2, d, H_), kv3 = kv_load(k3, d, H_);
 #pragma GCC unroll 4
             for (int r = 0; r < G_; r++) {
                 __m512 qv = _mm512_loadu_ps(q + (size_t)r * hd + d);
@@ -329,9 +344,10 @@ AVX512 void softmax_avx512(float *sc, int32_t n) {
 }
 
 /* out[r] = sum_t p[r][t] V_t over NV_ x 16 columns from d0; each V vector is loaded once
- * for the heads. G_ and NV_ are constants per call site, so the body has no branches. */
+ * for the heads. G_, NV_ and H_ are constants per call site, so the body has no branches. */
 AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int NV_,
-                             int32_t hd, int32_t d0, const float *const *vrow, int32_t n) {
+                             int32_t hd, int32_t d0, const void *const *vrow, int32_t n,
+                             const int H_) {
     __m512 o[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < G_; r++)
@@ -342,9 +358,10 @@ AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int
         if (t + KV_AHEAD < n)
 #pragma GCC unroll 4
             for (int c = 0; c < NV_; c++)
-                _mm_prefetch((const char *)(vrow[t + KV_AHEAD] + d0 + 16 * c), _MM_HINT_T0);
+                if (!H_ || c % 2 == 0)   /* a line holds two half vectors */
+                    _mm_prefetch(kv_addr(vrow[t + KV_AHEAD], d0 + 16 * c, H_), _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int c = 0; c < NV_; c++) v[c] = _mm512_loadu_ps(vrow[t] + d0 + 16 * c);
+        for (int c = 0; c < NV_; c++) v[c] = kv_load(vrow[t], d0 + 16 * c, H_);
 #pragma GCC unroll 4
         for (int r = 0; r < G_; r++) {
             __m512 pv = _mm512_set1_ps(p[(size_t)r * n + t]);
@@ -360,53 +377,66 @@ AVX512 void attn_values_cols(float *out, const float *p, const int G_, const int
 }
 
 AVX512 void attn_values(float *out, const float *p, const int G_, int32_t hd,
-                        const float *const *vrow, int32_t n) {
+                        const void *const *vrow, int32_t n, const int H_) {
     for (int32_t d0 = 0; d0 < hd; d0 += 64) {
         switch (hd - d0 < 64 ? (hd - d0) / 16 : 4) {
-        case 1: attn_values_cols(out, p, G_, 1, hd, d0, vrow, n); break;
-        case 2: attn_values_cols(out, p, G_, 2, hd, d0, vrow, n); break;
-        case 3: attn_values_cols(out, p, G_, 3, hd, d0, vrow, n); break;
-        default: attn_values_cols(out, p, G_, 4, hd, d0, vrow, n); break;
+        case 1: attn_values_cols(out, p, G_, 1, hd, d0, vrow, n, H_); break;
+        case 2: attn_values_cols(out, p, G_, 2, hd, d0, vrow, n, H_); break;
+        case 3: attn_values_cols(out, p, G_, 3, hd, d0, vrow, n, H_); break;
+        default: attn_values_cols(out, p, G_, 4, hd, d0, vrow, n, H_); break;
         }
     }
 }
 
-__attribute__((target("avx512f,avx512dq,fma"))) static void attn_avx512(
-    float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
-    const float *const *vrow, int32_t n, float scale, float *scores) {
+AVX512 void attn_avx512_rows(float *out, const float *q, int32_t g, int32_t hd,
+                             const void *const *krow, const void *const *vrow, int32_t n,
+                             float scale, float *scores, const int H_) {
     for (int32_t r0 = 0; r0 < g; r0 += 4) {
         int32_t G = g - r0 < 4 ? g - r0 : 4;
         const float *qr = q + (size_t)r0 * hd;
         switch (G) {
-        case 1: attn_scores(scores, qr, 1, hd, krow, n, scale); break;
-        case 2: attn_scores(scores, qr, 2, hd, krow, n, scale); break;
-        case 3: attn_scores(scores, qr, 3, hd, krow, n, scale); break;
-        default: attn_scores(scores, qr, 4, hd, krow, n, scale); break;
+        case 1: attn_scores(scores, qr, 1, hd, krow, n, scale, H_); break;
+        case 2: attn_scores(scores, qr, 2, hd, krow, n, scale, H_); break;
+        case 3: attn_scores(scores, qr, 3, hd, krow, n, scale, H_); break;
+        default: attn_scores(scores, qr, 4, hd, krow, n, scale, H_); break;
         }
         /* the first V rows load while the softmax runs */
         for (int32_t t = 0; t < KV_AHEAD && t < n; t++)
-            for (int32_t d = 0; d < hd; d += 16)
-                _mm_prefetch((const char *)(vrow[t] + d), _MM_HINT_T0);
+            for (int32_t d = 0; d < hd; d += H_ ? 32 : 16)
+                _mm_prefetch(kv_addr(vrow[t], d, H_), _MM_HINT_T0);
         for (int32_t r = 0; r < G; r++) softmax_avx512(scores + (size_t)r * n, n);
         float *o = out + (size_t)r0 * hd;
         switch (G) {
-        case 1: attn_values(o, scores, 1, hd, vrow, n); break;
-        case 2: attn_values(o, scores, 2, hd, vrow, n); break;
-        case 3: attn_values(o, scores, 3, hd, vrow, n); break;
-        default: attn_values(o, scores, 4, hd, vrow, n); break;
+        case 1: attn_values(o, scores, 1, hd, vrow, n, H_); break;
+        case 2: attn_values(o, scores, 2, hd, vrow, n, H_); break;
+        case 3: attn_values(o, scores, 3, hd, vrow, n, H_); break;
+        default: attn_values(o, scores, 4, hd, vrow, n, H_); break;
         }
     }
 }
 
+/* One instance per KV element type. */
+__attribute__((target("avx512f,avx512dq,fma"))) static void attn_avx512(
+    float *out, const float *q, int32_t g, int32_t hd, const void *const *krow,
+    const void *const *vrow, int kv_f16, int32_t n, float scale, float *scores) {
+    if (kv_f16) attn_avx512_rows(out, q, g, hd, krow, vrow, n, scale, scores, 1);
+    else attn_avx512_rows(out, q, g, hd, krow, vrow, n, scale, scores, 0);
+}
+
+/* Element d of a K or V row. */
+static inline float kv_elem(const void *row, int32_t d, int kv_f16) {
+    return kv_f16 ? dq_f16_to_f32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+}
+
 static void attn_portable(float *out, const float *q, int32_t g, int32_t hd,
-                          const float *const *krow, const float *const *vrow, int32_t n,
-                          float scale, float *scores) {
+                          const void *const *krow, const void *const *vrow, int kv_f16,
+                          int32_t n, float scale, float *scores) {
     for (int32_t r = 0; r < g; r++) {
         const float *qr = q + (size_t)r * hd;
         float *sc = scores + (size_t)r * n, *o = out + (size_t)r * hd, mx = 0, sum = 0;
         for (int32_t t = 0; t < n; t++) {
             float s = 0;
-            for (int32_t d = 0; d < hd; d++) s += qr[d] * krow[t][d];
+            for (int32_t d = 0; d < hd; d++) s += qr[d] * kv_elem(krow[t], d, kv_f16);
             sc[t] = s * scale;
             mx = t == 0 || sc[t] > mx ? sc[t] : mx;
         }
@@ -418,7 +448,7 @@ static void attn_portable(float *out, const float *q, int32_t g, int32_t hd,
         memset(o, 0, (size_t)hd * sizeof *o);
         for (int32_t t = 0; t < n; t++) {
             float p = sc[t] * inv;
-            for (int32_t d = 0; d < hd; d++) o[d] += p * vrow[t][d];
+            for (int32_t d = 0; d < hd; d++) o[d] += p * kv_elem(vrow[t], d, kv_f16);
         }
     }
 }
@@ -596,12 +626,30 @@ int cgemm_qdot_level(void) {
     }
 }
 
-void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
-                const float *const *vrow, int32_t n, float scale, float *scores) {
+void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const void *const *krow,
+                const void *const *vrow, int kv_f16, int32_t n, float scale, float *scores) {
     if (have_avx512() && hd % 16 == 0 && hd <= 256)
-        attn_avx512(out, q, g, hd, krow, vrow, n, scale, scores);
+        attn_avx512(out, q, g, hd, krow, vrow, kv_f16, n, scale, scores);
     else
-        attn_portable(out, q, g, hd, krow, vrow, n, scale, scores);
+        attn_portable(out, q, g, hd, krow, vrow, kv_f16, n, scale, scores);
+}
+
+/* Round to nearest even: _mm512_cvtps_ph and dq_f32_to_f16 agree on every finite value
+ * and on infinities (NaNs: both quiet, with different payloads). */
+__attribute__((target("avx512f"))) static void to_f16_avx512(uint16_t *dst, const float *src,
+                                                              int32_t n) {
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) dst[i] = dq_f32_to_f16(src[i]);
+}
+
+void cgemm_to_f16(uint16_t *dst, const float *src, int32_t n) {
+    if (have_avx512()) to_f16_avx512(dst, src, n);
+    else
+        for (int32_t i = 0; i < n; i++) dst[i] = dq_f32_to_f16(src[i]);
 }
 
 size_t cgemm_packed_elems(int32_t n, int32_t k) {

@@ -51,9 +51,14 @@ void cgemm_qpanels(float *y, const float *x, const void *wq, uint32_t type, int3
 
 /* One token's attention for the g query heads that share a KV head: out[r][hd] =
  * softmax(q[r] . K^T * scale) V over n positions, K and V given as row pointers (their
- * places in the paged pool). scores: scratch of g * n floats. */
-void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const float *const *krow,
-                const float *const *vrow, int32_t n, float scale, float *scores);
+ * places in the paged pool) to hd floats, or with kv_f16 to hd IEEE halves. scores:
+ * scratch of g * n floats. */
+void cgemm_attn(float *out, const float *q, int32_t g, int32_t hd, const void *const *krow,
+                const void *const *vrow, int kv_f16, int32_t n, float scale, float *scores);
+
+/* dst[i] = src[i] as an IEEE half, rounded to nearest even (the KV cache's f16 stores):
+ * the AVX-512 and portable paths give the same bits for every non-NaN value. */
+void cgemm_to_f16(uint16_t *dst, const float *src, int32_t n);
 
 /* One row's RMS norm: x += res (when res is not NULL), then out[i] = x[i] scale w[i] with
  * scale = 1 / sqrt(sum of x^2 / dim + eps), the sum in double (exact squares, added in 16
