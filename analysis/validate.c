@@ -90,6 +90,9 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     eo.backend = w->backend[0] ? w->backend : "cpu";
     eo.n_threads = w->threads;
     eo.dtype = w->dtype[0] ? w->dtype : NULL;
+    /* the products and the KV cache as the run had them (absent: the defaults then) */
+    eo.weights = w->weights[0] ? w->weights : NULL;
+    eo.kv_type = w->kv_type[0] ? w->kv_type : NULL;
     eo.batch_invariant = w->batch_invariant;
     eo.db_path = o->db_path;
     eo.run_name = name;

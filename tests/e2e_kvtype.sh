@@ -3,7 +3,8 @@
 # that builds a backend takes f32 or f16 and refuses anything else by name, and the GPU
 # refuses the option (it keeps K and V in its weight type); a block takes half the bytes,
 # so the same --kv-mem holds at least twice the blocks, and bench counts half the KV bytes
-# a step reads; the run records kv_type and says "f16 KV" in its hardware; stories260K
+# a step reads; the run records kv_type and says "f16 KV" in its hardware, and validate's
+# engine repeats keep it (and --weights); stories260K
 # (the real .bin) tells its story with an f16 cache; and greedy outputs stay identical
 # across policies and batch compositions (continuous, static, chunked prefill).
 . "$(dirname "$0")/lib_e2e.sh"
@@ -48,6 +49,13 @@ n16=$(sql "$T/mem.db" "select json_extract(config, '\$.num_blocks') from runs wh
     bad " KV blocks in 2 MB: f32 $n32, f16 $n16 (expected twice)"
 want_sql "$T/mem.db" "select hardware || '|' || json_extract(config, '\$.kv_type') from runs where name = 'mem_f16'" "cpu (f32 weights, f16 KV)|f16"
 want_sql "$T/mem.db" "select hardware || '|' || json_extract(config, '\$.kv_type') from runs where name = 'mem_f32'" "cpu (f32 weights)|f32"
+# validate's engine repeats run as the run did: the same KV type and products
+run eng_w "$BIN" engine --trace "$T/mix.csv" --policy "$POL/continuous.lua" \
+    --model dummy:stories260k --db "$T/mem.db" --name w16 --kv-type f16 --weights f32 -q
+want_rc 0
+run val "$BIN" validate --db "$T/mem.db" --run w16 --hw a100-80g --repeat 1
+want_rc 0
+want_sql "$T/mem.db" "select json_extract(config, '\$.kv_type') || '|' || json_extract(config, '\$.weights') from runs where name = 'w16-rep1'" "f16|f32"
 # read bytes per step: the weights plus the KV cache attended over (4 sequences near 64
 # positions); the f16 run reads the same weights and half the KV bytes
 python3 - "$T/bench_f32.out" "$T/bench_f16.out" <<'PY' || bad " bench's KV bytes do not halve"
