@@ -25,14 +25,9 @@ bin=${1:-build/twinserve}
 n=${2:-3}
 shift $(( $# > 2 ? 2 : $# ))
 cd "$(dirname "$0")/.."
-models=${MODELS:-${TMPDIR:-/tmp}/twin_engine_cpu}
-mkdir -p "$models"
+. bench/lib_models.sh
 types="f32 f16 bf16 q8_0 q4_0"
-for t in $types; do
-    [ -s "$models/smollm2-135m_$t.gguf" ] && continue
-    "$bin" quantize dummy:smollm2-135m "$models/smollm2-135m_$t.gguf.tmp" --type "$t" --seed 1 >/dev/null
-    mv "$models/smollm2-135m_$t.gguf.tmp" "$models/smollm2-135m_$t.gguf"
-done
+smollm2_copies "$bin" $types
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 extra=("$@")

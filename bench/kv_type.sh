@@ -12,14 +12,9 @@ bin=${1:-build/twinserve}
 n=${2:-5}
 ctxs=${3:-128 1024}
 cd "$(dirname "$0")/.."
-models=${MODELS:-${TMPDIR:-/tmp}/twin_engine_cpu}
-mkdir -p "$models"
+. bench/lib_models.sh
 types="q4_0 q8_0 f32"
-for t in $types; do
-    [ -s "$models/smollm2-135m_$t.gguf" ] && continue
-    "$bin" quantize dummy:smollm2-135m "$models/smollm2-135m_$t.gguf.tmp" --type "$t" --seed 1 >/dev/null
-    mv "$models/smollm2-135m_$t.gguf.tmp" "$models/smollm2-135m_$t.gguf"
-done
+smollm2_copies "$bin" $types
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for i in $(seq 1 "$n"); do
