@@ -421,7 +421,7 @@ static int cpu_rmsnorm(backend_t *b, void *out, void *x, const void *residual, c
 }
 
 /* One head's slot: a block holds each head's slots contiguously, so attention over a
- * block streams block_size x head_dim floats in order. */
+ * block streams block_size x head_dim elements in order. */
 static void *kv_at(cpu_t *c, int32_t layer, int32_t block, int32_t which, int32_t head,
                    int32_t slot) {
     const bk_kv_shape_t *s = &c->kvs;

@@ -1,7 +1,8 @@
 /* backend_cpu: the fp32 CPU backend (backend.h). Weight matrices are packed into panels
  * at upload and multiplied by our own kernels (cpu_gemm.h); every op runs on a small
- * pthread pool (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is one allocation
- * laid out [layer][block][K|V][kv_head][slot][head_dim].
+ * pthread pool (cpu_pool.h). Buffers are plain 64-byte aligned host memory; the KV pool is
+ * one allocation laid out [layer][block][K|V][kv_head][slot][head_dim], of fp32 elements or
+ * (opts->kv_type "f16") IEEE halves.
  *
  * Ownership: the returned backend is the caller's (b->destroy); it frees every buffer still
  * allocated through it. */
@@ -13,7 +14,8 @@
 
 #include "engine/backend.h"
 
-/* opts->n_threads 0 = every online core. NULL + message in err on failure. */
+/* opts->n_threads 0 = every online core; opts->kv_type NULL, "f32" or "f16". NULL + message
+ * in err on failure. */
 backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen);
 
 /* Copies the K (which 0) or V (which 1) vector of one KV head in one slot of one block into
