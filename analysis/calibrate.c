@@ -55,6 +55,17 @@ static int grow(fit_point_t **v, size_t n, int **kinds) {
     return 0;
 }
 
+/* What measured the input: "MODEL on BACKEND (WTYPE weights[, f16 KV])[, N threads]". The KV
+ * type shows only when it is f16 (the CPU's --kv-type): f32 is the default everywhere. */
+static void describe(calib_input_t *in, const char *model, const char *backend,
+                     const char *wtype, const char *kv_type, int threads) {
+    char tdesc[32] = "";
+    if (threads > 0) snprintf(tdesc, sizeof tdesc, ", %d threads", threads);
+    snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights%s)%s",
+             model, backend ? backend : "?", wtype ? wtype : "?",
+             kv_type && !strcmp(kv_type, "f16") ? ", f16 KV" : "", tdesc);
+}
+
 /* Appends one profile's rows to in (the first also sets what the input is). */
 static int add_profile(const char *path, int first, calib_input_t *in, char *err,
                        size_t errlen) {
@@ -63,11 +74,9 @@ static int add_profile(const char *path, int first, calib_input_t *in, char *err
     profile_init(&p);
     if (profile_read(path, &p, err, errlen) != 0) goto done;
     if (first) {
-        char threads[32] = "";
-        if (p.threads > 0) snprintf(threads, sizeof threads, ", %d threads", p.threads);
-        snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights)%s",
-                 p.model[0] ? p.model : "(model not named)", p.backend[0] ? p.backend : "?",
-                 p.weight_type[0] ? p.weight_type : "?", threads);
+        describe(in, p.model[0] ? p.model : "(model not named)", p.backend[0] ? p.backend : NULL,
+                 p.weight_type[0] ? p.weight_type : NULL, profile_header_get(&p, "kv_type"),
+                 p.threads);
         in->shape = p.shape;
         in->has_shape = p.has_shape;
         if (p.model[0]) name_shape(&in->shape, p.model);
@@ -144,7 +153,8 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     if (sqlite3_prepare_v2(db,
             "SELECT name, kind, status, model, json_extract(config, '$.backend'), "
             "json_extract(config, '$.weight_type'), json_extract(config, '$.threads'), "
-            "json_extract(config, '$.shape') IS NOT NULL FROM runs WHERE id = ?1",
+            "json_extract(config, '$.shape') IS NOT NULL, json_extract(config, '$.kv_type') "
+            "FROM runs WHERE id = ?1",
             -1, &st, NULL) != SQLITE_OK)
         goto sqlerr;
     sqlite3_bind_int64(st, 1, id);
@@ -171,10 +181,7 @@ int calib_from_run(const char *db_path, const char *run, calib_input_t *in, char
     const char *backend = (const char *)sqlite3_column_text(st, 4);
     const char *wtype = (const char *)sqlite3_column_text(st, 5);
     int threads = sqlite3_column_int(st, 6), has_shape = sqlite3_column_int(st, 7);
-    char tdesc[32] = "";
-    if (threads > 0) snprintf(tdesc, sizeof tdesc, ", %d threads", threads);
-    snprintf(in->fitted_for, sizeof in->fitted_for, "%.120s on %.30s (%.15s weights)%s",
-             model, backend ? backend : "?", wtype ? wtype : "?", tdesc);
+    describe(in, model, backend, wtype, (const char *)sqlite3_column_text(st, 8), threads);
     sqlite3_finalize(st);
     st = NULL;
     if (has_shape) {

@@ -4,7 +4,8 @@
 # refuses the option (it keeps K and V in its weight type); a block takes half the bytes,
 # so the same --kv-mem holds at least twice the blocks, and bench counts half the KV bytes
 # a step reads; the run records kv_type and says "f16 KV" in its hardware, and validate's
-# engine repeats keep it (and --weights); stories260K
+# engine repeats keep it (and --weights), profile writes it and calibrate's fitted_for
+# names it; stories260K
 # (the real .bin) tells its story with an f16 cache; and greedy outputs stay identical
 # across policies and batch compositions (continuous, static, chunked prefill).
 . "$(dirname "$0")/lib_e2e.sh"
@@ -56,6 +57,15 @@ want_rc 0
 run val "$BIN" validate --db "$T/mem.db" --run w16 --hw a100-80g --repeat 1
 want_rc 0
 want_sql "$T/mem.db" "select json_extract(config, '\$.kv_type') || '|' || json_extract(config, '\$.weights') from runs where name = 'w16-rep1'" "f16|f32"
+# profile and calibrate say which KV type measured the costs
+run prof16 "$BIN" profile --model dummy:stories260k --out "$T/p16.csv" --grid quick --no-host \
+    --kv-type f16 -q
+want_rc 0
+grep -qx "# kv_type = f16" "$T/p16.csv" || bad " the profile lacks its kv_type line"
+run cal16 "$BIN" calibrate --profile "$T/p16.csv" --out "$T/c16.cost"
+want_rc 0
+grep -q "^fitted_for = dummy:stories260k on cpu (f32 weights, f16 KV)" "$T/c16.cost" ||
+    bad " the cost file's fitted_for does not name the f16 KV cache"
 # read bytes per step: the weights plus the KV cache attended over (4 sequences near 64
 # positions); the f16 run reads the same weights and half the KV bytes
 python3 - "$T/bench_f32.out" "$T/bench_f16.out" <<'PY' || bad " bench's KV bytes do not halve"
