@@ -5,9 +5,9 @@
 # so the same --kv-mem holds at least twice the blocks, and bench counts half the KV bytes
 # a step reads; the run records kv_type and says "f16 KV" in its hardware, and validate's
 # engine repeats keep it (and --weights), profile writes it and calibrate's fitted_for
-# names it; stories260K
-# (the real .bin) tells its story with an f16 cache; and greedy outputs stay identical
-# across policies and batch compositions (continuous, static, chunked prefill).
+# names it; stories260K (the real .bin) tells its story with an f16 cache; and greedy
+# outputs stay identical across policies and batch compositions (continuous, static,
+# chunked prefill).
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_kvtype
 
