@@ -27,10 +27,15 @@ static inline int32_t rd32(const int8_t *p) {
 }
 
 /* rows r0 .. r0 + MR_ by panels p0 .. p0 + NV_ (TYPE_, MR_, NV_ constants at every call
- * site, so the block loop has no tests). pf: prefetch the panels' bytes ahead (the first
- * row tile streams them from memory; the later ones find them in cache). Near a panel's
- * end the prefetch runs into the panel its slot takes next, when below p_hi: a 576-input
- * panel is only 18 blocks, and without it the first blocks of every group came cold. */
+ * site, so the block loop has no tests). pf: the first row tile, which streams the panels
+ * from memory (the later ones find them in cache), prefetches AHEAD blocks ahead, and near
+ * a panel's end into the panel its slot takes next, when below p_hi (a 576-input panel is
+ * only 18 blocks: without it the first blocks of every group came cold). Except Q8_0 with
+ * one row (batch-1 decode): timed on the products of 30 smollm2-135m layers, software
+ * prefetch on and off in turn in one process, it ran 5-14% faster without (one or two
+ * threads; every other line, or one line a block, in between), and batch-1 decode 6-15%:
+ * its 544-byte blocks are runs the hardware prefetcher follows, and 9 prefetches a block
+ * cost more than they brought. Q4_0 ran 9-24% slower without, and Q8_0 at batch 8 17%. */
 VNNI __attribute__((always_inline)) static inline void tile(
     float *y, const cqd_act_t *a, int32_t r0, const uint8_t *wq, const uint32_t TYPE_,
     int32_t n, int32_t p0, int32_t p_hi, int pf, const int MR_, const int NV_) {
@@ -61,7 +66,7 @@ VNNI __attribute__((always_inline)) static inline void tile(
 #pragma GCC unroll 4
         for (int j = 0; j < NV_; j++) {
             blk[j] = w[j] + (size_t)b * bb;
-            if (pf) {
+            if (pf && (TYPE_ == DQ_Q4_0 || MR_ > 1)) {
                 const uint8_t *p = b + AHEAD < nb ? blk[j] + AHEAD * bb
                                    : p0 + NV_ + j < p_hi
                                        ? w[j] + (size_t)NV_ * pb + (size_t)(b + AHEAD - nb) * bb
