@@ -241,7 +241,7 @@ AVX512 __m512 kv_load(const void *row, int32_t d, const int H_) {
               : _mm512_loadu_ps((const float *)row + d);
 }
 
-/* The line holding element d of a K or V row. */
+/* The address of element d of a K or V row (for its prefetch). */
 AVX512 const char *kv_addr(const void *row, int32_t d, const int H_) {
     return (const char *)row + (size_t)d * (H_ ? 2 : 4);
 }
