@@ -40,6 +40,17 @@ static int open_draft(engine_t *e, const bk_opts_t *bo) {
     return 0;
 }
 
+/* The run's hardware: "cpu (Q8_0 weights, f16 KV)". The weights are the stored type the
+ * products read (--weights native) once the forward pass exists, else the backend's own;
+ * the KV type shows when it is not the default. */
+static void describe_hw(const engine_t *e, const engine_opts_t *o, char *hw_desc,
+                        size_t hw_len) {
+    const char *wt = e->fwd && fwd_weight_type(e->fwd) ? fwd_weight_type(e->fwd)
+                                                       : e->bk->weight_type;
+    snprintf(hw_desc, hw_len, "%s (%s weights%s)", e->bk->name, wt,
+             o->kv_type && !strcmp(o->kv_type, "f16") ? ", f16 KV" : "");
+}
+
 int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
     const engine_opts_t *o = e->o;
     char err[1024];
@@ -59,7 +70,7 @@ int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
                      .kv_type = o->kv_type, .batch_invariant = o->batch_invariant };
     e->bk = backend_new(o->backend ? o->backend : "cpu", &bo, err, sizeof err);
     if (!e->bk) return FAIL(e, "--backend: %s", err);
-    snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, e->bk->weight_type);
+    describe_hw(e, o, hw_desc, hw_len);
     if (open_draft(e, &bo)) return -1;
 
     /* KV: every block the core hands out, plus padding's scratch (one full context). On a
@@ -95,13 +106,7 @@ int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
                       .n_blocks = 0, .block_size = bs };
     if (fwd_new(e->bk, e->model, &fo, &e->fwd, err, sizeof err) != 0)
         return FAIL(e, "%s", err);
-    if (fwd_weight_type(e->fwd))   /* the products read a stored type (--weights native) */
-        snprintf(hw_desc, hw_len, "%s (%s weights)", e->bk->name, fwd_weight_type(e->fwd));
-    if (o->kv_type && !strcmp(o->kv_type, "f16")) {
-        size_t at = strlen(hw_desc);
-        if (at > 0 && hw_desc[at - 1] == ')' && at + 8 < hw_len)
-            snprintf(hw_desc + at - 1, hw_len - at + 1, ", f16 KV)");
-    }
+    describe_hw(e, o, hw_desc, hw_len);   /* now with the stored type the products read */
     if (by_util) {
         size_t free_b = 0, total_b = 0;
         if (e->bk->mem_info(e->bk, &free_b, &total_b) != 0)
