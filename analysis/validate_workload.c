@@ -87,8 +87,14 @@ static int read_shape(sqlite3 *db, int64_t id, const char *member, const char *w
         snprintf(q, sizeof q, "SELECT json_extract(config, '$.%s.%s') FROM runs WHERE id = ?1",
                  member, k->key);
         if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK ||
-            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW ||
-            sqlite3_column_type(st, 0) == SQLITE_NULL) {
+            (sqlite3_bind_int64(st, 1, id), sqlite3_step(st)) != SQLITE_ROW) {
+            errf(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
+            goto done;
+        }
+        /* a dense shape records no expert keys (preset_model_json): they are 0 */
+        int moe_key = !strcmp(k->key, "n_experts") || !strcmp(k->key, "experts_per_tok") ||
+                      !strcmp(k->key, "moe_d_ff");
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL && !moe_key) {
             errf(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
             goto done;
         }

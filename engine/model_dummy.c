@@ -102,6 +102,12 @@ int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out
     *out = NULL;
     preset_model_t p;
     if (preset_model_get(preset, &p, err, errlen) != 0) return -1;
+    if (preset_model_is_moe(&p)) {
+        snprintf(err, errlen, "dummy:%s: a mixture of %d experts; the engine runs dense "
+                 "Llama-family models only (simulate it with `twinserve sim --model %s`)",
+                 preset, (int)p.n_experts, preset);
+        return -1;
+    }
     model_config_t c = {
         .dim = p.d_model, .n_layers = p.n_layers, .n_heads = p.n_heads,
         .n_kv_heads = p.n_kv_heads, .head_dim = p.head_dim, .hidden_dim = p.d_ff,

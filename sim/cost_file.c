@@ -343,6 +343,9 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
                "d_ff = %d\nvocab = %d\nmax_seq = %d\ntied_embeddings = %d\ndtype_bytes = %d\n",
             m->n_layers, m->d_model, m->n_heads, m->n_kv_heads, m->head_dim, m->d_ff, m->vocab,
             m->max_seq, m->tied_embeddings, m->dtype_bytes);
+    if (preset_model_is_moe(m))
+        fprintf(f, "n_experts = %d\nexperts_per_tok = %d\nmoe_d_ff = %d\n", m->n_experts,
+                m->experts_per_tok, m->moe_d_ff);
     if (cf->kind == COST_FILE_LINEAR) {
         const cost_linear_params_t *p = &cf->lin;
         fprintf(f, "\n# the forward pass (seconds; sim/cost.h has the formula)\n");
@@ -515,6 +518,9 @@ int cost_file_same_shape(const preset_model_t *a, const preset_model_t *b, char 
         {"n_heads", a->n_heads, b->n_heads}, {"n_kv_heads", a->n_kv_heads, b->n_kv_heads},
         {"head_dim", a->head_dim, b->head_dim}, {"d_ff", a->d_ff, b->d_ff},
         {"vocab", a->vocab, b->vocab}, {"tied_embeddings", a->tied_embeddings, b->tied_embeddings},
+        {"n_experts", a->n_experts, b->n_experts},
+        {"experts_per_tok", a->experts_per_tok, b->experts_per_tok},
+        {"moe_d_ff", a->moe_d_ff, b->moe_d_ff},
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].x != f[i].y)

@@ -10,7 +10,8 @@
  *
  *   model: name, n_layers*, d_model*, n_heads*, n_kv_heads (= n_heads), head_dim
  *          (= d_model / n_heads), d_ff*, vocab*, max_seq (= 2048), tied_embeddings (= 0),
- *          dtype_bytes (= 2)
+ *          dtype_bytes (= 2), n_experts (= 0: dense), experts_per_tok (needed with
+ *          experts), moe_d_ff (= d_ff)
  *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0), link_latency (= 0)
  *
  * (* required.) The optional defaults follow Hugging Face's LlamaConfig where it has one
@@ -31,30 +32,34 @@
 
 static const preset_model_t builtin_models[] = {
     /* https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json */
-    {"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 0, 2},
+    {"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 0, 2, 0, 0, 0},
     /* https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json */
-    {"llama-2-13b", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 0, 2},
+    {"llama-2-13b", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 0, 2, 0, 0, 0},
     /* https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json (GQA, 8 KV heads) */
-    {"llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 0, 2},
+    {"llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 0, 2, 0, 0, 0},
     /* https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json */
-    {"llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 0, 2},
+    {"llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 0, 2, 0, 0, 0},
     /* https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json */
-    {"llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 0, 2},
+    {"llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 0, 2, 0, 0, 0},
     /* https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json
      * (head_dim 64, tie_word_embeddings true, max_position_embeddings 131072) */
-    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 1, 2},
+    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 1, 2, 0, 0, 0},
     /* https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json
      * (its 4096-token sliding window is not modelled: attention cost uses the full context) */
-    {"mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2},
+    {"mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2, 0, 0, 0},
     /* https://huggingface.co/HuggingFaceTB/SmolLM2-135M/blob/main/config.json
      * (head_dim 64, tied; max_position_embeddings 8192 in the current config, 2048 in the
      * first upload) */
-    {"smollm2-135m", 30, 576, 9, 3, 64, 1536, 49152, 8192, 1, 2},
+    {"smollm2-135m", 30, 576, 9, 3, 64, 1536, 49152, 8192, 1, 2, 0, 0, 0},
     /* Karpathy's stories260K (huggingface.co/karpathy/tinyllamas, stories260K/), the header of
      * /work/shared/data/models/stories260K.bin: dim 64, hidden 172, 5 layers, 8 heads, 4 KV
      * heads, vocab 512 (tied), seq_len 512. dtype 4: the checkpoint is fp32 and the engine's
      * CPU backend runs it in fp32, so sim-vs-engine comparisons on it need fp32 bytes. */
-    {"stories260k", 5, 64, 8, 4, 8, 172, 512, 512, 1, 4},
+    {"stories260k", 5, 64, 8, 4, 8, 172, 512, 512, 1, 4, 0, 0, 0},
+    /* https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
+     * (num_local_experts 8, num_experts_per_tok 2, intermediate_size 14336 per expert;
+     * max_position_embeddings 32768; its sliding_window is null). 46.70B parameters. */
+    {"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2, 8, 2, 14336},
 };
 #define N_MODELS ((int)(sizeof builtin_models / sizeof builtin_models[0]))
 
@@ -105,11 +110,22 @@ const preset_hw_t *preset_hw_find(const char *name) {
 
 /* ---- derived figures ------------------------------------------------------------------ */
 
+int preset_model_is_moe(const preset_model_t *m) { return m->n_experts > 0; }
+
+double preset_model_expert_params(const preset_model_t *m) {
+    return preset_model_is_moe(m) ? 3.0 * m->d_model * (double)m->moe_d_ff : 0.0;
+}
+
+double preset_model_all_expert_params(const preset_model_t *m) {
+    return (double)m->n_layers * m->n_experts * preset_model_expert_params(m);
+}
+
 double preset_model_layer_matrix_params(const preset_model_t *m) {
     double d = m->d_model, hd = m->head_dim;
     double q = (double)m->n_heads * hd, kv = (double)m->n_kv_heads * hd;
     double attn = d * q + 2.0 * d * kv + q * d;  /* wq, wk, wv, wo */
-    double mlp = 3.0 * d * m->d_ff;              /* SwiGLU: gate, up, down */
+    /* SwiGLU gate, up, down; a mixture of experts' tokens all pass its router instead */
+    double mlp = preset_model_is_moe(m) ? d * m->n_experts : 3.0 * d * m->d_ff;
     return m->n_layers * (attn + mlp);
 }
 
@@ -120,8 +136,8 @@ double preset_model_params(const preset_model_t *m) {
     double norms = 2.0 * d;                      /* RMSNorm before attention and MLP */
     double embed = preset_model_lm_params(m);
     double head = m->tied_embeddings ? 0.0 : embed;
-    return embed + preset_model_layer_matrix_params(m) + m->n_layers * norms +
-           d /* final norm */ + head;
+    return embed + preset_model_layer_matrix_params(m) + preset_model_all_expert_params(m) +
+           m->n_layers * norms + d /* final norm */ + head;
 }
 
 double preset_model_weight_bytes(const preset_model_t *m) {
@@ -154,6 +170,17 @@ int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
     if (m->dtype_bytes != 1 && m->dtype_bytes != 2 && m->dtype_bytes != 4)
         return errf(err, errlen, "%s: dtype_bytes must be 1, 2 or 4 (got %d)", n,
                     (int)m->dtype_bytes);
+    if (m->n_experts < 0 || m->experts_per_tok < 0 || m->moe_d_ff < 0)
+        return errf(err, errlen, "%s: n_experts, experts_per_tok and moe_d_ff must be >= 0 "
+                    "(got %d, %d, %d)", n, (int)m->n_experts, (int)m->experts_per_tok,
+                    (int)m->moe_d_ff);
+    if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts ||
+                             m->moe_d_ff < 1))
+        return errf(err, errlen, "%s: a mixture of %d experts needs experts_per_tok in 1..%d "
+                    "(got %d) and a positive moe_d_ff (got %d)", n, (int)m->n_experts,
+                    (int)m->n_experts, (int)m->experts_per_tok, (int)m->moe_d_ff);
+    if (m->n_experts == 0 && (m->experts_per_tok > 0 || m->moe_d_ff > 0))
+        return errf(err, errlen, "%s: experts_per_tok and moe_d_ff need n_experts > 0", n);
     return 0;
 }
 
@@ -188,6 +215,9 @@ const kv_spec_t preset_model_keys[] = {
     {"max_seq", KV_INT, offsetof(preset_model_t, max_seq), 0},
     {"tied_embeddings", KV_INT, offsetof(preset_model_t, tied_embeddings), 0},
     {"dtype_bytes", KV_INT, offsetof(preset_model_t, dtype_bytes), 0},
+    {"n_experts", KV_INT, offsetof(preset_model_t, n_experts), 0},
+    {"experts_per_tok", KV_INT, offsetof(preset_model_t, experts_per_tok), 0},
+    {"moe_d_ff", KV_INT, offsetof(preset_model_t, moe_d_ff), 0},
 };
 const int preset_model_n_keys = (int)(sizeof preset_model_keys / sizeof preset_model_keys[0]);
 
@@ -277,6 +307,7 @@ int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *wh
     if (!kvfile_seen(t, "n_kv_heads")) m->n_kv_heads = m->n_heads;
     if (!kvfile_seen(t, "max_seq")) m->max_seq = 2048;
     if (!kvfile_seen(t, "dtype_bytes")) m->dtype_bytes = 2;
+    if (m->n_experts > 0 && !kvfile_seen(t, "moe_d_ff")) m->moe_d_ff = m->d_ff;
     if (!kvfile_seen(t, "head_dim")) {
         if (m->n_heads <= 0 || m->d_model % m->n_heads != 0)
             return errf(err, errlen, "%s: head_dim not given and d_model (%d) is not a "
@@ -333,6 +364,10 @@ void preset_model_json(FILE *f, const preset_model_t *m) {
         if (k->type != KV_INT) continue;
         int32_t v;
         memcpy(&v, (const char *)m + k->offset, sizeof v);
+        /* a dense model's record stays as it was before experts existed */
+        if (v == 0 && !preset_model_is_moe(m) && (!strcmp(k->key, "n_experts") ||
+            !strcmp(k->key, "experts_per_tok") || !strcmp(k->key, "moe_d_ff")))
+            continue;
         fprintf(f, ",\"%s\":%d", k->key, (int)v);
     }
     fputc('}', f);

@@ -25,6 +25,12 @@ typedef struct {
     int32_t max_seq;      /* context length */
     int32_t tied_embeddings; /* 1: LM head shares the embedding matrix */
     int32_t dtype_bytes;  /* bytes per weight and per KV element (2 for bf16/fp16) */
+    /* Mixture of experts (0 for a dense model): every layer's MLP is n_experts SwiGLU
+     * experts of intermediate size moe_d_ff, of which a router (d_model x n_experts)
+     * picks experts_per_tok per token (Mixtral: 8, top 2, 14336). d_ff is then unused. */
+    int32_t n_experts;
+    int32_t experts_per_tok;
+    int32_t moe_d_ff;
 } preset_model_t;
 
 typedef struct {
@@ -76,9 +82,15 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);
 double preset_model_params(const preset_model_t *m);       /* total parameters */
 double preset_model_weight_bytes(const preset_model_t *m);
 /* The matrix parameters each token multiplies through the layers (Q, K, V, O, gate, up,
- * down of every layer: 2 FLOPs each per token), and the LM head's (vocab x d_model, 2 FLOPs
+ * down of every layer: 2 FLOPs each per token; for a mixture of experts Q, K, V, O and the
+ * router, the experts being counted apart), and the LM head's (vocab x d_model, 2 FLOPs
  * each per sampled row). The cost models' GEMM terms are in these units. */
 double preset_model_layer_matrix_params(const preset_model_t *m);
+/* A mixture of experts: 1 when n_experts > 0. One expert's parameters (gate, up and down:
+ * 3 x d_model x moe_d_ff) and all experts of all layers; 0 for a dense model. */
+int preset_model_is_moe(const preset_model_t *m);
+double preset_model_expert_params(const preset_model_t *m);
+double preset_model_all_expert_params(const preset_model_t *m);
 double preset_model_lm_params(const preset_model_t *m);
 /* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes. */
 double preset_model_kv_bytes_per_token(const preset_model_t *m);

@@ -25,6 +25,9 @@ START_TEST(test_param_counts) {
         {"mistral-7b", 7241732096.0},   {"smollm2-135m", 134515008.0},
         /* stories260K.bin holds 260,032 floats of weights (data README size check). */
         {"stories260k", 260032.0},
+        /* Mixtral-8x7B-v0.1: 8 experts of 3 x 4096 x 14336 in each of 32 layers, a
+         * 4096 x 8 router, GQA attention (the published 46.7B) */
+        {"mixtral-8x7b", 46702792704.0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(preset_model_params(model(want[i].name)) == want[i].params,
@@ -100,7 +103,7 @@ START_TEST(test_unknown_names) {
     ck_assert_int_eq(preset_model_get("llama-9", &m, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "unknown model 'llama-9'; built-in models: llama-2-7b, ") == err,
                   "%s", err);
-    ck_assert_msg(strstr(err, "stories260k (or give a preset file path)") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "mixtral-8x7b (or give a preset file path)") != NULL, "%s", err);
     /* A typo with a dot is still a name, not a missing file. */
     ck_assert_int_eq(preset_model_get("llama-3.2-3b", &m, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "unknown model 'llama-3.2-3b'") == err, "%s", err);
