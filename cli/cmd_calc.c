@@ -131,7 +131,8 @@ static void kv_usage(FILE *f) {
           "                    [--tp N]\n"
           "KV-cache size of a model: per token, per sequence of N tokens, per batch of B\n"
           "sequences, and how many such sequences fit on each built-in GPU beside the weights.\n"
-          "  --model NAME   built-in model (see `twinserve presets`) or a .model preset file\n"
+          "  --model NAME   built-in model (see `twinserve presets`), a .model preset file\n"
+          "                 or a Hugging Face config.json (docs/models.md)\n"
           "  --seq N        tokens per sequence (prompt + output)\n"
           "  --batch B      sequences (default 1)\n"
           "  --dtype T      KV element type (default: the model's dtype_bytes); weights stay\n"
@@ -176,7 +177,8 @@ int cmd_kv(int argc, char **argv) {
         return 2;
     }
     preset_model_t m;
-    if (preset_model_get(model, &m, err, sizeof err) != 0) {
+    char note[768];
+    if (preset_model_get_noted(model, &m, note, sizeof note, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve kv: %s\n", err);
         return 1;
     }
@@ -188,10 +190,16 @@ int cmd_kv(int argc, char **argv) {
 
     printf("KV cache of %s, %s elements (%d byte%s)\n", m.name, dtype_name(mk.dtype_bytes),
            (int)mk.dtype_bytes, mk.dtype_bytes == 1 ? "" : "s");
-    printf("  %d layers, %d KV heads, head_dim %d; %d query heads: %s\n\n", (int)m.n_layers,
+    printf("  %d layers, %d KV heads, head_dim %d; %d query heads: %s\n", (int)m.n_layers,
            (int)m.n_kv_heads, (int)m.head_dim, (int)m.n_heads,
            m.n_kv_heads < m.n_heads ? "grouped-query attention caches only the KV heads"
                                     : "every head caches its own K and V");
+    if (preset_model_is_moe(&m))
+        printf("  mixture of %d experts, %d per token (expert FFN %d): the cache holds\n"
+               "  attention's K and V only, so the experts add to the weights, not to the cache\n",
+               (int)m.n_experts, (int)m.experts_per_tok, (int)m.moe_d_ff);
+    if (note[0]) printf("note: %s\n", note);
+    putchar('\n');
     printf("KV bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes\n");
     printf("                   = 2 x %d x %d x %d x %d\n", (int)m.n_layers, (int)m.n_kv_heads,
            (int)m.head_dim, (int)mk.dtype_bytes);
@@ -208,9 +216,12 @@ int cmd_kv(int argc, char **argv) {
         printf("note: %ld tokens is beyond %s's context length of %d\n", seq, m.name,
                (int)m.max_seq);
 
-    printf("\nSequences of %s tokens that fit beside the weights (%s params x %d B = %s)\n",
-           fmt_int((double)seq, a), fmt_int(preset_model_params(&m), b), (int)m.dtype_bytes,
-           fmt_gb(weights, c));
+    char experts[48] = "";
+    if (preset_model_is_moe(&m))
+        snprintf(experts, sizeof experts, ", all %d experts,", (int)m.n_experts);
+    printf("\nSequences of %s tokens that fit beside the weights (%s params%s x %d B = %s)\n",
+           fmt_int((double)seq, a), fmt_int(preset_model_params(&m), b), experts,
+           (int)m.dtype_bytes, fmt_gb(weights, c));
     printf("budget = %ld GPU%s x memory x %.1f - weights; sequences = floor(budget / %.4g GB)\n",
            tp, tp == 1 ? "" : "s", MEM_FRACTION, per_seq / 1e9);
     printf("  %-10s %10s %12s  %s\n", "GPU", "memory", "budget", "sequences");
@@ -413,25 +424,43 @@ int cmd_presets(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             puts("usage: twinserve presets\n"
                  "Lists the built-in model shapes and GPUs. Any --model or --hw option also\n"
-                 "takes a preset file: see sim/presets/*.model and *.hw for the format.");
+                 "takes a preset file: see sim/presets/*.model and *.hw for the format; --model\n"
+                 "also takes a Hugging Face config.json (docs/models.md).");
             return 0;
         }
         return unknown_option("presets", argv[i]);
     }
     printf("Models (weights at their dtype; KV per token = 2 x layers x kv heads x head_dim x "
-           "bytes):\n");
-    printf("  %-14s %6s %7s %9s %8s %6s %7s %8s %8s %9s %11s\n", "name", "layers", "d_model",
-           "heads/kv", "head_dim", "d_ff", "vocab", "context", "params", "weights", "KV/token");
+           "bytes;\nexperts = experts per layer / per token, \"-\" for dense; for a mixture of "
+           "experts d_ff is\neach expert's, and params and weights count every expert):\n");
+    printf("  %-14s %6s %7s %9s %8s %6s %7s %7s %8s %8s %9s %11s\n", "name", "layers",
+           "d_model", "heads/kv", "head_dim", "d_ff", "experts", "vocab", "context", "params",
+           "weights", "KV/token");
     for (int i = 0; preset_model_at(i); i++) {
         const preset_model_t *m = preset_model_at(i);
-        char heads[24];
+        int moe = preset_model_is_moe(m);
+        char heads[24], experts[24], kv[32];
         snprintf(heads, sizeof heads, "%d/%d", (int)m->n_heads, (int)m->n_kv_heads);
-        char kv[32];
-        printf("  %-14s %6d %7d %9s %8d %6d %7d %8d %8s %6.2f GB %9s B\n", m->name,
-               (int)m->n_layers, (int)m->d_model, heads, (int)m->head_dim, (int)m->d_ff,
-               (int)m->vocab, (int)m->max_seq, fmt_count(preset_model_params(m), a),
-               preset_model_weight_bytes(m) / 1e9,
+        if (moe) snprintf(experts, sizeof experts, "%d/%d", (int)m->n_experts,
+                          (int)m->experts_per_tok);
+        else snprintf(experts, sizeof experts, "-");
+        printf("  %-14s %6d %7d %9s %8d %6d %7s %7d %8d %8s %6.2f GB %9s B\n", m->name,
+               (int)m->n_layers, (int)m->d_model, heads, (int)m->head_dim,
+               (int)(moe ? m->moe_d_ff : m->d_ff), experts, (int)m->vocab, (int)m->max_seq,
+               fmt_count(preset_model_params(m), a), preset_model_weight_bytes(m) / 1e9,
                fmt_int(preset_model_kv_bytes_per_token(m), kv));
+    }
+    /* what a token multiplies through, beside what must sit in memory */
+    for (int i = 0; preset_model_at(i); i++) {
+        const preset_model_t *m = preset_model_at(i);
+        char b[32];
+        if (!preset_model_is_moe(m)) continue;
+        double all = preset_model_params(m);
+        double active = all - preset_model_all_expert_params(m) +
+                        (double)m->n_layers * m->experts_per_tok * preset_model_expert_params(m);
+        printf("  %s: %s of its %s parameters are active per token (%d of %d experts)\n",
+               m->name, fmt_count(active, a), fmt_count(all, b), (int)m->experts_per_tok,
+               (int)m->n_experts);
     }
     printf("\nGPUs (datasheet figures; dense bf16; memory in decimal GB; link per direction):\n");
     printf("  %-10s %12s %12s %9s %10s %12s\n", "name", "bandwidth", "FLOP/s", "memory", "link",

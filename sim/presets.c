@@ -12,7 +12,8 @@
  *          (= d_model / n_heads), d_ff*, vocab*, max_seq (= 2048), tied_embeddings (= 0),
  *          dtype_bytes (= 2), n_experts (= 0: dense), experts_per_tok (needed with
  *          experts), moe_d_ff (= d_ff)
- *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0), link_latency (= 0)
+ *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0), link_latency (= 0),
+ *          mem_cuda (= mem_bytes)
  *
  * (* required.) The optional defaults follow Hugging Face's LlamaConfig where it has one
  * (max_position_embeddings 2048, tie_word_embeddings false); a missing name becomes the file
@@ -26,6 +27,7 @@
 #include <strings.h>
 
 #include "sim/errf.h"
+#include "sim/hfconfig.h"
 #include "traces/json.h"
 
 /* ---- built-in models ---------------------------------------------------------------- */
@@ -72,17 +74,23 @@ static const preset_model_t builtin_models[] = {
  * link_latency is the fixed cost of one all-reduce, fitted (latency + bytes / bandwidth) to
  * Vidur's NCCL all-reduce profiles on DGX nodes (profiles/vidur/network/GPU_dgx, by
  * `twinserve calibrate --vidur`): 36, 29 and 39 us at 2, 4 and 8 A100s, 17, 31 and 29 us at
- * 2, 4 and 8 H100s; the median of each. H200 shares H100's NVLink 4 and NVSwitch. */
+ * 2, 4 and 8 H100s; the median of each. H200 shares H100's NVLink 4 and NVSwitch.
+ * mem_cuda is the total CUDA reports (less than the datasheet's decimal figure and than
+ * nvidia-smi's: the driver keeps some): 79.22 GiB on an H100 80GB (vLLM's own memory
+ * profile log, vllm-project/vllm PR #10511: "total_gpu_memory 79.22GiB"), 79.15 GiB on
+ * an A100 80GB (PyTorch's out-of-memory messages there: "79.15 GiB total capacity"); the
+ * H200's 143,771 MiB in nvidia-smi less the 438 MiB the H100 loses the same way (81,559
+ * MiB in nvidia-smi) gives 139.97 GiB, an estimate. */
 static const preset_hw_t builtin_hws[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 2,039 GB/s HBM2e, BF16 tensor
      * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s. */
-    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9, 36e-6},
+    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9, 36e-6, 79.15 * 1073741824.0},
     /* NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5: 3.35 TB/s HBM3, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, 80 GB, NVLink 900 GB/s. */
-    {"h100", 3.35e12, 989e12, 80e9, 450e9, 29e-6},
+    {"h100", 3.35e12, 989e12, 80e9, 450e9, 29e-6, 79.22 * 1073741824.0},
     /* NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, 141 GB, NVLink 900 GB/s. */
-    {"h200", 4.8e12, 989e12, 141e9, 450e9, 29e-6},
+    {"h200", 4.8e12, 989e12, 141e9, 450e9, 29e-6, 139.97 * 1073741824.0},
 };
 #define N_HWS ((int)(sizeof builtin_hws / sizeof builtin_hws[0]))
 
@@ -198,6 +206,9 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
     if (!isfinite(hw->link_latency) || hw->link_latency < 0)
         return errf(err, errlen, "%s: link_latency must be >= 0 seconds (got %g)", n,
                     hw->link_latency);
+    if (!isfinite(hw->mem_cuda) || hw->mem_cuda < 0 || hw->mem_cuda > hw->mem_bytes * 1.1)
+        return errf(err, errlen, "%s: mem_cuda must be >= 0 bytes and no more than about "
+                    "mem_bytes (got %g)", n, hw->mem_cuda);
     return 0;
 }
 
@@ -228,6 +239,7 @@ const kv_spec_t preset_hw_keys[] = {
     {"mem_bytes", KV_DOUBLE, offsetof(preset_hw_t, mem_bytes), 1},
     {"link_bw", KV_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
     {"link_latency", KV_DOUBLE, offsetof(preset_hw_t, link_latency), 0},
+    {"mem_cuda", KV_DOUBLE, offsetof(preset_hw_t, mem_cuda), 0},
 };
 const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 
@@ -271,11 +283,17 @@ static void list_names(char *out, size_t cap, int is_model) {
 }
 
 int preset_model_get(const char *name, preset_model_t *out, char *err, size_t errlen) {
+    return preset_model_get_noted(name, out, NULL, 0, err, errlen);
+}
+
+int preset_model_get_noted(const char *name, preset_model_t *out, char *note, size_t notelen,
+                           char *err, size_t errlen) {
     int rc = -1;
     int seen[MAX_KEYS] = {0};
     char names[512];
     preset_model_t m;
     memset(&m, 0, sizeof m);
+    if (note && notelen) note[0] = '\0';
     if (!name || !*name) {
         errf(err, errlen, "no model name given");
         goto done;
@@ -284,6 +302,11 @@ int preset_model_get(const char *name, preset_model_t *out, char *err, size_t er
     if (b) {
         *out = *b;
         rc = 0;
+        goto done;
+    }
+    /* before the preset-file test: a missing "x.json" is a missing config, not a typo */
+    if (hfcfg_is_config(name)) {
+        rc = hfcfg_load(name, out, note, notelen, err, errlen);
         goto done;
     }
     if (!looks_like_path(name)) {

@@ -42,6 +42,9 @@ typedef struct {
                              Used for tensor-parallel all-reduces. */
     double link_latency;  /* seconds: the fixed cost of one all-reduce between the devices
                              (NCCL's launch and synchronisation); 0 = not modelled */
+    double mem_cuda;      /* bytes: the device memory CUDA reports as its total
+                             (cudaMemGetInfo, what vLLM's gpu_memory_utilization is a
+                             fraction of); 0 = mem_bytes */
 } preset_hw_t;
 
 /* Built-in lookup by name (case-insensitive); NULL when unknown. */
@@ -51,9 +54,15 @@ const preset_hw_t *preset_hw_find(const char *name);
 const preset_model_t *preset_model_at(int i);
 const preset_hw_t *preset_hw_at(int i);
 
-/* NAME is a built-in name or a path to a small "key = value" file (see sim/presets.c).
- * Returns 0, or -1 with a message "FILE:LINE: ..." in err. */
+/* NAME is a built-in name, a path to a small "key = value" file (see sim/presets.c), or a
+ * Hugging Face config.json (a name ending in ".json", or a file that holds a JSON object:
+ * sim/hfconfig.h). Returns 0, or -1 with a message "FILE:LINE: ..." in err. */
 int preset_model_get(const char *name, preset_model_t *out, char *err, size_t errlen);
+/* The same, and for a config.json one line of what it holds that the simulator does not
+ * model (a sliding window, attention biases...) in note ("" when nothing, and for the other
+ * kinds of NAME; note may be NULL). */
+int preset_model_get_noted(const char *name, preset_model_t *out, char *note, size_t notelen,
+                           char *err, size_t errlen);
 int preset_hw_get(const char *name, preset_hw_t *out, char *err, size_t errlen);
 
 /* The preset files' keys (kvfile.h tables over preset_model_t / preset_hw_t), for files
