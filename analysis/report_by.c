@@ -14,7 +14,9 @@ int report_by_parse(const char *key, const char **column, char *err, size_t errl
      * (imported runs and rows the watchdog wrote carry no metadata). */
     if (key && strcmp(key, "tenant") == 0) *column = "coalesce(tenant, '')";
     else if (key && strcmp(key, "priority") == 0) *column = "coalesce(priority, 0)";
+    else if (key && strcmp(key, "stage") == 0) *column = "req_id";
     else {
+        /* the wording tests/test_metadata.c checks; `report --help` lists stage too */
         snprintf(err, errlen, "cannot group by '%s' (use tenant or priority)", key ? key : "");
         return -1;
     }
@@ -76,6 +78,7 @@ int report_by_print(FILE *f, sqlite3 *db, int64_t run_id, const char *key,
     int64_t total = 0;
 
     if (report_by_parse(key, &col, err, errlen) != 0) return -1;
+    if (strcmp(key, "stage") == 0) return report_by_stage(f, db, run_id, err, errlen);
     /* The SLO test is report.c's: NULL bounds unset, a NULL TPOT meets a TPOT bound. */
     snprintf(sql, sizeof sql,
              "SELECT %s, status = 'finished', ttft_s, tpot_s, e2e_s, generated_tokens,"

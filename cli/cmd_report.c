@@ -1,6 +1,6 @@
 /* twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]
- * [--by tenant|priority]: one run's full metrics (analysis/report.h), or per group of
- * requests (analysis/report_by.h). */
+ * [--by tenant|priority|stage]: one run's full metrics (analysis/report.h), then per group
+ * of requests or per load stage (analysis/report_by.h). */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: twinserve report DB [--run NAME|ID] [--slo ttft=S,tpot=S,e2e=S] [--json]\n"
-            "                           [--by tenant|priority]\n"
+            "                           [--by tenant|priority|stage]\n"
             "\n"
             "Prints one run's metrics (default: the latest run in DB): requests completed,\n"
             "rejected, aborted and preempted; makespan (last finish - first arrival);\n"
@@ -48,7 +48,11 @@ static void usage(FILE *f) {
             "                   (the trace's optional columns, lower priority = more urgent):\n"
             "                   requests, finished, output tokens and their share of the\n"
             "                   run's, TTFT/TPOT/E2E p50 and p99 (ms), SLO attainment with\n"
-            "                   --slo, and requests finished within their deadline_s\n"
+            "                   --slo, and requests finished within their deadline_s;\n"
+            "                   stage: one row per load stage of a run that records them\n"
+            "                   (import --inference-perf): rate, duration, requests,\n"
+            "                   finished, failed, TTFT and E2E mean/p50/p90/p99, TPOT p50,\n"
+            "                   and inference-perf's own TPOT mean and ITL p75/p90/p99\n"
             "  -h, --help       this help\n"
             "\n"
             "Exit status: 0 ok, 1 the database or run cannot be read, 2 usage error.\n");
@@ -117,6 +121,7 @@ int cmd_report(int argc, char **argv) {
         goto done;
     }
     if (summary_find_run(db, run, &id, err, sizeof err) != 0 ||
+        report_by_ready(db, id, by, err, sizeof err) != 0 ||
         report_load(db, id, slo_spec ? &slo : NULL, &rep, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path, err);
         goto done;

@@ -1,5 +1,6 @@
-/* import: measured runs from a per-request CSV or vLLM's benchmark JSON (contract:
- * import.h). This file holds the CSV reader and the recording; import_vllm.c the JSON. */
+/* import: measured runs from a per-request CSV, vLLM's benchmark JSON or an inference-perf
+ * experiment folder (contract: import.h). This file holds the CSV reader and the
+ * recording; import_vllm.c the JSON, import_ip.c and import_ip_stages.c the folder. */
 #include "traces/import.h"
 
 #include <ctype.h>
@@ -21,7 +22,9 @@
  * the same clock and usually the same digits, so only printing noise is forgiven. */
 #define IMPORT_TIME_SLACK 1e-9
 
-const char *import_format_name(import_format_t f) { return f == IMPORT_VLLM ? "vllm" : "csv"; }
+const char *import_format_name(import_format_t f) {
+    return f == IMPORT_VLLM ? "vllm" : f == IMPORT_IP ? "inference-perf" : "csv";
+}
 
 /* ------------------------------------------------------------------ the data */
 
@@ -32,6 +35,10 @@ void import_data_free(import_data_t *d) {
     }
     free(d->req);
     free(d->meta_json);
+    free(d->model);
+    free(d->members);
+    free(d->summary);
+    free(d->stem);
     memset(d, 0, sizeof *d);
 }
 
@@ -399,14 +406,16 @@ static char *build_config(const import_opts_t *o, const import_data_t *d, const 
     if (d->arrivals_known) fprintf(f, ",\"time_origin_s\":%.17g", origin);
     if (isfinite(d->duration_s)) fprintf(f, ",\"duration_s\":%.17g", d->duration_s);
     const char *keys[] = {"model", "hw", "note"};
-    const char *vals[] = {o->model, o->hw, o->note};
+    const char *vals[] = {d->model ? d->model : o->model, o->hw, o->note};
     for (int i = 0; i < 3; i++) {
         if (!vals[i]) continue;
         fprintf(f, ",\"%s\":", keys[i]);
         json_write_str(f, vals[i]);
     }
-    if (o->tp > 0) fprintf(f, ",\"tp\":%d", o->tp);
+    int32_t tp = d->tp > 0 ? d->tp : o->tp;
+    if (tp > 0) fprintf(f, ",\"tp\":%d", tp);
     if (d->meta_json) fprintf(f, ",\"vllm\":%s", d->meta_json);
+    if (d->members) fprintf(f, ",%s", d->members);
     fputc('}', f);
     if (fclose(f) != 0) {
         free(buf);
@@ -415,11 +424,14 @@ static char *build_config(const import_opts_t *o, const import_data_t *d, const 
     return buf;
 }
 
-/* "measured-<file stem>", then -2, -3, ... until the name is free in the database. */
-static void default_name(rec_t *r, const char *path, char *out, size_t len) {
+/* "measured-<stem>" (the file's stem unless the reader named one), then -2, -3, ... until
+ * the name is free in the database. */
+static void default_name(rec_t *r, const char *path, const char *given, char *out,
+                         size_t len) {
     char stem[200];
     sqlite3_stmt *st = NULL;
-    rec_policy_stem(path, stem, sizeof stem);
+    if (given) snprintf(stem, sizeof stem, "%s", given);
+    else rec_policy_stem(path, stem, sizeof stem);
     snprintf(out, len, "measured-%s", stem);
     if (sqlite3_prepare_v2(rec_db(r), "SELECT count(*) FROM runs WHERE name = ?1", -1, &st,
                            NULL) != SQLITE_OK)
@@ -480,13 +492,14 @@ static int record(const import_opts_t *o, const import_data_t *d, import_result_
         goto done;
     }
     if (o->name) snprintf(name, sizeof name, "%s", o->name);
-    else default_name(r, o->path, name, sizeof name);
+    else default_name(r, o->path, d->stem, name, sizeof name);
     if (!(config = build_config(o, d, source, origin))) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     rec_run_info_t info = {
-        .name = name, .kind = "measured", .trace = source, .model = o->model,
+        .name = name, .kind = "measured", .trace = source,
+        .model = d->model ? d->model : o->model,
         .hardware = o->hw, .version = o->version, .config = config,
     };
     if (rec_run_begin(r, &info, &id) != 0) {
@@ -521,10 +534,12 @@ int import_run(const import_opts_t *o, import_result_t *res, char *err, size_t e
         snprintf(err, errlen, "the run name must not be empty");
         return -1;
     }
-    if (o->format == IMPORT_VLLM ? import_read_vllm(o->path, &d, err, errlen)
-                                 : read_csv(o->path, &d, err, errlen))
-        goto done;
+    int bad = o->format == IMPORT_VLLM ? import_read_vllm(o->path, &d, err, errlen)
+            : o->format == IMPORT_IP   ? import_read_ip(o, &d, err, errlen)
+                                       : read_csv(o->path, &d, err, errlen);
+    if (bad) goto done;
     rc = record(o, &d, res, err, errlen);
+    if (d.summary) snprintf(res->detail, sizeof res->detail, "%s", d.summary);
 done:
     import_data_free(&d);
     return rc;

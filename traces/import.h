@@ -1,6 +1,6 @@
 /* import: measurements taken elsewhere become a run of kind 'measured' in a twinserve
  * database, so report, compare, plot and validate read them like any run
- * (docs/analysis.md, "## import", has both formats with examples).
+ * (docs/analysis.md, "## import", has every format with examples).
  *
  * Formats:
  *  - IMPORT_CSV: a per-request CSV with a header. Columns (by name, any order, case
@@ -23,6 +23,25 @@
  *    burstiness (1, Poisson, when absent), latencies (else E2E = ttft + sum(itls)),
  *    start_times (the send times of newer versions: then the arrivals are known). Every
  *    scalar member (date, backend, model_id, max_concurrency, ...) is kept in the config.
+ *  - IMPORT_IP: one experiment folder of inference-perf (kubernetes-sigs) against a vLLM
+ *    server, as the inference-sim training data lays it out: replay.json (per request:
+ *    index, arrival_time_us, input_tokens, output_tokens, has_error; the server's config
+ *    and the model's shape), ground_truth.json (per request: index, has_error, ttft_s,
+ *    e2e_s), config.yaml (the config inference-perf resolved and ran: workload, load
+ *    stages, server), exp-config.yaml (the vLLM server's flags), stage_N_lifecycle_metrics
+ *    .json (inference-perf's report of stage N); profile.yaml (the config it was given) and
+ *    summary_lifecycle_metrics.json are cross-checked when present. Conventions, all
+ *    recorded in the config (docs/analysis.md, "inference-perf experiment folders"):
+ *      request id = index; arrival = arrival_time_us / 1e6; prompt = input_tokens;
+ *      output = data.shared_prefix.output_len when server.ignore_eos (the client's
+ *      per-request count is a re-tokenisation and unreliable), else that count;
+ *      a failed request (has_error) is 'rejected', "client timeout after 300.6 s
+ *      (inference-perf has_error)", its unrecorded prompt imputed from the same prompt's
+ *      other requests (request i sends prompt i mod N, N = num_groups x
+ *      num_prompts_per_group); the model is the preset the Hugging Face id names when its
+ *      shape matches replay.json's model_config (a mismatch is an error), else the id;
+ *      the load stages are request ranges in index order, with the stage files' own
+ *      summaries kept verbatim.
  *
  * Conventions (what the records hold):
  *  - Times are seconds from the run's start. CSV: the earliest arrival is time 0 (the
@@ -41,12 +60,17 @@
  *    hardware as given, wall_s = the measurement's span; config {"kind":"measured",
  *    "source":{"path","format"}, "arrivals", "time_origin_s" (CSV), "duration_s" (vLLM),
  *    "model", "hw", "tp", "note" when given, "vllm":{the benchmark's scalar members}}.
+ *    An inference-perf folder adds "metrics":"client", "experiment", "server", "client",
+ *    "workload" (with "prompt_cycle" and "cycle_check"), "stages" ([{"stage", "rate",
+ *    "duration_s", "first", "count", "summary"}]) and "imputed_prompts" when any.
  *
  * Invariants:
  *  - All or nothing: the whole file is read and checked before the database is opened, so
  *    bad input records nothing. A failure while writing marks the run failed.
  *  - Messages: CSV "FILE:LINE:COLUMN: column 'NAME': what is wrong" (1-based line and field
- *    number); vLLM "FILE: key 'K' ..." naming the missing or malformed key and entry.
+ *    number); vLLM "FILE: key 'K' ..." naming the missing or malformed key and entry;
+ *    inference-perf "DIR: FILE is missing", "DIR/FILE: requests[12]: key 'K' ...",
+ *    "DIR/FILE:LINE: ..." for the YAML files.
  *
  * Ownership: options are borrowed for the call; the result is a plain value. */
 #ifndef TWIN_IMPORT_H
@@ -55,16 +79,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { IMPORT_CSV = 0, IMPORT_VLLM } import_format_t;
+typedef enum { IMPORT_CSV = 0, IMPORT_VLLM, IMPORT_IP } import_format_t;
 
 typedef struct {
     const char *db_path;
-    const char *path;          /* the measurements */
+    const char *path;          /* the measurements (IMPORT_IP: the experiment folder) */
     import_format_t format;
-    const char *name;          /* the run's name; NULL: measured-<file stem>[-K] */
-    const char *model;         /* recorded as runs.model (a preset lets validate default it) */
+    const char *name;          /* the run's name; NULL: measured-<file stem>[-K] (the
+                                  folder's name for IMPORT_IP) */
+    const char *model;         /* recorded as runs.model (a preset lets validate default it);
+                                  IMPORT_IP: overrides the preset found, its shape checked */
     const char *hw;            /* recorded as runs.hardware, likewise */
-    int32_t tp;                /* tensor-parallel degree of the measured server; 0: unknown */
+    int32_t tp;                /* tensor-parallel degree of the measured server; 0: unknown
+                                  (IMPORT_IP: the folder's; a different one is an error) */
     const char *note;          /* free text kept in the config; may be NULL */
     const char *version;       /* twinserve version string */
 } import_opts_t;
@@ -75,12 +102,14 @@ typedef struct {
     int64_t requests, finished, rejected, tokens;
     int arrivals_known;
     double duration_s;         /* the span recorded as wall_s */
+    char detail[1024];         /* IMPORT_IP: "; "-separated clauses for a summary line
+                                  (stages, prompt cycle, model, hardware); "" otherwise */
 } import_result_t;
 
 /* 0, or -1 with a message in err (nothing recorded, or the run marked failed). */
 int import_run(const import_opts_t *o, import_result_t *res, char *err, size_t errlen);
 
-/* "csv" | "vllm" */
+/* "csv" | "vllm" | "inference-perf" */
 const char *import_format_name(import_format_t f);
 
 #endif

@@ -1,14 +1,16 @@
 /* import_internal: what the importer's files share (import.c: the CSV reader and the
- * recording; import_vllm.c: vLLM's benchmark JSON). Nothing outside traces/import*.c
- * includes this header.
+ * recording; import_vllm.c: vLLM's benchmark JSON; import_ip.c with import_ip_stages.c:
+ * an inference-perf experiment folder). Nothing outside traces/import*.c includes this
+ * header.
  *
  * Invariants: a reader fills an import_data_t completely and checked (every request valid
  * on its own), or fails with a message naming the place; times are kept relative to each
  * request's arrival (ttft, e2e, token offsets), and arrivals on the source's clock, so the
  * recording step alone decides the run's time origin.
  *
- * Ownership: the data owns every request's token array and error text, and the metadata
- * JSON; import_data_free releases them. */
+ * Ownership: the data owns every request's token array and error text, the metadata JSON
+ * and the strings a reader adds for the recording (model, members, summary, stem);
+ * import_data_free releases them. */
 #ifndef TWIN_IMPORT_INTERNAL_H
 #define TWIN_IMPORT_INTERNAL_H
 
@@ -33,6 +35,13 @@ typedef struct {
     int arrivals_known;
     double duration_s;         /* vLLM's benchmark duration; NAN for CSV */
     char *meta_json;           /* vLLM: a JSON object of the result's scalars; owned */
+    /* What a reader that learns them from its input sets (inference-perf); NULL / 0 keep
+     * the options' */
+    char *model;               /* recorded as runs.model and config "model"; owned */
+    int32_t tp;                /* config "tp" */
+    char *members;             /* JSON members ("a":1,"b":{...}) added to the config; owned */
+    char *summary;             /* clauses for the import's summary line; owned */
+    char *stem;                /* the default run name's stem (else the file's); owned */
 } import_data_t;
 
 void import_data_free(import_data_t *d);
@@ -45,5 +54,9 @@ int import_req_fail(import_req_t *req, const char *text);
 
 /* The vLLM reader (import_vllm.c). 0, or -1 with "PATH: ..." in err. */
 int import_read_vllm(const char *path, import_data_t *d, char *err, size_t errlen);
+
+/* The inference-perf folder reader (import_ip.c): o->path is the folder; o->model and
+ * o->tp are checked against it. 0, or -1 with "DIR...: ..." in err. */
+int import_read_ip(const import_opts_t *o, import_data_t *d, char *err, size_t errlen);
 
 #endif
