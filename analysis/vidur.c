@@ -1,5 +1,6 @@
 /* vidur: see vidur.h. */
 #include "analysis/vidur.h"
+#include "analysis/vidur_internal.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -20,114 +21,6 @@ static const struct { const char *name; double calls; int gemm; } layer_ops[] = 
     {"mlp_act", 1, 0}, {"mlp_down_proj", 1, 1}, {"add", 2, 0},
 };
 #define N_LAYER_OPS ((int)(sizeof layer_ops / sizeof layer_ops[0]))
-/* the GPU directory and DGX network of each built-in hardware preset the data covers */
-static const struct { const char *hw, *gpu; } gpus[] = {{"a100-80g", "a100"}, {"h100", "h100"}};
-
-/* ------------------------------------------------------------------ the curve fit */
-
-/* A non-decreasing piecewise-linear curve on knots (cost.h's gemm semantics: flat below
- * the first knot, proportional beyond the last). */
-typedef struct {
-    int nk;
-    double knots[COST_MAX_KNOTS], val[COST_MAX_KNOTS];
-} curve_t;
-
-static double curve_at(const curve_t *c, double x) {
-    double w[COST_MAX_KNOTS], t = 0;
-    cost_linear_gemm_weights(c->knots, c->nk, x, w);
-    for (int k = 0; k < c->nk; k++) t += w[k] * c->val[k];
-    return t;
-}
-
-/* The monotone least-squares curve through the used points (x ascending, distinct), in
- * relative terms (weights 1 / y^2): pool-adjacent-violators, every used x a knot. A GEMM's
- * time is a staircase (its tiles, its waves of thread blocks): dense knots follow the
- * steps that a smooth curve would average away, and monotonicity keeps a noisy point from
- * making more tokens cheaper. 0 or -1. */
-static int curve_fit(const double *x, const double *y, const int *use, int n, curve_t *c,
-                     char *err, size_t errlen) {
-    double *sw = malloc(sizeof *sw * (size_t)n), *swy = malloc(sizeof *swy * (size_t)n);
-    int *len = malloc(sizeof *len * (size_t)n), nb = 0, rc = -1;
-    if (!sw || !swy || !len) {
-        errf(err, errlen, "out of memory (fit)");
-        goto done;
-    }
-    c->nk = 0;
-    for (int i = 0; i < n; i++) {
-        if ((use && !use[i]) || !(y[i] > 0)) continue;
-        if (c->nk == COST_MAX_KNOTS) {
-            errf(err, errlen, "more than %d token counts", COST_MAX_KNOTS);
-            goto done;
-        }
-        c->knots[c->nk++] = x[i];
-        double w = 1 / (y[i] * y[i]);
-        sw[nb] = w, swy[nb] = w * y[i], len[nb++] = 1;
-        while (nb > 1 && swy[nb - 2] / sw[nb - 2] > swy[nb - 1] / sw[nb - 1]) {
-            sw[nb - 2] += sw[nb - 1], swy[nb - 2] += swy[nb - 1], len[nb - 2] += len[nb - 1];
-            nb--;
-        }
-    }
-    if (c->nk < 1) {
-        errf(err, errlen, "no points to fit");
-        goto done;
-    }
-    for (int b = 0, k = 0; b < nb; b++)
-        for (int j = 0; j < len[b]; j++) c->val[k++] = swy[b] / sw[b];
-    rc = 0;
-done:
-    free(sw);
-    free(swy);
-    free(len);
-    return rc;
-}
-
-/* A straight line a + b x (a, b >= 0) by relative least squares, as a 2-knot-free fit. */
-typedef struct {
-    double a, b;
-} line_t;
-
-static int line_fit(const double *x, const double *y, const int *use, int n, line_t *l,
-                    char *err, size_t errlen) {
-    double G[4] = {0}, c[2] = {0}, s[2], v[2];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if ((use && !use[i]) || !(y[i] > 0)) continue;
-        double r[2] = {1 / y[i], x[i] / y[i]};
-        for (int j = 0; j < 2; j++) {
-            c[j] += r[j];
-            for (int k = 0; k < 2; k++) G[j * 2 + k] += r[j] * r[k];
-        }
-        m++;
-    }
-    if (m < 2) return errf(err, errlen, "fewer than 2 points");
-    nnls_scale(G, c, 2, s);
-    if (nnls_solve(G, c, 2, v, err, errlen) < 0) return -1;
-    l->a = v[0] * s[0];
-    l->b = v[1] * s[1];
-    return 0;
-}
-
-/* Seeded fold of each point (splitmix64 shuffle of 0..n-1 dealt round robin). */
-static void deal_folds(int n, int folds, unsigned long long seed, int *fold) {
-    int *perm = malloc(sizeof *perm * (size_t)n);
-    if (!perm) {
-        for (int i = 0; i < n; i++) fold[i] = i % folds;
-        return;
-    }
-    for (int i = 0; i < n; i++) perm[i] = i;
-    unsigned long long st = seed;
-    for (int i = n - 1; i > 0; i--) {
-        unsigned long long z = (st += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        int j = (int)(z % (unsigned long long)(i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    for (int i = 0; i < n; i++) fold[perm[i]] = i % folds;
-    free(perm);
-}
 
 /* Fills f's errors for a curve (is_line 0) or a line (1) over x, y: in-sample, and held
  * out in o->folds folds (the endpoints always stay in: a held-out end would test
@@ -137,8 +30,8 @@ static int assess(const vidur_opts_t *o, const double *x, const double *y, int n
     int rc = -1, *use = malloc(sizeof *use * (size_t)n), *fold = malloc(sizeof *fold * (size_t)n);
     double *e = malloc(sizeof *e * (size_t)n);
     int ne = 0;
-    curve_t c;
-    line_t l;
+    vidur_curve_t c;
+    vidur_line_t l;
     if (!use || !fold || !e) {
         errf(err, errlen, "out of memory (fit)");
         goto done;
@@ -146,18 +39,18 @@ static int assess(const vidur_opts_t *o, const double *x, const double *y, int n
     f->n = n;
     f->at_1 = y[0];
     f->at_max = y[n - 1];
-    if (is_line ? line_fit(x, y, NULL, n, &l, err, errlen) : curve_fit(x, y, NULL, n, &c, err, errlen))
+    if (is_line ? vidur_line_fit(x, y, NULL, n, &l, err, errlen) : vidur_curve_fit(x, y, NULL, n, &c, err, errlen))
         goto done;
     for (int i = 0; i < n; i++)
-        e[i] = fabs((is_line ? l.a + l.b * x[i] : curve_at(&c, x[i])) / y[i] - 1);
+        e[i] = fabs((is_line ? l.a + l.b * x[i] : vidur_curve_at(&c, x[i])) / y[i] - 1);
     f->fit_median = stats_percentile(e, (size_t)n, 50);
-    deal_folds(n, o->folds, o->seed, fold);
+    vidur_deal_folds(n, o->folds, o->seed, fold);
     for (int k = 0; k < o->folds; k++) {
         for (int i = 0; i < n; i++) use[i] = fold[i] != k || i == 0 || i == n - 1;
-        if (is_line ? line_fit(x, y, use, n, &l, err, errlen) : curve_fit(x, y, use, n, &c, err, errlen))
+        if (is_line ? vidur_line_fit(x, y, use, n, &l, err, errlen) : vidur_curve_fit(x, y, use, n, &c, err, errlen))
             goto done;
         for (int i = 0; i < n; i++)
-            if (!use[i]) e[ne++] = fabs((is_line ? l.a + l.b * x[i] : curve_at(&c, x[i])) / y[i] - 1);
+            if (!use[i]) e[ne++] = fabs((is_line ? l.a + l.b * x[i] : vidur_curve_at(&c, x[i])) / y[i] - 1);
     }
     f->cv_median = ne ? stats_percentile(e, (size_t)ne, 50) : NAN;
     f->cv_p90 = ne ? stats_percentile(e, (size_t)ne, 90) : NAN;
@@ -166,79 +59,6 @@ done:
     free(use);
     free(fold);
     free(e);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ reading */
-
-/* The distinct values of x (n rows, grouped) with the median of each y column per value:
- * Vidur's files repeat some token counts and sizes from separate profiling runs. */
-typedef struct {
-    int n;
-    double x[VIDUR_MAX_POINTS];
-} grid_t;
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Rows of t where column `where[i]` equals `eq[i]` (n_where of them), their x column
- * collected into g (distinct, ascending) and the y column's median per x into y (ms). */
-static int collect(const csvtab_t *t, int xcol, int ycol, const int *where, const double *eq,
-                   int n_where, grid_t *g, double *y, char *err, size_t errlen) {
-    double *xs = malloc(sizeof *xs * (size_t)(t->n_rows + 1));
-    double *ys = malloc(sizeof *ys * (size_t)(t->n_rows + 1));
-    int m = 0, rc = -1;
-    if (!xs || !ys) {
-        errf(err, errlen, "out of memory reading %s", t->path);
-        goto done;
-    }
-    for (int r = 0; r < t->n_rows; r++) {
-        int keep = 1;
-        for (int i = 0; i < n_where && keep; i++) {
-            double v;
-            if (csvtab_num(t, r, where[i], &v, err, errlen)) goto done;
-            keep = v == eq[i];
-        }
-        if (!keep) continue;
-        if (csvtab_num(t, r, xcol, &xs[m], err, errlen) ||
-            csvtab_num(t, r, ycol, &ys[m], err, errlen))
-            goto done;
-        if (!(xs[m] > 0) || ys[m] < 0) {
-            errf(err, errlen, "%s:%d: %s %g with %s %g: expected a positive size and a "
-                 "time >= 0", t->path, t->line[r], t->names[xcol], xs[m], t->names[ycol], ys[m]);
-            goto done;
-        }
-        m++;
-    }
-    g->n = 0;
-    /* sort pairs by x: an index sort through a packed copy */
-    double *pk = malloc(sizeof *pk * 2 * (size_t)(m + 1));
-    if (!pk) {
-        errf(err, errlen, "out of memory reading %s", t->path);
-        goto done;
-    }
-    for (int i = 0; i < m; i++) pk[2 * i] = xs[i], pk[2 * i + 1] = ys[i];
-    qsort(pk, (size_t)m, 2 * sizeof *pk, cmp_dbl);
-    for (int i = 0; i < m;) {
-        int j = i, k = 0;
-        while (j < m && pk[2 * j] == pk[2 * i]) ys[k++] = pk[2 * j++ + 1];
-        if (g->n == VIDUR_MAX_POINTS) {
-            free(pk);
-            errf(err, errlen, "%s: more than %d distinct %s values", t->path, VIDUR_MAX_POINTS,
-                 t->names[xcol]);
-            goto done;
-        }
-        g->x[g->n] = pk[2 * i];
-        y[g->n++] = stats_percentile(ys, (size_t)k, 50);
-        i = j;
-    }
-    free(pk);
-    rc = 0;
-done:
-    free(xs);
-    free(ys);
     return rc;
 }
 
@@ -307,11 +127,11 @@ static int find_model(const char *dir, const char *gpu, const preset_model_t *m,
 /* ------------------------------------------------------------------ the calibration */
 
 static int fit_compute(const vidur_opts_t *o, vidur_result_t *r, const preset_model_t *m,
-                       curve_t *pass, char *err, size_t errlen) {
+                       vidur_curve_t *pass, char *err, size_t errlen) {
     csvtab_t t;
     if (csvtab_read(r->compute_path, &t, err, errlen) != 0) return -1;
     int rc = -1, xcol, tpcol, cols[N_LAYER_OPS + 1];
-    static grid_t g, g2;
+    static vidur_grid_t g, g2;
     static double y[N_LAYER_OPS + 1][VIDUR_MAX_POINTS], tot[2][VIDUR_MAX_POINTS];
     char name[96];
     if ((xcol = csvtab_need(&t, "num_tokens", err, errlen)) < 0 ||
@@ -323,7 +143,7 @@ static int fit_compute(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
     }
     const double tp = o->tp;
     for (int i = 0; i <= N_LAYER_OPS; i++) {
-        if (collect(&t, xcol, cols[i], &tpcol, &tp, 1, i ? &g2 : &g, y[i], err, errlen)) goto done;
+        if (vidur_collect(&t, xcol, cols[i], &tpcol, &tp, 1, i ? &g2 : &g, y[i], err, errlen)) goto done;
         if (i && (g2.n != g.n || memcmp(g2.x, g.x, sizeof g.x[0] * (size_t)g.n))) {
             errf(err, errlen, "%s: the operators were profiled at different token counts",
                  r->compute_path);
@@ -351,7 +171,7 @@ static int fit_compute(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
                  : i == N_LAYER_OPS ? "emb" : i == N_LAYER_OPS + 1 ? "layer (sum)" : "pass (sum)");
         if (assess(o, g.x, yy, g.n, 0, f, err, errlen)) goto done;
     }
-    if (curve_fit(g.x, tot[1], NULL, g.n, pass, err, errlen)) goto done;
+    if (vidur_curve_fit(g.x, tot[1], NULL, g.n, pass, err, errlen)) goto done;
     r->n_points = g.n;
     for (int k = 0; k < g.n; k++) r->tokens[k] = g.x[k], r->pass_s[k] = tot[1][k] * 1e-3;
     /* the rates the GEMMs reach: weights read at the fewest tokens, FLOP/s at the most */
@@ -373,11 +193,11 @@ done:
 }
 
 static int fit_network(const vidur_opts_t *o, vidur_result_t *r, const preset_model_t *m,
-                       line_t *ar, char *err, size_t errlen) {
+                       vidur_line_t *ar, char *err, size_t errlen) {
     csvtab_t t;
     if (csvtab_read(r->network_path, &t, err, errlen) != 0) return -1;
     int rc = -1, xcol, ycol, where[2];
-    static grid_t g;
+    static vidur_grid_t g;
     static double y[VIDUR_MAX_POINTS];
     if ((xcol = csvtab_need(&t, "size", err, errlen)) < 0 ||
         (ycol = csvtab_need(&t, "time_stats.all_reduce.median", err, errlen)) < 0 ||
@@ -385,7 +205,7 @@ static int fit_network(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
         (where[1] = csvtab_need(&t, "devices_per_node", err, errlen)) < 0)
         goto done;
     const double eq[2] = {o->tp, o->tp};   /* tp workers, all on one node */
-    if (collect(&t, xcol, ycol, where, eq, 2, &g, y, err, errlen)) goto done;
+    if (vidur_collect(&t, xcol, ycol, where, eq, 2, &g, y, err, errlen)) goto done;
     /* the messages a pass can make: up to twice the profiled tokens of activations */
     double cap = 2.0 * (isfinite(r->cf.range_tokens) ? r->cf.range_tokens : 4096) *
                  m->d_model * m->dtype_bytes;
@@ -398,7 +218,7 @@ static int fit_network(const vidur_opts_t *o, vidur_result_t *r, const preset_mo
     }
     for (int i = 0; i < n; i++) y[i] *= 1e-3;   /* ms -> s */
     if (assess(o, g.x, y, n, 1, &r->allreduce, err, errlen) ||
-        line_fit(g.x, y, NULL, n, ar, err, errlen))
+        vidur_line_fit(g.x, y, NULL, n, ar, err, errlen))
         goto done;
     snprintf(r->allreduce.name, sizeof r->allreduce.name, "all_reduce (%d GPUs)", (int)o->tp);
     r->allreduce.at_1 *= 1e3;
@@ -418,9 +238,7 @@ int vidur_calibrate(const vidur_opts_t *o, vidur_result_t *r, char *err, size_t 
     preset_model_t m;
     char e[1024];
     if (preset_model_get(o->model, &m, e, sizeof e) != 0) return errf(err, errlen, "--model: %s", e);
-    const char *gpu = NULL;
-    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
-        if (!strcmp(o->hw, gpus[i].hw)) gpu = gpus[i].gpu;
+    const char *gpu = vidur_gpu_dir(o->hw);
     if (!gpu)
         return errf(err, errlen, "--hw %s: Vidur's profiles cover a100-80g and h100", o->hw);
     if (preset_hw_get(o->hw, &r->hw, e, sizeof e) != 0) return errf(err, errlen, "--hw: %s", e);
@@ -430,8 +248,8 @@ int vidur_calibrate(const vidur_opts_t *o, vidur_result_t *r, char *err, size_t 
     if (o->folds < 2) return errf(err, errlen, "--folds must be >= 2 (got %d)", o->folds);
     if (find_model(o->dir, gpu, &m, r->compute_path, sizeof r->compute_path, err, errlen))
         return -1;
-    curve_t pass;
-    line_t ar = {0, 0};
+    vidur_curve_t pass;
+    vidur_line_t ar = {0, 0};
     if (fit_compute(o, r, &m, &pass, err, errlen)) return -1;
     if (o->tp > 1) {
         snprintf(r->network_path, sizeof r->network_path, "%s/network/%s%s/all_reduce.csv",

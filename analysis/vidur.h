@@ -35,12 +35,10 @@
 #include <stdio.h>
 
 #include "sim/cost_file.h"
+#include "sim/gpu_ops.h"
 
-/* FlashAttention-2 reaches 50-73% of A100's peak in its forward pass (Dao, 2023, fig. on
- * A100 forward speed, head dim 128) and FlashAttention-3 up to 75% of H100's in FP16 (Shah
- * et al., 2024); a serving prefill's causal mask and chunk lengths of 512-2048 sit at the
- * lower end of both. */
-#define VIDUR_ATTN_EFF 0.5
+/* attention's FLOPs at GPU_ATTN_EFF of the peak (sim/gpu_ops.h says why) */
+#define VIDUR_ATTN_EFF GPU_ATTN_EFF
 
 typedef struct {
     const char *dir;       /* the profiles' root: .../profiles/vidur */

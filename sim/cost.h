@@ -65,6 +65,11 @@ typedef struct {
     double attn_eff;      /* fraction reached by attention kernels (default 0.5) */
     double overhead_s;    /* fixed per-step overhead: launch, sampling, scheduling (default 4e-4) */
     int32_t tp;           /* tensor-parallel degree: weights and work split over tp devices (default 1) */
+    /* Set by a serving profile (sim/serving.h), 0 otherwise: attention's K/V read rate as a
+     * fraction of peak bandwidth (0: bw_eff), the all-reduce as latency + bytes x time per
+     * byte (0: the hardware's link_latency + bytes / (link_bw x bw_eff)), and the MoE
+     * kernel's efficiency against a dense product (0: 1). */
+    double attn_bw_eff, ar_latency_s, ar_s_per_byte, moe_eff;
 } cost_roofline_params_t;
 
 void cost_roofline_defaults(cost_roofline_params_t *p);
@@ -129,6 +134,19 @@ typedef struct {
     double allreduce_s_per_byte;      /* per byte of the all-reduced tensor (tp > 1) */
     double allreduces;                /* per pass: 2 n_layers (from the shape) */
     double ar_bytes_per_token;        /* d_model x dtype_bytes (from the shape) */
+    /* A mixture of experts (moe_layers 0: dense). Each of moe_layers layers sends every
+     * token through moe_top_k of moe_experts experts of moe_expert_params parameters each
+     * (one device's share); a step reads each expert its tokens touch once:
+     *     moe(T) = moe_layers x E_t(T) x moe_expert_params x moe_gemm(T k / E_t(T)) / moe_eff
+     *     E_t(T) = E (1 - (1 - k / E)^T)   the distinct experts T tokens touch, with each
+     *              token routed to k of the E uniformly (so all of them at large T, k at 1)
+     * moe_gemm(m): seconds per parameter of a product of m rows (an expert's share of the
+     * step's rows): the moe_rows/moe_s knots when given, else the layers' gemm curve;
+     * moe_eff (0 is read as 1) the MoE kernel's efficiency against it. */
+    double moe_layers, moe_experts, moe_top_k, moe_expert_params, moe_eff;
+    int32_t n_moe_knots;
+    double moe_knot_rows[COST_MAX_KNOTS];
+    double moe_knot_s[COST_MAX_KNOTS];
 } cost_linear_params_t;
 
 /* 0, or -1 with a message naming the field (negative or non-finite values, knots not
@@ -144,6 +162,10 @@ void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double r
 double cost_linear_comm_time(const cost_linear_params_t *p, double tokens);
 /* kv(P) of p (see above): the time to read P KV positions. */
 double cost_linear_kv_time(const cost_linear_params_t *p, double positions);
+/* moe(T) of p (see above): the experts' products of a pass of T tokens; 0 when dense. */
+double cost_linear_moe_time(const cost_linear_params_t *p, double tokens);
+/* E_t(T): the distinct experts of E that T tokens routed to k each touch (uniformly). */
+double cost_moe_experts_touched(double experts, double top_k, double tokens);
 /* The parameters of a linear model (NULL when m is not one). */
 const cost_linear_params_t *cost_linear_params(const cost_model_t *m);
 

@@ -35,6 +35,7 @@ static const kv_spec_t own_keys[] = {
     {"tp", KV_INT, CF(lin.tp), 0},
     {"allreduce_latency_s", KV_DOUBLE, CF(lin.allreduce_latency_s), 0},
     {"allreduce_s_per_byte", KV_DOUBLE, CF(lin.allreduce_s_per_byte), 0},
+    {"moe_eff", KV_DOUBLE, CF(lin.moe_eff), 0},
     {"fit_points", KV_DOUBLE, CF(fit_points), 0},
     {"fit_median_err", KV_DOUBLE, CF(fit_median_err), 0},
     {"cv_median_err", KV_DOUBLE, CF(cv_median_err), 0},
@@ -56,7 +57,7 @@ static const char *const roofline_required[] = {"flops_eff", "bw_eff", "attn_eff
 static const char *const linear_only[] = {
     "step_s", "seq_s", "sampled_s", "kv_token_s", "attn_pair_s", "layer_params", "lm_params",
     "host_step_s", "host_seq_s", "host_token_s", "tp", "allreduce_latency_s",
-    "allreduce_s_per_byte",
+    "allreduce_s_per_byte", "moe_eff",
 };
 static const char *const roofline_only[] = {"flops_eff", "bw_eff", "attn_eff", "overhead_s"};
 
@@ -64,29 +65,14 @@ static const char *const roofline_only[] = {"flops_eff", "bw_eff", "attn_eff", "
 typedef struct {
     cost_file_t *cf;
     head_t head;
-    int n_rows, n_s, n_kv, n_kv_s;
+    int n_rows, n_s, n_kv, n_kv_s, n_moe, n_moe_s;
     int have_format, have_kind;
 } read_ctx_t;
 
 /* "1, 2, 4" -> v[*n]; -1 with a message. */
 static int parse_list(const char *key, const char *val, double *v, int *n, char *msg,
                       size_t len) {
-    const char *p = val;
-    *n = 0;
-    for (;;) {
-        char *end;
-        errno = 0;
-        double x = strtod(p, &end);
-        if (end == p || errno || !isfinite(x))
-            return errf(msg, len, "%s: item %d is not a number ('%s')", key, *n + 1, val);
-        if (*n == COST_MAX_KNOTS)
-            return errf(msg, len, "%s: more than %d items", key, COST_MAX_KNOTS);
-        v[(*n)++] = x;
-        while (*end == ' ' || *end == '\t') end++;
-        if (*end == '\0') return 0;
-        if (*end != ',') return errf(msg, len, "%s: expected ',' between items ('%s')", key, val);
-        p = end + 1;
-    }
+    return kvfile_parse_list(key, val, v, n, COST_MAX_KNOTS, msg, len);
 }
 
 /* The client-side terms, read here rather than through a kv_spec so that a negative one is
@@ -130,6 +116,10 @@ static int other_key(void *ud, const char *key, const char *val, char *msg, size
         return parse_list(key, val, x->cf->lin.kv_knots, &x->n_kv, msg, len) ? -1 : 1;
     if (!strcmp(key, "kv_extra_s"))
         return parse_list(key, val, x->cf->lin.kv_extra_s, &x->n_kv_s, msg, len) ? -1 : 1;
+    if (!strcmp(key, "moe_rows"))
+        return parse_list(key, val, x->cf->lin.moe_knot_rows, &x->n_moe, msg, len) ? -1 : 1;
+    if (!strcmp(key, "moe_s_per_param"))
+        return parse_list(key, val, x->cf->lin.moe_knot_s, &x->n_moe_s, msg, len) ? -1 : 1;
     return 0;
 }
 
@@ -170,6 +160,42 @@ int cost_file_builtin(const char *model, const char *hw, int32_t tp, char *out, 
     if (!builtin_text(name)) return -1;
     snprintf(out, outlen, COST_BUILTIN_PREFIX "%s", name);
     return 0;
+}
+
+/* The layers' shape: what a profile's operators see (not the vocabulary, the LM head's,
+ * nor the context length or the name). */
+static int same_layers(const preset_model_t *a, const preset_model_t *b) {
+    return a->n_layers == b->n_layers && a->d_model == b->d_model &&
+           a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads &&
+           a->head_dim == b->head_dim && a->d_ff == b->d_ff &&
+           a->n_experts == b->n_experts && a->experts_per_tok == b->experts_per_tok &&
+           a->moe_d_ff == b->moe_d_ff && a->dtype_bytes == b->dtype_bytes;
+}
+
+int cost_file_builtin_by_shape(const preset_model_t *m, const char *hw, int32_t tp, char *out,
+                               size_t outlen) {
+    if (preset_model_find(m->name) && cost_file_builtin(m->name, hw, tp, out, outlen) == 0)
+        return 0;
+    char suffix[128], e[256];
+    snprintf(suffix, sizeof suffix, ".%s.tp%d", hw, (int)tp);
+    static cost_file_t cf;   /* large; a lookup at setup, not per step */
+    for (const cost_builtin_t *b = cost_builtins; b->name; b++) {
+        size_t n = strlen(b->name), k = strlen(suffix);
+        if (n <= k || strcmp(b->name + n - k, suffix) != 0) continue;
+        char path[320];
+        snprintf(path, sizeof path, COST_BUILTIN_PREFIX "%s", b->name);
+        if (cost_file_read(path, &cf, e, sizeof e) == 0 && same_layers(&cf.model, m)) {
+            snprintf(out, outlen, "%s", path);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void cost_file_adopt_shape(cost_file_t *cf, const preset_model_t *m) {
+    cf->model = *m;
+    cf->lin.layer_params = preset_model_layer_matrix_params(m);
+    cf->lin.lm_params = preset_model_lm_params(m);
 }
 
 static double rel_diff(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
@@ -243,6 +269,13 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
             return errf(err, errlen, "%s: kv_knots has %d knots but kv_extra_s %d", path, x.n_kv,
                         x.n_kv_s);
         cf->lin.n_kv_knots = x.n_kv;
+        if (x.n_moe != x.n_moe_s)
+            return errf(err, errlen, "%s: moe_rows has %d knots but moe_s_per_param %d", path,
+                        x.n_moe, x.n_moe_s);
+        if (x.n_moe && !preset_model_is_moe(&cf->model))
+            return errf(err, errlen, "%s: moe_rows is for a mixture of experts, but the model "
+                        "shape has no experts (n_experts)", path);
+        cf->lin.n_moe_knots = x.n_moe;
         double lp = preset_model_layer_matrix_params(&cf->model);
         double hp = preset_model_lm_params(&cf->model);
         if (kvfile_seen(&t[1], "layer_params") && rel_diff(cf->lin.layer_params, lp) > 1e-9)
@@ -268,12 +301,13 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
             cf->lin.allreduces = 2.0 * cf->model.n_layers;
             cf->lin.ar_bytes_per_token = (double)cf->model.d_model * cf->model.dtype_bytes;
         }
+        cost_file_moe_shape(&cf->model, &cf->lin);
         char m[256];
         if (cost_linear_check(&cf->lin, m, sizeof m) != 0)
             return errf(err, errlen, "%s: %s", path, m);
     } else {
         if ((i = seen_any(&t[1], linear_only, sizeof linear_only / sizeof *linear_only)) >= 0 ||
-            x.n_rows || x.n_s || x.n_kv || x.n_kv_s)
+            x.n_rows || x.n_s || x.n_kv || x.n_kv_s || x.n_moe || x.n_moe_s)
             return errf(err, errlen, "%s: key '%s' belongs to a linear cost file, this one is "
                         "kind roofline", path,
                         i >= 0 ? linear_only[i] : x.n_rows || x.n_s ? "gemm_rows" : "kv_knots");
@@ -322,13 +356,7 @@ static void put_text(FILE *f, const char *key, const char *v) {
 
 static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     if (comment) {
-        const char *p = comment;
-        while (*p) {
-            const char *nl = strchr(p, '\n');
-            size_t n = nl ? (size_t)(nl - p) : strlen(p);
-            fprintf(f, "# %.*s\n", (int)n, p);
-            p += n + (nl ? 1 : 0);
-        }
+        kvfile_put_comment(f, comment);
     }
     fprintf(f, "format = 1\nkind = %s\n", cf->kind == COST_FILE_LINEAR ? "linear" : "roofline");
     put_text(f, "fitted_for", cf->fitted_for);
@@ -361,6 +389,14 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
         if (p->n_kv_knots > 0) {
             put_list(f, "kv_knots", p->kv_knots, p->n_kv_knots);
             put_list(f, "kv_extra_s", p->kv_extra_s, p->n_kv_knots);
+        }
+        if (p->moe_layers > 0 && (p->n_moe_knots > 0 || p->moe_eff > 0)) {
+            fprintf(f, "\n# the experts' products (sim/cost.h: moe)\n");
+            if (p->moe_eff > 0) put_num(f, "moe_eff", p->moe_eff);
+            if (p->n_moe_knots > 0) {
+                put_list(f, "moe_rows", p->moe_knot_rows, p->n_moe_knots);
+                put_list(f, "moe_s_per_param", p->moe_knot_s, p->n_moe_knots);
+            }
         }
         if (p->tp > 1) {
             fprintf(f, "\n# tensor parallelism: the times above are one device's; each pass "
@@ -405,24 +441,20 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     }
 }
 
+typedef struct {
+    const cost_file_t *cf;
+    const char *comment;
+} write_ud_t;
+
+static void write_cb(FILE *f, const void *ud) {
+    const write_ud_t *w = ud;
+    write_body(f, w->cf, w->comment);
+}
+
 int cost_file_write(const char *path, const cost_file_t *cf, const char *comment, char *err,
                     size_t errlen) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-    write_body(f, cf, comment);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        unlink(tmp);
-        return errf(err, errlen, "%s: write error", path);
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
-    }
-    return 0;
+    write_ud_t w = { cf, comment };
+    return kvfile_write(path, write_cb, &w, err, errlen);
 }
 
 /* ------------------------------------------------------------------ using */
@@ -509,6 +541,17 @@ void cost_file_json(FILE *f, const cost_file_t *cf) {
     json_num(f, "cv_median_err", cf->cv_median_err);
     json_num(f, "cv_p90_err", cf->cv_p90_err);
     fputc('}', f);
+}
+
+void cost_file_moe_shape(const preset_model_t *m, cost_linear_params_t *p) {
+    if (!preset_model_is_moe(m)) {
+        p->moe_layers = p->moe_experts = p->moe_top_k = p->moe_expert_params = 0;
+        return;
+    }
+    p->moe_layers = m->n_layers;
+    p->moe_experts = m->n_experts;
+    p->moe_top_k = m->experts_per_tok;
+    p->moe_expert_params = preset_model_expert_params(m) / (p->tp > 1 ? p->tp : 1);
 }
 
 int cost_file_same_shape(const preset_model_t *a, const preset_model_t *b, char *err,

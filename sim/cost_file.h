@@ -20,6 +20,8 @@
  *   tp = 4                        # optional (1): the tensor-parallel degree it models;
  *   allreduce_latency_s = ...     #   with tp > 1, the all-reduce's latency and
  *   allreduce_s_per_byte = ...    #   time per byte (cost.h: comm)
+ *   moe_eff, moe_rows, moe_s_per_param  # optional, a mixture of experts (cost.h: moe):
+ *                                 #   the kernel's efficiency and the experts' own curve
  *   hw = a100-80g                 # optional: the hardware preset it was fitted for
  *   layer_params, lm_params       # optional: checked against the shape's
  *   fit_points, fit_median_err, cv_median_err, cv_p90_err           # informational
@@ -80,6 +82,15 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen);
 /* The shipped calibration for a built-in model preset on a built-in hardware preset at
  * degree tp: its "builtin:NAME" path in out (0), or -1 when none is shipped. */
 int cost_file_builtin(const char *model, const char *hw, int32_t tp, char *out, size_t outlen);
+/* The same, found by the layers' shape when m is not the built-in of its name (a
+ * config.json of Llama-2-70B-chat, another vocabulary): the first shipped calibration for
+ * hw at tp whose layers match m's (layers, d_model, heads, KV heads, head_dim, d_ff,
+ * experts, dtype). 0 with its path, or -1. */
+int cost_file_builtin_by_shape(const preset_model_t *m, const char *hw, int32_t tp, char *out,
+                               size_t outlen);
+/* A linear file fitted for the same layers made m's: its shape, parameter counts (the LM
+ * head's follow m's vocabulary; the layers' curve is the measured one). */
+void cost_file_adopt_shape(cost_file_t *cf, const preset_model_t *m);
 /* The number of shipped calibrations and the name of the i-th (for listings). */
 int cost_file_builtin_count(void);
 const char *cost_file_builtin_name(int i);
@@ -95,6 +106,10 @@ cost_model_t *cost_file_model(const cost_file_t *cf, int32_t tp, char *err, size
 
 /* The model as a JSON object for a run's config ({"model":"linear","file":...,...}). */
 void cost_file_json(FILE *f, const cost_file_t *cf);
+
+/* A linear model's expert terms from the model's shape (sim/cost.h: moe): every layer a
+ * mixture of m's experts, each device holding 1/tp of each expert; all 0 for a dense model. */
+void cost_file_moe_shape(const preset_model_t *m, cost_linear_params_t *p);
 
 /* 0 when a and b have the same shape (names aside), else -1 with the first difference in
  * err ("n_layers 30 vs 32"). */

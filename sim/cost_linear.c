@@ -40,9 +40,7 @@ void cost_linear_gemm_weights(const double *knot_rows, int32_t n_knots, double r
 
 /* gemm(rows): cost_linear_gemm_weights' interpolation without its weight vector (a call
  * per simulated step must not clear hundreds of knots' weights). */
-static double gemm(const cost_linear_params_t *p, double rows) {
-    const double *x = p->knot_rows, *v = p->knot_s;
-    int32_t n = p->n_knots;
+static double curve(const double *x, const double *v, int32_t n, double rows) {
     if (!(rows > 0) || n < 1) return 0.0;
     if (rows <= x[0]) return v[0];
     if (rows >= x[n - 1]) return v[n - 1] * rows / x[n - 1];
@@ -54,6 +52,10 @@ static double gemm(const cost_linear_params_t *p, double rows) {
     }
     double a = (rows - x[lo]) / (x[hi] - x[lo]);
     return (1 - a) * v[lo] + a * v[hi];
+}
+
+static double gemm(const cost_linear_params_t *p, double rows) {
+    return curve(p->knot_rows, p->knot_s, p->n_knots, rows);
 }
 
 double cost_linear_kv_time(const cost_linear_params_t *p, double positions) {
@@ -69,6 +71,26 @@ double cost_linear_comm_time(const cost_linear_params_t *p, double tokens) {
            (p->allreduce_latency_s + p->allreduce_s_per_byte * tokens * p->ar_bytes_per_token);
 }
 
+double cost_moe_experts_touched(double experts, double top_k, double tokens) {
+    if (!(experts > 0) || !(tokens > 0)) return 0.0;
+    if (top_k >= experts) return experts;
+    return experts * (1.0 - pow(1.0 - top_k / experts, tokens));
+}
+
+/* moe_gemm(rows): the experts' own knots, else the layers' curve. */
+static double moe_gemm(const cost_linear_params_t *p, double rows) {
+    if (p->n_moe_knots < 1) return gemm(p, rows);
+    return curve(p->moe_knot_rows, p->moe_knot_s, p->n_moe_knots, rows);
+}
+
+double cost_linear_moe_time(const cost_linear_params_t *p, double tokens) {
+    if (!(p->moe_layers > 0) || !(tokens > 0)) return 0.0;
+    double touched = cost_moe_experts_touched(p->moe_experts, p->moe_top_k, tokens);
+    double rows = tokens * p->moe_top_k / touched;
+    double eff = p->moe_eff > 0 ? p->moe_eff : 1.0;
+    return p->moe_layers * touched * p->moe_expert_params * moe_gemm(p, rows) / eff;
+}
+
 static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) {
     const cost_linear_params_t *p = &((const linear_t *)m)->p;
     if (f->tokens <= 0) return 0.0;
@@ -76,7 +98,7 @@ static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) 
            p->layer_params * gemm(p, (double)f->tokens) +
            p->lm_params * gemm(p, (double)f->sampled) + p->sampled_s * (double)f->sampled +
            cost_linear_kv_time(p, (double)f->kv_tokens) + p->attn_pair_s * (double)f->attn_pairs +
-           cost_linear_comm_time(p, (double)f->tokens);
+           cost_linear_comm_time(p, (double)f->tokens) + cost_linear_moe_time(p, (double)f->tokens);
 }
 
 static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
@@ -98,6 +120,9 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
         {"allreduce_latency_s", p->allreduce_latency_s},
         {"allreduce_s_per_byte", p->allreduce_s_per_byte},
         {"allreduces", p->allreduces}, {"ar_bytes_per_token", p->ar_bytes_per_token},
+        {"moe_layers", p->moe_layers}, {"moe_experts", p->moe_experts},
+        {"moe_top_k", p->moe_top_k}, {"moe_expert_params", p->moe_expert_params},
+        {"moe_eff", p->moe_eff},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
         if (!isfinite(terms[i].v) || terms[i].v < 0)
@@ -126,6 +151,26 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
             return errf(err, errlen, "gemm_s_per_param must not decrease with the rows (knot "
                         "%d: %g after %g): a product of more rows cannot take less time",
                         (int)k + 1, p->knot_s[k], p->knot_s[k - 1]);
+    }
+    if (p->moe_layers > 0 && !(p->moe_experts >= 1 && p->moe_top_k >= 1 &&
+                               p->moe_top_k <= p->moe_experts && p->moe_expert_params > 0))
+        return errf(err, errlen, "moe_layers %g needs moe_experts >= 1, moe_top_k in 1..experts "
+                    "and moe_expert_params > 0 (got %g, %g, %g)", p->moe_layers,
+                    p->moe_experts, p->moe_top_k, p->moe_expert_params);
+    if (p->moe_eff > 1)
+        return errf(err, errlen, "moe_eff must be in (0, 1] (got %g)", p->moe_eff);
+    if (p->n_moe_knots < 0 || p->n_moe_knots > COST_MAX_KNOTS)
+        return errf(err, errlen, "moe_rows must hold 0 to %d knots (got %d)", COST_MAX_KNOTS,
+                    (int)p->n_moe_knots);
+    for (int32_t k = 0; k < p->n_moe_knots; k++) {
+        if (!isfinite(p->moe_knot_rows[k]) || p->moe_knot_rows[k] < 1 ||
+            (k > 0 && !(p->moe_knot_rows[k] > p->moe_knot_rows[k - 1])))
+            return errf(err, errlen, "moe_rows must be ascending row counts >= 1 (knot %d is "
+                        "%g)", (int)k + 1, p->moe_knot_rows[k]);
+        if (!isfinite(p->moe_knot_s[k]) || p->moe_knot_s[k] < 0 ||
+            (k > 0 && p->moe_knot_s[k] < p->moe_knot_s[k - 1]))
+            return errf(err, errlen, "moe_s_per_param must be finite, >= 0 and not decrease "
+                        "(knot %d is %g)", (int)k + 1, p->moe_knot_s[k]);
     }
     if (p->n_kv_knots < 0 || p->n_kv_knots > COST_MAX_KNOTS)
         return errf(err, errlen, "kv_knots must hold 0 to %d knots (got %d)", COST_MAX_KNOTS,

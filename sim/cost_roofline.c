@@ -23,6 +23,11 @@
  *   o proj      FLOPs 2*T*Wo, Wo = H*hd*d   bytes Wo*b + T*H*hd*b + T*d*b
  *   mlp         FLOPs 2*T*Wmlp, Wmlp = 3*d*d_ff (SwiGLU gate, up, down as one fused operator:
  *               only its input and output activations count)   bytes Wmlp*b + 2*T*d*b
+ *               A mixture of experts instead: the router (FLOPs 2*T*d*E, bytes d*E*b + T*d*b)
+ *               and the experts (FLOPs 2*T*k*We, We = 3*d*moe_d_ff; bytes E_t(T)*We*b +
+ *               2*T*k*d*b: each expert a token touches is read once, sim/cost.h's E_t),
+ *               divided by the MoE kernel's efficiency (moe_eff, 1 unless a serving
+ *               profile says)
  *
  * and once per step: the embedding gather (bytes 2*T*d*b: read T rows, write them), the
  * final rmsnorm over T tokens, the LM head over the S sampled positions (FLOPs 2*S*d*vocab,
@@ -82,6 +87,11 @@ typedef struct {
     double kv_tok;           /* 2 * KV * hd * b: K+V bytes per token per layer */
     double vocab_dev;        /* vocab rows of the LM head on this device */
     double ar_bytes;         /* bytes sent per token per all-reduce: 2(tp-1)/tp * d * b */
+    double inv_attn_bw;      /* K/V reads: 1 / (bandwidth * attn_bw_eff) */
+    /* a mixture of experts (moe 0: dense): experts, top-k, one expert's parameters on this
+     * device, and the kernel's efficiency */
+    int moe;
+    double n_exp, top_k, w_exp, moe_eff;
 } roofline_t;
 
 /* Running totals of a step; the same code serves step_time and explain so they agree. */
@@ -90,16 +100,22 @@ typedef struct {
     double t_compute, t_memory, t_comm;
 } acc_t;
 
-static inline void op(const roofline_t *r, acc_t *a, double flops, double inv_peak,
-                      double wbytes, double kvbytes, double other_bytes) {
+static inline void op_bw(const roofline_t *r, acc_t *a, double flops, double inv_peak,
+                         double wbytes, double kvbytes, double other_bytes, double scale) {
     double bytes = wbytes + kvbytes + other_bytes;
-    double tc = flops * inv_peak, tm = bytes * r->inv_bw;
+    double tc = flops * inv_peak * scale;
+    double tm = ((wbytes + other_bytes) * r->inv_bw + kvbytes * r->inv_attn_bw) * scale;
     a->flops += flops;
     a->bytes += bytes;
     a->wbytes += wbytes;
     a->kvbytes += kvbytes;
     if (tc > tm) a->t_compute += tc;
     else a->t_memory += tm;
+}
+
+static inline void op(const roofline_t *r, acc_t *a, double flops, double inv_peak,
+                      double wbytes, double kvbytes, double other_bytes) {
+    op_bw(r, a, flops, inv_peak, wbytes, kvbytes, other_bytes, 1.0);
 }
 
 static inline void acc_add_scaled(acc_t *dst, const acc_t *src, double k) {
@@ -130,8 +146,21 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     op(r, &layer, r->attn_flop * attn_pairs, r->inv_attn, 0,
        r->kv_tok * (attended + T), 2.0 * T * r->q_dim * b);
     op(r, &layer, 2.0 * T * r->w_o, r->inv_gemm, r->w_o * b, 0, T * r->q_dim * b + act);
-    op(r, &layer, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
-    if (r->ar_bytes > 0) {
+    if (r->moe) {
+        /* the router over every token, then each touched expert's weights read once and
+         * its tokens' products (sim/cost.h: E_t) */
+        double touched = cost_moe_experts_touched(r->n_exp, r->top_k, T);
+        op(r, &layer, 2.0 * T * r->d * r->n_exp, r->inv_gemm, r->d * r->n_exp * b, 0, act);
+        op_bw(r, &layer, 2.0 * T * r->top_k * r->w_exp, r->inv_gemm, touched * r->w_exp * b, 0,
+              2.0 * T * r->top_k * r->d * b, 1.0 / r->moe_eff);
+    } else {
+        op(r, &layer, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
+    }
+    if (r->ar_bytes > 0 && r->p.ar_s_per_byte > 0) {
+        /* a serving profile's all-reduce: latency + message bytes x time per byte */
+        layer.comm_bytes = 2.0 * T * r->ar_bytes;
+        layer.t_comm = 2.0 * (r->p.ar_latency_s + T * d * b * r->p.ar_s_per_byte);
+    } else if (r->ar_bytes > 0) {
         layer.comm_bytes = 2.0 * T * r->ar_bytes;
         layer.t_comm = layer.comm_bytes * r->inv_link + 2.0 * r->hw.link_latency;
     }
@@ -158,6 +187,7 @@ void cost_roofline_defaults(cost_roofline_params_t *p) {
     p->attn_eff = 0.5;
     p->overhead_s = 4e-4;
     p->tp = 1;
+    p->attn_bw_eff = p->ar_latency_s = p->ar_s_per_byte = p->moe_eff = 0;
 }
 
 static int eff_ok(double e) { return isfinite(e) && e > 0 && e <= 1; }
@@ -170,6 +200,12 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (!eff_ok(p->flops_eff) || !eff_ok(p->bw_eff) || !eff_ok(p->attn_eff))
         return errf(err, errlen, "efficiencies must be in (0, 1] (flops_eff %g, bw_eff %g, "
                     "attn_eff %g)", p->flops_eff, p->bw_eff, p->attn_eff);
+    if (!(p->attn_bw_eff == 0 || eff_ok(p->attn_bw_eff)) || !(p->moe_eff == 0 || eff_ok(p->moe_eff)))
+        return errf(err, errlen, "attn_bw_eff and moe_eff must be in (0, 1] (got %g, %g)",
+                    p->attn_bw_eff, p->moe_eff);
+    if (!isfinite(p->ar_latency_s) || p->ar_latency_s < 0 || !isfinite(p->ar_s_per_byte) ||
+        p->ar_s_per_byte < 0)
+        return errf(err, errlen, "the all-reduce's latency and time per byte must be >= 0");
     if (!isfinite(p->overhead_s) || p->overhead_s < 0)
         return errf(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
     if (p->tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
@@ -223,6 +259,12 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->attn_flop = 4.0 * heads * hd;
     r->kv_tok = 2.0 * kv_heads * hd * r->b;
     r->ar_bytes = p->tp > 1 ? 2.0 * (tp - 1.0) / tp * r->d * r->b : 0.0;
+    r->inv_attn_bw = 1.0 / (hw->mem_bw * (p->attn_bw_eff > 0 ? p->attn_bw_eff : p->bw_eff));
+    r->moe = preset_model_is_moe(m);
+    r->n_exp = m->n_experts;
+    r->top_k = m->experts_per_tok;
+    r->w_exp = preset_model_expert_params(m) / tp;
+    r->moe_eff = p->moe_eff > 0 ? p->moe_eff : 1.0;
     return &r->base;
 fail:
     free(r);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_LINE 65536   /* a cost file's knot lists are long; anything longer is damage */
 #define MAX_OTHER 64     /* distinct keys handled by `other`, for the duplicate check */
@@ -54,6 +55,25 @@ static int set_value(const kv_spec_t *k, const char *val, void *obj, char *msg, 
         return errf(msg, len, "'%s' is not a number (%s)", val, k->key);
     memcpy(field, &v, sizeof v);
     return 0;
+}
+
+int kvfile_parse_list(const char *key, const char *val, double *v, int *n, int cap, char *msg,
+                      size_t len) {
+    const char *p = val;
+    *n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !isfinite(x))
+            return errf(msg, len, "%s: item %d is not a number ('%s')", key, *n + 1, val);
+        if (*n == cap) return errf(msg, len, "%s: more than %d items", key, cap);
+        v[(*n)++] = x;
+        while (*end == ' ' || *end == '\t') end++;
+        if (*end == '\0') return 0;
+        if (*end != ',') return errf(msg, len, "%s: expected ',' between items ('%s')", key, val);
+        p = end + 1;
+    }
 }
 
 int kvfile_seen(const kv_table_t *t, const char *key) {
@@ -187,4 +207,33 @@ done:
     free(buf);
     for (int i = 0; i < n_other; i++) free(other_keys[i]);
     return rc;
+}
+
+int kvfile_write(const char *path, void (*body)(FILE *f, const void *ud), const void *ud,
+                 char *err, size_t errlen) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    body(f, ud);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        unlink(tmp);
+        return errf(err, errlen, "%s: write error", path);
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+void kvfile_put_comment(FILE *f, const char *comment) {
+    for (const char *p = comment; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        fprintf(f, "# %.*s\n", (int)n, p);
+        p += n + (nl ? 1 : 0);
+    }
 }

@@ -19,6 +19,7 @@
 #define TWIN_KVFILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum {
     KV_INT,      /* int32_t, plain decimal */
@@ -65,6 +66,20 @@ typedef int (*kv_section_fn)(void *ud, const char *header, int line, char *msg, 
  * to `section`; the same checks and messages as kvfile_read. */
 int kvfile_read_sections(const char *path, kv_section_fn section, kv_other_fn key, void *ud,
                          char *err, size_t errlen);
+
+/* A list value "1, 2.5, 4e3" into v (at most cap items; *n set): 0, or -1 with a message
+ * naming key and item in msg (for an other-key handler to return). */
+int kvfile_parse_list(const char *key, const char *val, double *v, int *n, int cap, char *msg,
+                      size_t len);
+
+/* Writes a file the way every kind of key = value file is written: body(f, ud) into
+ * PATH.tmp-PID, renamed over path only when all of it was written (a reader never sees half
+ * a file). 0, or -1 with a message naming path. */
+int kvfile_write(const char *path, void (*body)(FILE *f, const void *ud), const void *ud,
+                 char *err, size_t errlen);
+
+/* Each line of comment (may be NULL) as a "# " line. */
+void kvfile_put_comment(FILE *f, const char *comment);
 
 /* 1 when spec table t saw `key`. */
 int kvfile_seen(const kv_table_t *t, const char *key);

@@ -14,7 +14,7 @@
  * vocab 32, 2-byte elements, separate LM head. */
 static const preset_model_t tiny = {"tiny", 2, 8, 2, 1, 4, 16, 32, 64, 0, 2, 0, 0, 0};
 /* 1 MFLOP/s and 1 MB/s so that one FLOP or one byte is one microsecond. */
-static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6, 0};
+static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6, 0, 0};
 
 static cost_model_t *tiny_model(void) {
     cost_roofline_params_t p;

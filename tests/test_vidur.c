@@ -11,8 +11,10 @@
 
 #include "analysis/csvtab.h"
 #include "analysis/vidur.h"
+#include "analysis/vidur_ops.h"
 #include "sim/cost.h"
 #include "sim/cost_file.h"
+#include "sim/gpu_ops.h"
 #include "testutil.h"
 
 static char root[256];   /* the synthetic profile tree */
@@ -288,6 +290,36 @@ START_TEST(shipped_calibrations_match_the_profiles) {
 }
 END_TEST
 
+/* The shipped operator rates (sim/costs/GPU.ops) are what `calibrate --vidur --ops` makes
+ * of the published profiles today, and a held-out model's layer stays within a few percent. */
+START_TEST(shipped_operator_rates_match_the_profiles) {
+    char dir[512], err[2048];
+    if (!testutil_data_path("profiles/vidur/compute", dir, sizeof dir)) return;
+    dir[strlen(dir) - strlen("/compute")] = '\0';
+    static vidur_ops_result_t r;
+    static gpu_ops_t shipped;
+    const char *gpus[] = { "h100", "a100-80g" };
+    for (int g = 0; g < 2; g++) {
+        ck_assert_msg(vidur_ops_fit(dir, gpus[g], &r, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_ge(r.n_models, 5);
+        for (int m = 0; m < r.n_models; m++)
+            ck_assert_msg(r.cv_layer_by_model[m] < 0.08, "%s held out: %g", r.models[m],
+                          r.cv_layer_by_model[m]);
+        ck_assert(gpu_ops_builtin(gpus[g], &shipped) == 0);
+        ck_assert_int_eq(r.ops.n, shipped.n);
+        for (int k = 0; k < GPU_OP_KINDS; k++)
+            for (int i = 0; i < r.ops.n; i++)
+                ck_assert_msg(r.ops.rows[i] == shipped.rows[i] &&
+                              fabs(r.ops.s[k][i] - shipped.s[k][i]) <= 1e-8 * shipped.s[k][i] &&
+                              fabs(r.ops.t0[k][i] - shipped.t0[k][i]) <= 1e-8 * shipped.t0[k][i] + 1e-15,
+                              "%s: %s at %g rows differs: rerun sim/costs/regen.sh", gpus[g],
+                              gpu_op_names[k], r.ops.rows[i]);
+    }
+    ck_assert_int_eq(vidur_ops_fit(dir, "h200", &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "h200"), "%s", err);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("vidur");
     TCase *tc = tcase_create("core");
@@ -298,6 +330,7 @@ int main(void) {
     tcase_add_test(tc, tp_cost_files_are_checked);
     tcase_add_test(tc, shipped_calibrations_load);
     tcase_add_test(tc, shipped_calibrations_match_the_profiles);
+    tcase_add_test(tc, shipped_operator_rates_match_the_profiles);
     suite_add_tcase(s, tc);
     return testutil_run(s);
 }

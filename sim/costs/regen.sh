@@ -23,3 +23,9 @@ for pair in $pairs; do
         printf '%-40s cv %s\n' "$out" "$(sed -n 's/^cv_median_err = \(.*\)/\1/p' "$out")"
     done
 done
+# the per-operator rates (sim/gpu_ops.h) that price models Vidur did not profile
+for hw in h100 a100-80g; do
+    out=sim/costs/$hw.ops
+    "$bin" calibrate -q --vidur "$vidur" --ops --hw "$hw" --out "$out"
+    echo "$out"
+done
