@@ -58,8 +58,12 @@ static double evaluate(search_t *s, char *err, size_t errlen) {
         return -1;
     }
     snprintf(name, sizeof name, "calibrate-sim-%d", ++s->evals);
+    /* the cost file's own host and client terms are what is fitted: a serving profile
+     * (sim/serving.h) would replace them, so the replays run without one unless asked */
+    sim_opts_t so = *s->o->sim;
+    if (!so.serving && !so.serving_profile) so.serving = "none";
     validate_opts_t vo = {.db_path = s->db, .run = s->o->run, .cost_path = s->cost,
-                          .name = name, .sim = s->o->sim, .version = "calibrate"};
+                          .name = name, .sim = &so, .version = "calibrate"};
     if (validate_run(&vo, &s->vr, err, errlen) != 0) return -1;
     if (s->o->progress) {
         fprintf(stderr, "\r[calibrate] replay %d: MAPE %.2f%%   ", s->evals, 100 * s->vr.mape);

@@ -234,6 +234,21 @@ done:
     return rc;
 }
 
+int summary_free_name(sqlite3 *db, const char *base, char *out, size_t len) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE name = ?1", -1, &st, NULL))
+        return -1;
+    for (int k = 1; k < 100000; k++) {
+        if (k == 1) snprintf(out, len, "%s", base);
+        else snprintf(out, len, "%s-%d", base, k);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, out, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0) break;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
 int summary_find_run(sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,
                      size_t errlen) {
     int64_t id = 0;
@@ -362,7 +377,9 @@ static const char SQL_RUN[] =
     " json_extract(config, '$.client_request_s'),"
     " json_extract(config, '$.client_prompt_token_s'), json_extract(config, '$.client_token_s'),"
     " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens'),"
-    " json_extract(config, '$.clip_to_context'), json_extract(config, '$.max_model_len') "
+    " json_extract(config, '$.clip_to_context'), json_extract(config, '$.max_model_len'),"
+    " json_extract(config, '$.serving.name'), json_extract(config, '$.serving.engine'),"
+    " json_extract(config, '$.cost_scale') "
     "FROM runs WHERE id = ?1";
 /* Rejections by reason class (SUMMARY_REJ_*), from the messages' fixed wording. */
 static const char SQL_REJECTED[] =
@@ -446,6 +463,10 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     out->clip_to_context = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1
                          : sqlite3_column_int(st, 16) != 0;
     out->max_model_len = sqlite3_column_int(st, 17);
+    copy_col(out->serving, sizeof out->serving, st, 18);
+    copy_col(out->serving_engine, sizeof out->serving_engine, st, 19);
+    out->cost_scale = sqlite3_column_type(st, 20) == SQLITE_NULL ? 1
+                    : sqlite3_column_double(st, 20);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -652,6 +673,14 @@ void summary_print(FILE *f, const summary_t *s) {
     if (s->model[0] || s->hardware[0])
         fprintf(f, "model     %s%s%s\n", s->model[0] ? s->model : "?",
                 s->hardware[0] ? " on " : "", s->hardware);
+    if (!strcmp(s->serving, "none"))
+        fprintf(f, "serving   none: the bare GPU's passes (--serving none)\n");
+    else if (s->serving[0])
+        fprintf(f, "serving   %s%s%s\n", s->serving, s->serving_engine[0] ? ": " : "",
+                s->serving_engine);
+    if (s->cost_scale != 1)
+        fprintf(f, "cost      every step's time x %.4g (a prediction band's side)\n",
+                s->cost_scale);
     if (!strcmp(s->metrics, "client") && !isnan(s->client_token_s))
         fprintf(f, "metrics   client-side: front end %s per request + %s per prompt token "
                    "before the scheduler, %s per streamed token\n",

@@ -87,6 +87,10 @@ typedef struct {
      * max_model_len: the config's context length (0 when unsaid), for the hints. */
     int64_t aborted_by[4];
     int32_t max_model_len;
+    /* A simulated run's serving profile (its config's "serving": name and what it models;
+     * "" when the run does not say) and its step-time factor (a band's side; 1 otherwise). */
+    char serving[64], serving_engine[128];
+    double cost_scale;
 } summary_t;
 
 /* Why requests were aborted: the run's end, as its error says (policies/replay.h). */
@@ -122,6 +126,10 @@ int summary_open(const char *path, struct sqlite3 **db, char *err, size_t errlen
  * (rec_remove). Returns 0, or -1 with a message, to "" and nothing left behind. */
 int summary_copy_temp(const char *from, const char *what, char *to, size_t tolen, char *err,
                       size_t errlen);
+
+/* A run name not yet in the database: base, base-2, base-3, ... 0, or -1 (SQLite's message
+ * on db). */
+int summary_free_name(struct sqlite3 *db, const char *base, char *out, size_t len);
 
 /* name_or_id: a run name, else a numeric id; NULL or "" means the latest run (highest id).
  * Unknown: "no run named 'X' in DB; runs: a, b, c". */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "analysis/stats.h"
 #include "analysis/summary.h"
@@ -14,25 +15,32 @@
 #include "engine/engine.h"
 #include "sim/cost_file.h"
 #include "sim/sim.h"
-#include "traces/json.h"
 
-int validate_free_name(sqlite3 *db, const char *base, char *out, size_t len) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE name = ?1", -1, &st, NULL))
-        return -1;
-    for (int k = 1; k < 100000; k++) {
-        if (k == 1) snprintf(out, len, "%s", base);
-        else snprintf(out, len, "%s-%d", base, k);
-        sqlite3_reset(st);
-        sqlite3_bind_text(st, 1, out, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0) break;
+
+void validate_sim_opts(const validate_opts_t *o, sim_opts_t *so) {
+    so->cost_scale = o->cost_scale > 0 ? o->cost_scale : 1;
+}
+
+FILE *validate_temp_trace(char *path, size_t len, char *err, size_t errlen) {
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(path, len, "%s/twinserve-replay-XXXXXX.csv", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int fd = mkstemps(path, 4);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        errf(err, errlen, "cannot create a temporary trace %s", path);
+        if (fd >= 0) close(fd);
+        else path[0] = '\0';
     }
-    sqlite3_finalize(st);
-    return 0;
+    return f;
+}
+
+void validate_keep_stated(validate_result_t *r, const sim_result_t *res) {
+    r->band_stated = res->band_err;
+    snprintf(r->band_stated_src, sizeof r->band_stated_src, "%s", res->band_src);
 }
 
 static int simulate(const validate_opts_t *o, const workload_t *w, const char *name,
-                    int64_t *sim_id, char *err, size_t errlen) {
+                    validate_result_t *r, char *err, size_t errlen) {
     sim_opts_t so;
     sim_opts_defaults(&so);
     so.trace_path = w->trace;
@@ -61,6 +69,9 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     /* The engine records server-side times: a cost file's client-side terms (sim.h) would
      * predict something it never measured, so they do not apply here. */
     so.client = (sim_client_t){ 0, 0, 0 };
+    /* our engine has no vLLM around it: its replay prices the bare passes, whatever the
+     * hardware preset named for the roofline */
+    so.serving = "none";
     /* --hw means the roofline here, the model the per-step comparison uses; a shipped GPU
      * calibration is named with --cost builtin:NAME */
     so.roofline = !o->cost_path;
@@ -68,10 +79,12 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     char extra[128];
     snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld}", (long long)w->id);
     so.config_extra = extra;
+    validate_sim_opts(o, &so);
     sim_result_t res;
     char e[4096];
     int rc = sim_run(&so, &res, e, sizeof e);
-    *sim_id = res.run_id;
+    r->sim_id = res.run_id;
+    validate_keep_stated(r, &res);
     if (rc != 0) return errf(err, errlen, "the simulated replay failed: %s", e);
     return 0;
 }
@@ -329,9 +342,10 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     if (validate_run_kind(db, id, kind, sizeof kind, name, sizeof name, err, errlen) != 0)
         goto done;
     if (!strcmp(kind, "measured")) {
+        int staged = validate_ip_is(db, id);
         sqlite3_close(db);
         db = NULL;
-        rc = validate_measured(o, id, r, err, errlen);
+        rc = staged ? validate_ip(o, id, r, err, errlen) : validate_measured(o, id, r, err, errlen);
         goto done;
     }
     if (o->sim && kind[0]) {
@@ -395,7 +409,7 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
     char base[300], sim_name[300];
     snprintf(base, sizeof base, "validate-%s", w.name);
     if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
-    else if (validate_free_name(db, base, sim_name, sizeof sim_name) != 0) {
+    else if (summary_free_name(db, base, sim_name, sizeof sim_name) != 0) {
         errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
@@ -408,14 +422,14 @@ int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size
         snprintf(want, sizeof want, "%s-rep%d", w.name, k);
         sqlite3 *tmp;
         if (summary_open(o->db_path, &tmp, err, errlen) != 0) goto done;
-        validate_free_name(tmp, want, rep, sizeof rep);
+        summary_free_name(tmp, want, rep, sizeof rep);
         sqlite3_close(tmp);
         if (o->progress) fprintf(stderr, "[validate] engine repeat %d/%d: %s\n", k, o->repeat, rep);
         if (rerun_engine(o, &w, rep, &r->measured_ids[k], err, errlen) != 0) goto done;
         r->n_runs++;
     }
     if (o->progress) fprintf(stderr, "[validate] simulating %s\n", sim_name);
-    if (simulate(o, &w, sim_name, &r->sim_id, err, errlen) != 0) goto done;
+    if (simulate(o, &w, sim_name, r, err, errlen) != 0) goto done;
     snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
     if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
     if (validate_compare_runs(db, r->measured_ids, r->n_runs, r->sim_id, 0, r, err, errlen))
@@ -435,110 +449,4 @@ done:
     cost_free(cm);
     free(cf);
     return rc;
-}
-
-/* ------------------------------------------------------------------ printing */
-
-static const char *fmt_val(char *buf, size_t len, double v, int is_time) {
-    if (isnan(v)) snprintf(buf, len, "-");
-    else if (is_time) summary_fmt_time(buf, len, v);
-    else snprintf(buf, len, "%.4g", v);
-    return buf;
-}
-
-void validate_print(FILE *f, const validate_result_t *r) {
-    char a[40], b[40], lo[40], hi[40];
-    fprintf(f, "validate: %s run %s (id %lld) against simulated run %s (id %lld)\n",
-            r->measured ? "measured" : "engine", r->engine_name, (long long)r->engine_id,
-            r->sim_name, (long long)r->sim_id);
-    fprintf(f, "cost model: %s\n", r->cost_desc);
-    if (r->note[0]) fprintf(f, "replay: %s\n", r->note);
-    if (r->n_runs > 1)
-        fprintf(f, "engine noise: %d measured runs of the same workload (the run and %d "
-                   "repeats)\n", r->n_runs, r->n_runs - 1);
-    fprintf(f, "\n%-14s %12s %12s %9s", "metric", "measured", "predicted", "error");
-    if (r->n_runs > 1) fprintf(f, "   %25s %8s  %s", "engine min .. max", "spread", "verdict");
-    fputc('\n', f);
-    for (int i = 0; i < r->n; i++) {
-        const validate_metric_t *m = &r->m[i];
-        fprintf(f, "%-14s %12s %12s ", m->name, fmt_val(a, sizeof a, m->measured, m->is_time),
-                fmt_val(b, sizeof b, m->predicted, m->is_time));
-        if (isfinite(m->err)) fprintf(f, "%+8.1f%%", 100 * m->err);
-        else fprintf(f, "%9s", "-");
-        if (r->n_runs > 1 && isfinite(m->spread)) {
-            int within = m->predicted >= m->lo && m->predicted <= m->hi;
-            char range[96];
-            snprintf(range, sizeof range, "%s .. %s", fmt_val(lo, sizeof lo, m->lo, m->is_time),
-                     fmt_val(hi, sizeof hi, m->hi, m->is_time));
-            fprintf(f, "   %25s %7.1f%%  %s", range, 100 * m->spread,
-                    within ? "within noise" : "model error");
-        }
-        fputc('\n', f);
-    }
-    if (r->measured)
-        fprintf(f, "\nper step: none: a measured run records requests, not the server's "
-                   "steps\n");
-    else if (!r->pass.n)
-        fprintf(f, "\nper step: none (see the replay line above)\n");
-    else
-        fprintf(f, "\nper step, the cost model on each engine step's recorded work "
-                   "(|predicted - measured| / measured):\n");
-    const struct { const char *label; const validate_steps_t *s; } rows[] = {
-        {"forward pass", &r->pass}, {"  decode-only", &r->pass_decode},
-        {"  with prompt", &r->pass_prompt}, {"host time", &r->host},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        const validate_steps_t *s = rows[i].s;
-        if (!s->n) continue;
-        fprintf(f, "  %-14s %7zu steps  median %6.2f%%  p90 %6.2f%%  bias %+6.2f%%\n",
-                rows[i].label, s->n, 100 * s->median, 100 * s->p90, 100 * s->bias);
-    }
-    if (!r->host.n && !r->measured && r->pass.n)
-        fprintf(f, "  host time: not modelled by this cost model\n");
-    fprintf(f, "\nMAPE %.2f%% over %d headline metrics (p50, p90, p99 of TTFT, TPOT and E2E; "
-               "output throughput)\n", 100 * r->mape, r->mape_n);
-}
-
-static void json_num(FILE *f, const char *key, double v, const char *after) {
-    report_json_key_num(f, key, v, after);
-}
-
-void validate_json(FILE *f, const validate_result_t *r) {
-    fputs("{\"engine_run\": ", f);
-    json_write_str(f, r->engine_name);
-    fprintf(f, ", \"engine_run_id\": %lld, \"sim_run\": ", (long long)r->engine_id);
-    json_write_str(f, r->sim_name);
-    fprintf(f, ", \"sim_run_id\": %lld, \"run_kind\": \"%s\", \"replay\": ", (long long)r->sim_id,
-            r->measured ? "measured" : "engine");
-    if (r->note[0]) json_write_str(f, r->note);
-    else fputs("null", f);
-    fputs(", \"cost_model\": ", f);
-    json_write_str(f, r->cost_desc);
-    fprintf(f, ", \"measured_runs\": %d, \"metrics\": [", r->n_runs);
-    for (int i = 0; i < r->n; i++) {
-        const validate_metric_t *m = &r->m[i];
-        fputs(i ? ", {\"name\": " : "{\"name\": ", f);
-        json_write_str(f, m->name);
-        fprintf(f, ", \"headline\": %s, ", m->headline ? "true" : "false");
-        json_num(f, "measured", m->measured, ", ");
-        json_num(f, "predicted", m->predicted, ", ");
-        json_num(f, "error", m->err, ", ");
-        json_num(f, "measured_min", m->lo, ", ");
-        json_num(f, "measured_max", m->hi, ", ");
-        json_num(f, "spread", m->spread, "}");
-    }
-    fputs("], \"steps\": {", f);
-    const struct { const char *key; const validate_steps_t *s; } rows[] = {
-        {"pass", &r->pass}, {"pass_decode", &r->pass_decode},
-        {"pass_prompt", &r->pass_prompt}, {"host", &r->host},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        fprintf(f, "%s\"%s\": {\"n\": %zu, ", i ? ", " : "", rows[i].key, rows[i].s->n);
-        json_num(f, "median_abs_error", rows[i].s->median, ", ");
-        json_num(f, "p90_abs_error", rows[i].s->p90, ", ");
-        json_num(f, "bias", rows[i].s->bias, "}");
-    }
-    fputs("}, ", f);
-    json_num(f, "mape", r->mape, ", ");
-    fprintf(f, "\"mape_metrics\": %d}\n", r->mape_n);
 }

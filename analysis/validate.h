@@ -52,6 +52,17 @@ typedef struct {
      * Its trace, database, run name, cost model (cost_path, hw) and config are set by
      * validate. NULL: none given. */
     const sim_opts_t *sim;
+    /* A measured run with load stages (an inference-perf import): requests arriving in the
+     * first skip_warmup_s seconds are left out of both sides' stage metrics (a cold
+     * server's first requests; 0: none); no_itl skips the per-token comparison (ITL), so
+     * the replay records no tokens (calibrate --serving's many replays). */
+    double skip_warmup_s;
+    int no_itl;
+    /* Every simulated step's time x cost_scale (0: 1), sim.h; band (validate_band) asks
+     * for a prediction band of width band_err (0: the cost model's own). */
+    double cost_scale;
+    int band;
+    double band_err;
 } validate_opts_t;
 
 #define VALIDATE_MAX_METRICS 48
@@ -63,12 +74,36 @@ typedef struct {
     int headline;             /* part of the MAPE */
     double measured, predicted, err;
     double lo, hi, spread;    /* over the measured runs; NAN without repeats */
+    double band_lo, band_hi;  /* the prediction band (validate_band); valid with band_on */
+    int inside;               /* the measured value lies in the band */
 } validate_metric_t;
 
 typedef struct {
     size_t n;                 /* steps compared */
     double median, p90, bias; /* of |error|; bias = mean signed error */
 } validate_steps_t;
+
+/* Per load stage of a measured run that has them (an inference-perf import: its config's
+ * "stages"): TTFT mean, p50, p90, p99; E2E mean, p50, p90, p99 over the stage's finished
+ * requests; and with the client's own definitions (inference-perf: two SSE messages per
+ * token), TPOT mean = (E2E - TTFT) / (2 x output + 1) and ITL p75, p90, p99 over every
+ * message gap (n + 2 of a request's 2n + 1 gaps are a message pair's, ~0; the rest are the
+ * real token gaps). A stage whose requests failed on either side (client timeouts: an
+ * overloaded server) is marked overloaded and left out of the MAPE, whose mean is over the
+ * others' metrics. */
+#define VALIDATE_MAX_STAGES 16
+#define VALIDATE_STAGE_METRICS 12
+typedef struct {
+    int stage;
+    double rate, duration_s;
+    int64_t first, count;
+    int64_t finished_meas, finished_pred, failed_meas, failed_pred, skipped;
+    int overloaded;                      /* failures on either side */
+    validate_metric_t m[VALIDATE_STAGE_METRICS];
+    int n;
+    double mape;
+    int mape_n;
+} validate_stage_t;
 
 typedef struct {
     int64_t engine_id, sim_id;            /* engine_*: the measured run, engine or measured */
@@ -82,11 +117,35 @@ typedef struct {
     validate_steps_t pass, host, pass_decode, pass_prompt;
     double mape;
     int mape_n;
+    /* a measured run with load stages (see above); n_stages 0 otherwise */
+    validate_stage_t stages[VALIDATE_MAX_STAGES];
+    int n_stages;
+    double stage_mape;                    /* over the stages not overloaded; NAN if none */
+    int stage_mape_n;
+    /* what the replay's cost model states of its own error (sim_result_t.band_err) */
+    double band_stated;
+    char band_stated_src[200];
+    /* the band (validate_band): its width and where it came from, the runs of its two
+     * sides, how many measured values fell inside (headline metrics; the stage metrics of
+     * the stages not overloaded), and the E2E elasticity and knee verdict (band.h) */
+    int band_on;
+    double band_err;
+    char band_src[256], band_runs[2][300];
+    int band_in, band_n, stage_band_in, stage_band_n;
+    double band_el;
+    int band_knee;
 } validate_result_t;
 
 int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size_t errlen);
 
+/* validate_run, and with o->band the replay twice more with every step's time x (1 - E)
+ * and x (1 + E) (analysis/band.h; runs SIM-band-lo, SIM-band-hi), each metric's band the
+ * range of the three predictions, and whether the measured value fell inside. */
+int validate_band(const validate_opts_t *o, validate_result_t *r, char *err, size_t errlen);
+
 void validate_print(FILE *f, const validate_result_t *r);
+/* The per-stage table alone (validate_print ends with it). */
+void validate_print_stages(FILE *f, const validate_result_t *r);
 void validate_json(FILE *f, const validate_result_t *r);
 
 #endif

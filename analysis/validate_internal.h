@@ -65,9 +65,15 @@ void validate_copy_text(char *dst, size_t len, struct sqlite3_stmt *st, int col)
 int validate_run_row(struct sqlite3 *db, const char *path, const char *sql, int64_t id,
                      struct sqlite3_stmt **st, char *err, size_t errlen);
 
-/* A run name not yet in the database: base, base-2, base-3, ... 0, or -1 (SQLite's message
- * on db). */
-int validate_free_name(struct sqlite3 *db, const char *base, char *out, size_t len);
+/* The replay's options every path shares: the step-time factor of a band's side; and what
+ * the replay's cost model states of its error, kept on r (after sim_run). */
+void validate_sim_opts(const validate_opts_t *o, sim_opts_t *so);
+
+/* A temporary plain trace for a measured run's replay: $TMPDIR/twinserve-replay-XXXXXX.csv
+ * (TMPDIR unset: /tmp), its path in path[len] (the caller unlinks it; "" when none was
+ * made). The open file, or NULL with a message. */
+FILE *validate_temp_trace(char *path, size_t len, char *err, size_t errlen);
+void validate_keep_stated(validate_result_t *r, const sim_result_t *res);
 
 /* Fills r's metrics (and MAPE) from the measured runs against the simulated one.
  * requests_only leaves out what only our engine measures (queueing delay, preemptions,
@@ -80,6 +86,12 @@ int validate_compare_runs(struct sqlite3 *db, const int64_t *meas_ids, int n_mea
  * 0, or -1 with a message. */
 int validate_run_kind(struct sqlite3 *db, int64_t id, char *kind, size_t klen, char *name,
                       size_t nlen, char *err, size_t errlen);
+
+/* A measured run with load stages, as an inference-perf import records one: 1 or 0. */
+int validate_ip_is(struct sqlite3 *db, int64_t id);
+/* The whole of validate_run for such a run (validate_ip.c). */
+int validate_ip(const validate_opts_t *o, int64_t id, validate_result_t *r, char *err,
+                size_t errlen);
 
 /* The whole of validate_run for a measured run (validate_measured.c). */
 int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r, char *err,

@@ -269,26 +269,18 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
         goto done;
     }
     sim_opts_t so = *o->sim;
+    if (isnan(so.watermark)) so.watermark = 0.01;   /* not given: sim's default */
     if (choose_model(o, &m, &so, r, err, errlen) != 0) goto done;
     so.cost_path = o->cost_path;
     if (so.tp <= 0) so.tp = m.tp > 0 ? m.tp : 1;
     snprintf(base, sizeof base, "validate-%s", m.name);
     if (o->name) snprintf(sim_name, sizeof sim_name, "%s", o->name);
-    else if (validate_free_name(db, base, sim_name, sizeof sim_name) != 0) {
+    else if (summary_free_name(db, base, sim_name, sizeof sim_name) != 0) {
         errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
     /* the workload, in a temporary plain trace removed at the end */
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(trace, sizeof trace, "%s/twinserve-replay-XXXXXX.csv",
-             tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int fd = mkstemps(trace, 4);
-    if (fd < 0 || !(tf = fdopen(fd, "w"))) {
-        errf(err, errlen, "cannot create a temporary trace %s", trace);
-        if (fd >= 0) close(fd);
-        if (fd < 0) trace[0] = '\0';
-        goto done;
-    }
+    if (!(tf = validate_temp_trace(trace, sizeof trace, err, errlen))) goto done;
     if (write_trace(db, id, &m, so.seed, tf, err, errlen) != 0) goto done;
     fclose(tf);
     tf = NULL;
@@ -307,10 +299,12 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
              (unsigned long long)so.seed);
     so.config_extra = extra;
     if (o->progress) fprintf(stderr, "[validate] simulating %s\n", sim_name);
+    validate_sim_opts(o, &so);
     sim_result_t res;
     char e[4096];
     int sim_rc = sim_run(&so, &res, e, sizeof e);
     r->sim_id = res.run_id;
+    validate_keep_stated(r, &res);
     if (sim_rc != 0) {
         errf(err, errlen, "the simulated replay failed: %s", e);
         goto done;

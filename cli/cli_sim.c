@@ -1,6 +1,9 @@
 /* cli_sim: see cli_sim.h. */
 #include "cli/cli_sim.h"
 
+#include <string.h>
+
+#include "analysis/band.h"
 #include "cli/cli_util.h"
 
 static const struct option shared[] = { CLI_SIM_OPTIONS, { 0, 0, 0, 0 } };
@@ -46,6 +49,18 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_MAXOUTTOK: ok = cli_int(arg, 1, 1 << 30, &o->max_output_tokens); break;
     case CLI_SIM_ORACLE: o->oracle_lengths = 1; break;
     case CLI_SIM_CLIP: o->clip_to_context = 1; break;
+    case CLI_SIM_SERVING: o->serving = arg; break;
+    case CLI_SIM_METRICS:
+        if (!strcmp(arg, "client")) o->metrics = SIM_METRICS_CLIENT;
+        else if (!strcmp(arg, "server")) o->metrics = SIM_METRICS_SERVER;
+        else ok = 0;
+        break;
+    case CLI_SIM_CTIMEOUT: ok = cli_double(arg, 1e-3, 1e9, &o->client_timeout_s); break;
+    case CLI_SIM_BAND:
+        o->band = 1;
+        o->band_err = 0;
+        if (arg) ok = band_parse(arg, &o->band_err);
+        break;
     default: ok = 0; break;
     }
     if (!ok) {
@@ -61,13 +76,16 @@ void cli_sim_usage(FILE *f) {
         "  --format F            force the trace format: azure|burstgpt|mooncake|plain\n"
         "  --set KEY=VALUE       override a policy param (repeatable)\n"
         "  --model NAME|FILE     model preset (default llama-2-7b, or the cost file's model;\n"
-        "                        `twinserve presets`)\n"
+        "                        `twinserve presets`), a .model file or a Hugging Face\n"
+        "                        config.json (docs/models.md)\n"
         "  --hw NAME|FILE        hardware preset (default a100-80g, or the cost file's)\n"
         "  --tp N                tensor-parallel degree (default 1)\n"
         "                        A built-in model on a100-80g or h100 uses the calibration\n"
         "                        shipped for it (Vidur's measured operators; `twinserve\n"
         "                        presets` lists them) unless --cost or --roofline is given;\n"
-        "                        the run's config says which (\"calibration\")\n"
+        "                        another model there, one built from the GPU's operator\n"
+        "                        rates by shape (sim/costs/GPU.ops); the run's config says\n"
+        "                        which (\"calibration\")\n"
         "  --seed N              seed for the policy's random numbers and speculative draws (0)\n"
         "  --start S             skip the first S seconds of the trace\n"
         "  --duration S          replay only S seconds of the trace\n"
@@ -112,6 +130,25 @@ void cli_sim_usage(FILE *f) {
         "                        and per prompt token in the front end before the\n"
         "                        scheduler, and per streamed output token (default: the\n"
         "                        cost file's client_*_s, else 0 = server-side metrics)\n"
+        "  --serving NAME|FILE   the serving engine around the GPU's passes (sim/serving.h):\n"
+        "                        vllm (vLLM 0.15: its CPU time per step with async\n"
+        "                        scheduling, CUDA graphs, attention and all-reduce kernels,\n"
+        "                        API server and KV sizing; fitted to real vLLM runs), none\n"
+        "                        (the bare GPU), or a profile file; default vllm on a GPU\n"
+        "                        preset (a100-80g, h100, h200), else none; the run's config\n"
+        "                        records it (\"serving\")\n"
+        "  --metrics client|server\n"
+        "                        which latencies to record: client-side (what a benchmark\n"
+        "                        client measures: the serving profile's API server and\n"
+        "                        stream, the default when it has them) or server-side\n"
+        "                        (a token counts when its step ends)\n"
+        "  --client-timeout S    a client gives up a request unfinished S s after its\n"
+        "                        arrival; the server aborts it (\"client timeout\")\n"
+        "  --band[=E]            a prediction band: the run again with every step's time\n"
+        "                        x (1 - E) and x (1 + E), each metric reported as the range\n"
+        "                        (runs NAME-band-lo, -hi); E (0.05 or 5%%) defaults to the\n"
+        "                        cost model's own cross-validated error; a run whose E2E\n"
+        "                        moves > 3x the cost is flagged at a knee\n"
         "  --policy-time-limit S limit per policy call (2 s)\n"
         "  --policy-mem-mb M     policy memory cap (256 MB)\n"
         "  --replicas N          a cluster of N identical replicas of this configuration,\n"

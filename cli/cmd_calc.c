@@ -249,7 +249,7 @@ static void roofline_usage(FILE *f) {
           "Where a model's serving time goes on a device: the decode bound from bandwidth, the\n"
           "ridge point, arithmetic intensity and predicted step time of a 1024-token prefill\n"
           "and of decode steps at batch 1, 8, 64 and 256.\n"
-          "  --model NAME     built-in model or a .model preset file\n"
+          "  --model NAME     built-in model, a .model preset file or a config.json\n"
           "  --hw NAME        built-in GPU or a .hw preset file (default a100-80g)\n"
           "  --bandwidth B/s  memory bandwidth in bytes/s (overrides --hw's; e.g. 2.0e12)\n"
           "  --flops F        peak dense FLOP/s (overrides --hw's; without it and --hw, only\n"

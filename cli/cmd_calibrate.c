@@ -1,16 +1,20 @@
 /* cmd_calibrate: `twinserve calibrate`, a cost model fitted to measurements (a profile, or
  * an engine run's steps) and written as a cost file for `sim --cost`. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analysis/calibrate.h"
+#include "analysis/calibrate_serving.h"
 #include "analysis/calibrate_sim.h"
 #include "analysis/spec_curve.h"
 #include "cli/cli_sim.h"
 #include "analysis/vidur.h"
+#include "analysis/vidur_ops.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 
@@ -19,6 +23,9 @@ static void usage(FILE *f) {
         "usage: twinserve calibrate --profile FILE --out COST [options]\n"
         "       twinserve calibrate --db DB --run ENGINE_RUN --out COST [options]\n"
         "       twinserve calibrate --vidur DIR --model M --hw GPU [--tp N] --out COST\n"
+        "       twinserve calibrate --vidur DIR --ops --hw GPU --out RATES\n"
+        "       twinserve calibrate --serving [BASE] --db DB [--runs R1,R2,...] [--fit TERMS]\n"
+        "                           [--loo] [-j N] --out PROFILE\n"
         "       twinserve calibrate --db DB --run MEASURED --policy P [--cost BASE |\n"
         "                           --model M --hw GPU --tp N] [--fit TERMS] --out COST\n"
         "\n"
@@ -39,6 +46,9 @@ static void usage(FILE *f) {
         "                        --model on --hw a100-80g|h100 at --tp 1|2|4|8 (attention,\n"
         "                        not profiled, stays on the roofline); --network SETUP picks\n"
         "                        network/SETUP/all_reduce.csv (default GPU_dgx)\n"
+        "  --ops                 with --vidur and --hw: the GPU's operator rates by shape\n"
+        "                        from all its profiles (sim/gpu_ops.h; sim/costs/GPU.ops),\n"
+        "                        which cost models without a profile of their own\n"
         "  --out COST            the cost file to write\n"
         "  --model NAME|FILE     the model's shape, when the input does not say it\n"
         "\n"
@@ -54,6 +64,24 @@ static void usage(FILE *f) {
         "  --fit TERMS           comma-separated, of host_step_s, host_seq_s, client_request_s,\n"
         "                        client_token_s (default: the host terms, and the client terms\n"
         "                        for a run measured at the client, a vLLM benchmark)\n"
+        "\n"
+        "--serving fits a serving profile (sim/serving.h; BASE, default vllm) to every\n"
+        "measured run with load stages in DB (import --inference-perf: real vLLM runs), or\n"
+        "those --runs names, at once, by simulation: each replayed as validate replays it,\n"
+        "the objective their mean stage MAPE (runs that overloaded are replayed, not fitted).\n"
+        "  --fit TERMS           of attn_kv_bw_eff, moe_gemm_eff, request_s, prompt_token_s,\n"
+        "                        token_s, cpu_step_s, cpu_seq_s, cpu_token_s (default: the\n"
+        "                        first, second, third and fifth)\n"
+        "  --loo                 leave-one-experiment-out: each run predicted by the fit on\n"
+        "                        the others (the whole search again per run); the median\n"
+        "                        held-out |error| of the stages' mean TPOT is written as\n"
+        "                        step_cv_err, --band's default width\n"
+        "  --loo-dir DIR         --loo, and each fold's profile written as DIR/RUN.serving\n"
+        "                        (to replay the held-out predictions with validate)\n"
+        "  -j N                  replays in parallel (default 2)\n"
+        "  --skip-warmup S       the first S seconds of each run out of the stage metrics\n"
+        "  --policy FILE, --watermark F   the replays' policy (default policies/vllm.lua)\n"
+        "                        and KV watermark (default 0: vLLM v1 has none)\n"
         "  --folds K             cross-validation folds (5)\n"
         "  --seed N              the folds' shuffle (1)\n"
         "  --json                the report as one JSON object\n"
@@ -63,7 +91,8 @@ static void usage(FILE *f) {
 #define CALIB_MAX_PROFILES 16
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_OUT, O_MODEL, O_FOLDS, O_SEED, O_JSON, O_HELP,
-       O_VIDUR, O_HW, O_TP, O_NETWORK, O_POLICY, O_COST, O_FIT };
+       O_VIDUR, O_HW, O_TP, O_NETWORK, O_POLICY, O_COST, O_FIT, O_OPS, O_SERVING, O_RUNS, O_LOODIR,
+       O_LOO, O_WARMUP };
 
 /* --db --run MEASURED --policy: the free terms fitted by simulation (calibrate_sim.h). */
 static int calibrate_measured(const calsim_opts_t *o, const char *out, int quiet) {
@@ -89,6 +118,77 @@ static int calibrate_measured(const calsim_opts_t *o, const char *out, int quiet
     }
     if (!quiet) {
         calsim_print(stdout, &r);
+        printf("\nwrote %s\n", out);
+    }
+    return 0;
+}
+
+/* --serving: a serving profile fitted to measured runs (analysis/calibrate_serving.h). */
+static int calibrate_serving(calserv_opts_t *o, const char *db, const char *terms,
+                             sim_opts_t *so, const char *hw, const char *out, int quiet) {
+    static calserv_result_t r;
+    char err[8192];
+    o->db_path = db;
+    o->terms = terms;
+    o->hw = hw;
+    if (!so->policy_path) so->policy_path = "policies/vllm.lua";
+    if (isnan(so->watermark)) so->watermark = 0;   /* vLLM v1 keeps no free-block watermark */
+    o->sim = so;
+    o->progress = !quiet && isatty(2);
+    if (calserv_fit(o, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    char comment[1024];
+    int n = snprintf(comment, sizeof comment, "%s serving profile, its terms fitted by "
+                     "`twinserve calibrate --serving` (twinserve %s) to %d measured runs:",
+                     r.fitted.name, TWIN_VERSION, r.n_runs);
+    for (int k = 0; k < r.n_runs && n < (int)sizeof comment - 80; k++)
+        n += snprintf(comment + n, sizeof comment - (size_t)n, "%s %s", k ? "," : "",
+                      r.run[k].name);
+    snprintf(comment + n, sizeof comment - (size_t)n, "\nsim/serving.h has the model; "
+             "docs/fidelity.md the sources and the fit");
+    snprintf(r.fitted.source, sizeof r.fitted.source, "calibrate --serving on %d runs: stage "
+             "MAPE %.2f%% in sample%s", (int)r.fitted.fit_runs, 100 * r.fit_mape,
+             r.loo ? ", see cv_mape held out" : "");
+    const char *sde = getenv("SOURCE_DATE_EPOCH");
+    time_t now = sde && *sde ? (time_t)strtoll(sde, NULL, 10) : time(NULL);
+    strftime(r.fitted.fitted_at, sizeof r.fitted.fitted_at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    if (serving_write(out, &r.fitted, comment, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    if (!quiet) {
+        calserv_print(stdout, &r);
+        for (int k = 0; k < r.n_runs; k++) {
+            printf("\n--- %s (fitted profile)\n", r.run[k].name);
+            validate_print_stages(stdout, &r.final[k]);
+        }
+        printf("\nwrote %s\n", out);
+    }
+    return 0;
+}
+
+/* --vidur --ops: a GPU's operator rates by shape (analysis/vidur_ops.h). */
+static int calibrate_ops(const char *dir, const char *hw, const char *out, int quiet) {
+    static vidur_ops_result_t r;
+    char err[2048];
+    if (vidur_ops_fit(dir, hw, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    char comment[768];
+    snprintf(comment, sizeof comment,
+             "a GPU's operator rates by shape, from `twinserve calibrate --vidur DIR --ops` "
+             "(twinserve %s)\nfitted to every operator Vidur profiled on this GPU (Agrawal et "
+             "al., MLSys 2024; MIT licence;\ngithub.com/microsoft/vidur data/profiling): "
+             "sim/gpu_ops.h has the model, docs/fidelity.md the fit", TWIN_VERSION);
+    if (gpu_ops_write(out, &r.ops, comment, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve calibrate: %s\n", err);
+        return 1;
+    }
+    if (!quiet) {
+        vidur_ops_report(stdout, &r);
         printf("\nwrote %s\n", out);
     }
     return 0;
@@ -132,6 +232,10 @@ int cmd_calibrate(int argc, char **argv) {
         { "help", 0, 0, O_HELP }, { "vidur", 1, 0, O_VIDUR }, { "hw", 1, 0, O_HW },
         { "tp", 1, 0, O_TP }, { "network", 1, 0, O_NETWORK }, { "policy", 1, 0, O_POLICY },
         { "cost", 1, 0, O_COST }, { "fit", 1, 0, O_FIT }, { "set", 1, 0, CLI_SIM_SET },
+        { "ops", 0, 0, O_OPS }, { "serving", 2, 0, O_SERVING }, { "runs", 1, 0, O_RUNS },
+        { "loo", 0, 0, O_LOO }, { "skip-warmup", 1, 0, O_WARMUP },
+        { "loo-dir", 1, 0, O_LOODIR },
+        { "watermark", 1, 0, CLI_SIM_WATERMARK },
         { "kv-blocks", 1, 0, CLI_SIM_KVB }, { "gpu-util", 1, 0, CLI_SIM_UTIL },
         { "block-size", 1, 0, CLI_SIM_BLOCK }, { "max-tokens", 1, 0, CLI_SIM_MAXTOK },
         { "max-seqs", 1, 0, CLI_SIM_MAXSEQ }, { "max-model-len", 1, 0, CLI_SIM_MAXLEN },
@@ -148,7 +252,9 @@ int cmd_calibrate(int argc, char **argv) {
     const char *profiles[CALIB_MAX_PROFILES], *db = NULL, *run = NULL, *out = NULL,
                *model = NULL;
     int n_prof = 0;
-    int json = 0, quiet = 0, c, rc = 2, have_in = 0;
+    int json = 0, quiet = 0, ops = 0, serving = 0, c, rc = 2, have_in = 0;
+    calserv_opts_t svo = {.jobs = 2};
+    so.watermark = NAN;   /* not given (each path's default below) */
     fit_opts_t fo;
     fit_opts_defaults(&fo);
     calib_input_t in;
@@ -156,7 +262,7 @@ int cmd_calibrate(int argc, char **argv) {
     fit_report_t pr = {0}, hr = {0};
     char err[2048];
     optind = 1;
-    while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "qj:", opts, NULL)) != -1) {
         int ok = 1;
         switch (c) {
         case O_PROFILE:
@@ -180,6 +286,14 @@ int cmd_calibrate(int argc, char **argv) {
         case O_POLICY: so.policy_path = optarg; break;
         case O_COST: co.base_cost = optarg; break;
         case O_FIT: co.terms = optarg; break;
+        case O_OPS: ops = 1; break;
+        case O_SERVING: serving = 1; svo.base = optarg; break;
+        case O_RUNS: svo.runs = optarg; break;
+        case O_LOO: svo.loo = 1; break;
+        case O_LOODIR: svo.loo = 1, svo.loo_dir = optarg; break;
+        case O_WARMUP: ok = cli_double(optarg, 0, 1e9, &svo.skip_warmup_s); break;
+        case 'j': ok = cli_int(optarg, 1, 64, &svo.jobs); break;
+        case CLI_SIM_WATERMARK: ok = cli_sim_apply("calibrate", c, optarg, &so); break;
         case CLI_SIM_SET: case CLI_SIM_KVB: case CLI_SIM_UTIL: case CLI_SIM_BLOCK:
         case CLI_SIM_MAXTOK: case CLI_SIM_MAXSEQ: case CLI_SIM_MAXLEN:
             if (c == CLI_SIM_SET && so.n_sets == 256) {
@@ -203,6 +317,20 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (optind < argc) {
         fprintf(stderr, "twinserve calibrate: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (serving) {
+        if (!db || !out || n_prof || vo.dir || run || co.base_cost) {
+            fprintf(stderr, "twinserve calibrate: --serving fits a serving profile to measured "
+                    "runs: give --db DB and --out PROFILE (and --runs, not --run)\n");
+            return 2;
+        }
+        return calibrate_serving(&svo, db, co.terms, &so, vo.hw, out, quiet || json);
+    }
+    if (isnan(so.watermark)) so.watermark = 0.01;
+    if (svo.runs || svo.loo || svo.skip_warmup_s > 0) {
+        fprintf(stderr, "twinserve calibrate: --runs, --loo, --loo-dir and --skip-warmup go "
+                "with --serving\n");
         return 2;
     }
     if ((n_prof > 0) + (db != NULL) + (vo.dir != NULL) != 1) {
@@ -242,6 +370,12 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "twinserve calibrate: --out COST is required\n");
         return 2;
     }
+    if (ops && (!vo.dir || !vo.hw || model || vo.tp != 1)) {
+        fprintf(stderr, "twinserve calibrate: --ops goes with --vidur DIR and --hw GPU (all of "
+                "the GPU's profiles: no --model, no --tp)\n");
+        return 2;
+    }
+    if (ops) return calibrate_ops(vo.dir, vo.hw, out, quiet || json);
     if (vo.dir) {
         if (!model || !vo.hw) {
             fprintf(stderr, "twinserve calibrate: --vidur needs --model and --hw\n");

@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include "analysis/band.h"
 #include "cli/cli.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
@@ -86,6 +87,21 @@ static int run_member(void *ud, const char *run, uint64_t seed, const char *memb
     return 0;
 }
 
+/* --band: the two sides after the nominal run, then the ranges. */
+static int run_band(const sim_opts_t *o, const sim_result_t *nom, int quiet) {
+    double err;
+    char src[256], e[8192];
+    sim_result_t lo, hi;
+    if (band_pick(o->band_err, nom->band_err, nom->band_src, &err, src, sizeof src, e,
+                  sizeof e) != 0 ||
+        band_sim(o, nom, err, &lo, &hi, e, sizeof e) != 0) {
+        fprintf(stderr, "twinserve sim: %s\n", e);
+        return 1;
+    }
+    if (!quiet) band_print(stdout, &nom->summary, &lo.summary, &hi.summary, err, src);
+    return 0;
+}
+
 int cmd_sim(int argc, char **argv) {
     static const struct option opts[] = {
         { "trace", 1, 0, O_TRACE }, { "policy", 1, 0, O_POLICY }, { "db", 1, 0, O_DB },
@@ -143,6 +159,11 @@ int cmd_sim(int argc, char **argv) {
         usage(stderr);
         goto done;
     }
+    if (repeat && o.band) {
+        fprintf(stderr, "twinserve sim: --band works without --repeat (the band of one run; "
+                "an experiment's seeds give its noise instead)\n");
+        goto done;
+    }
     if (repeat && o.config_extra) {
         fprintf(stderr, "twinserve sim: --config-json works without --repeat (which tags "
                 "each run as a member of its experiment)\n");
@@ -176,6 +197,7 @@ int cmd_sim(int argc, char **argv) {
         if (res.have_summary) summary_print(stdout, &res.summary);
     }
     rc = 0;
+    if (o.band) rc = run_band(&o, &res, quiet);
 done:
     cli_signal_unwatch();
     free(sets);

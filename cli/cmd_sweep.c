@@ -9,6 +9,7 @@
 
 #include "analysis/experiment.h"
 #include "analysis/sweep.h"
+#include "analysis/sweep_band.h"
 #include "policies/replay.h"
 #include "cli/cli.h"
 #include "cli/cli_signal.h"
@@ -79,7 +80,7 @@ static int keep_sim_arg(const struct option *opts, int code, const char *arg, ch
     while (o->name && o->val != code) o++;
     if (!o->name || asprintf(&words[*n], "--%s", o->name) < 0) return -1;
     (*n)++;
-    if (!o->has_arg) return 0;
+    if (!o->has_arg || !arg) return 0;   /* an optional argument not given */
     char *abs = arg[0] != '/' && access(arg, F_OK) == 0 ? realpath(arg, NULL) : NULL;
     words[*n] = abs ? abs : strdup(arg);
     return words[(*n)++] ? 0 : -1;
@@ -167,6 +168,41 @@ static void print_capacity(const sweep_capacity_t *c, double target, double tol)
            "%.1f%% at %.4g; target %.0f%%, tol %g)\n", c->lo, c->lo, c->hi,
            100 * c->lo_att, c->lo, isnan(c->hi_att) ? 0.0 : 100 * c->hi_att, c->hi,
            100 * target, tol);
+}
+
+/* --band: the same sweep or search twice more, its step times moved by the band's width. */
+static int run_band(const sweep_t *sw, const char *prefix, int capacity, const double *rates,
+                    int n, const sweep_point_t *pts, const sweep_capacity_t *cap, double lo,
+                    double hi, double tol, double target) {
+    sweep_band_t b;
+    sweep_capacity_t sc[2];
+    memset(sc, 0, sizeof sc);
+    sweep_point_t *sp[2] = { NULL, NULL };
+    char err[8192];
+    int rc = 1;
+    const sweep_point_t *nom = capacity ? cap->points : pts;
+    size_t nn = capacity ? cap->n_points : (size_t)n;
+    if (sweep_band_width(sw, nom, nn, &b, err, sizeof err) != 0) goto fail;
+    if (capacity) {
+        if (sweep_band_capacity(sw, prefix, lo, hi, tol, target, &b, sc, err, sizeof err) != 0)
+            goto fail;
+        sweep_band_print_capacity(stdout, cap, sc, &b);
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (!(sp[k] = calloc((size_t)n, sizeof *sp[k]))) {
+                snprintf(err, sizeof err, "out of memory");
+                goto fail;
+            }
+        if (sweep_band_rates(sw, prefix, rates, n, &b, sp, err, sizeof err) != 0) goto fail;
+        sweep_band_print_rates(stdout, pts, sp, (size_t)n, sw->has_slo, &b);
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "twinserve sweep: --band: %s\n", err);
+done:
+    for (int k = 0; k < 2; k++) free(sc[k].points), free(sp[k]);
+    return rc;
 }
 
 int cmd_sweep(int argc, char **argv) {
@@ -269,6 +305,11 @@ int cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "twinserve sweep: --repeat works with --rates, not --capacity\n");
         goto done;
     }
+    if (sw.sim.band && (repeat || emit_dir)) {
+        fprintf(stderr, "twinserve sweep: --band runs here, without --repeat or --emit-jobs "
+                "(the band's two sides are sweeps of their own)\n");
+        goto done;
+    }
     if (repeat && experiment_parse_seeds(repeat, sw.sim.seed, &seeds, &sw.n_seeds, err,
                                          sizeof err) != 0) {
         fprintf(stderr, "twinserve sweep: %s\n", err);
@@ -334,6 +375,8 @@ int cmd_sweep(int argc, char **argv) {
         if (!show[i].ok && !capacity) rc = 1;
     }
     if (capacity && rc == 0) print_capacity(&cap, target, tol);
+    if (sw.sim.band && rc == 0 && !cli_signal_caught)
+        rc = run_band(&sw, prefix, capacity, rates, n, pts, &cap, lo, hi, tol, target);
     if (cli_signal_caught) {
         fprintf(stderr, "twinserve sweep: interrupted by %s: the points shown failed were "
                 "stopped or not run\n", replay_signal_name(cli_signal_caught));

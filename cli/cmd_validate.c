@@ -1,12 +1,14 @@
 /* cmd_validate: `twinserve validate`, the simulator held against a measured engine run, or
  * against a measured run imported from elsewhere (`twinserve import`). */
 #include <getopt.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/band.h"
 #include "analysis/plot.h"
 #include "analysis/summary.h"
 #include "analysis/validate.h"
@@ -64,10 +66,31 @@ static void usage(FILE *f) {
         "  --seed N              the policy's seed, and the regenerated arrivals' (0)\n"
         "  --kv-blocks N, --gpu-util F, --block-size N, --max-tokens N, --max-seqs N,\n"
         "  --max-model-len N     the simulated server's limits, as for sim\n"
+        "  --serving NAME|FILE, --metrics client|server, --watermark F\n"
+        "                        the serving profile and side, the KV watermark, as for sim\n"
+        "  --roofline            the roofline, not the GPU calibration shipped for the model\n"
+        "\n"
+        "A measured run with load stages (import --inference-perf: real vLLM runs) is\n"
+        "replayed with its server's own flags (step budget, max_num_seqs, max_model_len,\n"
+        "block size, tp; the prefix cache on, the workload's prompt cycle; the client's\n"
+        "timeout): every request, failed ones too. The comparison ends with a table per\n"
+        "stage, with the client's own TPOT and ITL definitions and overloaded stages apart.\n"
+        "  --skip-warmup S       leave the requests of the first S seconds out of the stage\n"
+        "                        metrics (a cold server's first requests)\n"
+        "  --no-itl              no per-token comparison (the replay records no tokens)\n"
         "  (--hw defaults to the run's hardware when it names a preset; the replay then uses\n"
         "  the GPU calibration shipped for its model, hardware and tp when there is one, as\n"
         "  sim does; for an engine run, --hw means the roofline and --cost builtin:NAME\n"
         "  names a shipped calibration)\n"
+        "\n"
+        "\n"
+        "  --band[=E]            a prediction band: the replay again with every step's time\n"
+        "                        x (1 - E) and x (1 + E); each metric's band is the range of\n"
+        "                        the three predictions, marked in or OUT by where the\n"
+        "                        measured value fell, with the coverage counted; E (0.05 or\n"
+        "                        5%%) defaults to the cost model's own cross-validated error\n"
+        "                        (the serving profile's step_cv_err, else the cost file's\n"
+        "                        cv_median_err)\n"
         "\n"
         "Exit status: 0 compared, 1 a run failed or the input is refused, 2 usage error.\n");
 }
@@ -76,7 +99,8 @@ static void usage(FILE *f) {
 enum { O_POLICY = CLI_SIM_FIRST - 1 };
 #define VALIDATE_MAX_SETS 256
 
-enum { O_DB = 256, O_RUN, O_COST, O_HW, O_REPEAT, O_PLOT, O_NAME, O_JSON, O_HELP };
+enum { O_DB = 256, O_RUN, O_COST, O_HW, O_REPEAT, O_PLOT, O_NAME, O_JSON, O_HELP, O_WARMUP,
+       O_NOITL, O_BAND };
 
 int cmd_validate(int argc, char **argv) {
     static const struct option opts[] = {
@@ -86,7 +110,11 @@ int cmd_validate(int argc, char **argv) {
         { "seed", 1, 0, CLI_SIM_SEED }, { "kv-blocks", 1, 0, CLI_SIM_KVB },
         { "gpu-util", 1, 0, CLI_SIM_UTIL }, { "block-size", 1, 0, CLI_SIM_BLOCK },
         { "max-tokens", 1, 0, CLI_SIM_MAXTOK }, { "max-seqs", 1, 0, CLI_SIM_MAXSEQ },
-        { "max-model-len", 1, 0, CLI_SIM_MAXLEN },
+        { "max-model-len", 1, 0, CLI_SIM_MAXLEN }, { "serving", 1, 0, CLI_SIM_SERVING },
+        { "metrics", 1, 0, CLI_SIM_METRICS }, { "watermark", 1, 0, CLI_SIM_WATERMARK },
+        { "roofline", 0, 0, CLI_SIM_ROOFLINE },
+        { "skip-warmup", 1, 0, O_WARMUP }, { "no-itl", 0, 0, O_NOITL },
+        { "band", 2, 0, O_BAND },
         { "hw", 1, 0, O_HW }, { "repeat", 1, 0, O_REPEAT }, { "plot", 1, 0, O_PLOT },
         { "name", 1, 0, O_NAME }, { "json", 0, 0, O_JSON }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
@@ -99,6 +127,7 @@ int cmd_validate(int argc, char **argv) {
     sim_opts_defaults(&so);
     so.sets = sets;
     so.tp = 0;   /* not given: the measured run's */
+    so.watermark = NAN;   /* not given: the replay's own default (validate_ip.c, validate_measured.c) */
     const char *plot_dir = NULL;
     int json = 0, quiet = 0, c;
     optind = 1;
@@ -120,13 +149,30 @@ int cmd_validate(int argc, char **argv) {
         case O_POLICY: so.policy_path = optarg; measured_opts = 1; break;
         case CLI_SIM_SET: case CLI_SIM_MODEL: case CLI_SIM_TP: case CLI_SIM_SEED:
         case CLI_SIM_KVB: case CLI_SIM_UTIL: case CLI_SIM_BLOCK: case CLI_SIM_MAXTOK:
-        case CLI_SIM_MAXSEQ: case CLI_SIM_MAXLEN:
+        case CLI_SIM_MAXSEQ: case CLI_SIM_MAXLEN: case CLI_SIM_SERVING: case CLI_SIM_METRICS:
+        case CLI_SIM_WATERMARK: case CLI_SIM_ROOFLINE:
             if (c == CLI_SIM_SET && so.n_sets == VALIDATE_MAX_SETS) {
                 fprintf(stderr, "twinserve validate: more than %d --set\n", VALIDATE_MAX_SETS);
                 return 2;
             }
             if (!cli_sim_apply("validate", c, optarg, &so)) return 2;
             measured_opts = 1;
+            break;
+        case O_WARMUP:
+            if (!cli_double(optarg, 0, 1e9, &o.skip_warmup_s)) {
+                fprintf(stderr, "twinserve validate: bad value '%s' for --skip-warmup (seconds "
+                        ">= 0)\n", optarg);
+                return 2;
+            }
+            break;
+        case O_NOITL: o.no_itl = 1; break;
+        case O_BAND:
+            o.band = 1;
+            if (optarg && !band_parse(optarg, &o.band_err)) {
+                fprintf(stderr, "twinserve validate: bad value '%s' for --band (a fraction "
+                        "in (0, 0.9], e.g. 0.1 or 10%%)\n", optarg);
+                return 2;
+            }
             break;
         case O_JSON: json = 1; break;
         case 'q': quiet = 1; break;
@@ -164,7 +210,7 @@ int cmd_validate(int argc, char **argv) {
                 "deleted at exit (validate a writable copy to keep it)\n", db_path);
         o.db_path = copy;
     }
-    if (validate_run(&o, &r, err, sizeof err) != 0) {
+    if (validate_band(&o, &r, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve validate: %s\n", err);
         goto done;
     }

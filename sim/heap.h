@@ -8,7 +8,8 @@
 
 /* SIM_EV_TRANSFER: a KV transfer ends (arg: the request id; sim_disagg.c) */
 typedef enum {
-    SIM_EV_ARRIVAL = 0, SIM_EV_STEP_DONE = 1, SIM_EV_WAKE = 2, SIM_EV_TRANSFER = 3
+    SIM_EV_ARRIVAL = 0, SIM_EV_STEP_DONE = 1, SIM_EV_WAKE = 2, SIM_EV_TRANSFER = 3,
+    SIM_EV_TIMEOUT = 4   /* a client gives up (arg: the request id; sim_serving.c) */
 } sim_event_type_t;
 
 typedef struct {

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "policies/rng.h"
+#include "sim/gpu_ops.h"
+#include "sim/serving_cost.h"
 #include "sim/sim_internal.h"
 
 /* The model: --model, checked against the cost file's shape when both are given; or the
@@ -47,18 +49,40 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
         snprintf(r->calibration, sizeof r->calibration, "none: the roofline was asked for");
         return 0;
     }
-    if (!preset_hw_find(hw->name) || !preset_model_find(model->name) ||
-        cost_file_builtin(model->name, hw->name, r->spec.tp, path, sizeof path) != 0) {
-        snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration for "
-                 "%.60s on %.60s at tp %d; the roofline's efficiencies are guesses",
-                 model->name, hw->name, (int)r->spec.tp);
-        return 0;
-    }
+    int shipped = preset_hw_find(hw->name) &&
+                  cost_file_builtin_by_shape(model, hw->name, r->spec.tp, path, sizeof path) == 0;
     cost_file_t *cf = malloc(sizeof *cf);
     if (!cf) return sim_fail(m, "out of memory (cost file)");
+    if (!shipped) {
+        /* no profile of this model: the GPU's operator rates by shape (sim/gpu_ops.h) */
+        gpu_ops_t *ops = malloc(sizeof *ops);
+        int got = ops && preset_hw_find(hw->name) && gpu_ops_builtin(hw->name, ops) == 0 &&
+                  gpu_ops_linear(ops, model, hw, r->spec.tp, cf, e, sizeof e) == 0;
+        free(ops);
+        if (!got) {
+            free(cf);
+            snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration or "
+                     "operator rates for %.60s on %.60s at tp %d; the roofline's efficiencies "
+                     "are guesses", model->name, hw->name, (int)r->spec.tp);
+            return 0;
+        }
+        r->cf = cf;
+        snprintf(r->calibration, sizeof r->calibration, "synthesized:%.60s.%.40s.tp%d "
+                 "(builtin:%.40s operator rates by shape)", model->name, hw->name,
+                 (int)r->spec.tp, hw->name);
+        snprintf(cf->path, sizeof cf->path, "%s", r->calibration);
+        return 0;
+    }
     if (cost_file_read(path, cf, e, sizeof e) != 0) {
         free(cf);
         return sim_fail(m, "%s", e);
+    }
+    if (strcmp(cf->model.name, model->name) != 0 && cf->kind == COST_FILE_LINEAR) {
+        /* found by its layers: the model's own vocabulary and name */
+        cost_file_adopt_shape(cf, model);
+        char by[400];
+        snprintf(by, sizeof by, "%.300s (the layers of %.60s)", path, cf->fitted_for);
+        snprintf(path, sizeof path, "%.318s", by);
     }
     if (cost_file_same_shape(model, &cf->model, e, sizeof e) != 0) {
         snprintf(r->calibration, sizeof r->calibration, "none: %.60s is not the shape of the "
@@ -101,6 +125,9 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
         return sim_fail(m, "--tp %d does not divide %s's %d attention heads", (int)sp->tp,
                         model->name, (int)model->n_heads);
     if (pick_builtin(m, r, model, hw)) return -1;
+    /* the run's serving profile follows replica 0's hardware (sim_serving.c) */
+    if (r->index == 0 && sim_serving_pick(m, hw->name, r->cf)) return -1;
+    const serving_t *sv = &m->serving;
 
     if (replay_load_policy_at(&m->rp, r->index, sp->policy_path, sp->sets, sp->n_sets,
                               &o->limits))
@@ -134,6 +161,11 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
 
     if (sp->kv_blocks > 0) {
         r->num_blocks = sp->kv_blocks;
+    } else if (sv->active && !has_draft) {
+        /* vLLM sizes its KV cache by profiling its memory at startup (serving.h) */
+        r->num_blocks = serving_kv_blocks(sv, model, hw, sp->tp, sp->gpu_util, o->block_size,
+                                          o->max_tokens, o->max_seqs, NULL, e, sizeof e);
+        if (r->num_blocks < 0) return sim_fail(m, "%s", e);
     } else {
         r->num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, sp->tp, sp->gpu_util,
                                       o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
@@ -142,12 +174,30 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
 
     cost_roofline_params_t cp = o->cost;
     cp.tp = sp->tp;
+    serving_adjust_roofline(sv, &cp);
     if (r->cf) {
-        if (!(r->cost = cost_file_model(r->cf, sp->tp, e, sizeof e))) return sim_fail(m, "%s", e);
+        /* the serving engine's kernels change the file's own terms (serving_cost.h) */
+        cost_file_t *adj = malloc(sizeof *adj);
+        if (!adj) return sim_fail(m, "out of memory (cost file)");
+        *adj = *r->cf;
+        if (adj->kind == COST_FILE_LINEAR) {
+            adj->lin.tp = adj->lin.tp > 1 ? adj->lin.tp : 1;
+            /* a file fitted for a hardware preset (a shipped or synthesized GPU
+             * calibration) knows its bandwidth; one of a single machine does not */
+            serving_adjust_linear(sv, &adj->lin, model, adj->hw_preset[0] ? hw : NULL);
+        } else {
+            serving_adjust_roofline(sv, &adj->roof);
+        }
+        r->cost = cost_file_model(adj, sp->tp, e, sizeof e);
+        free(adj);
+        if (!r->cost) return sim_fail(m, "%s", e);
     } else {
         if (cost_roofline_check(model, hw, &cp, e, sizeof e) != 0) return sim_fail(m, "%s", e);
         r->cost = cost_roofline_new(model, hw, &cp);
     }
+    r->graph_max = serving_graph_max(sv, o->max_seqs, o->max_tokens);
+    if (r->cost && !(r->cost = serving_cost_wrap(sv, r->cost, model, r->graph_max)))
+        return sim_fail(m, "out of memory (cost model)");
     if (has_draft && draft_by_cf) {
         if (!(r->draft_cost = cost_file_model(r->cf, 1, e, sizeof e))) return sim_fail(m, "%s", e);
         m->any_draft = 1;

@@ -37,6 +37,7 @@ void sim_opts_defaults(sim_opts_t *o) {
     cost_roofline_defaults(&o->cost);
     o->client = (sim_client_t){ NAN, NAN, NAN };
     o->version = "dev";
+    o->cost_scale = 1.0;
 }
 
 int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
@@ -98,25 +99,36 @@ static int emit_tokens(sim_t *m, const sim_rep_t *r, const sched_plan_t *p, doub
 
 /* ------------------------------------------------------------------ client side */
 
-/* The client-side terms in effect: each option given, else the cost file's, else 0. */
+/* The client-side terms in effect: each option given, else the serving profile's (an
+ * active one, with client metrics), else the cost file's, else 0; server metrics switch
+ * them all off. */
 static int pick_client(sim_t *m) {
     const sim_client_t *o = &m->o->client;
     const cost_file_t *cf = m->reps[0].cf; /* the front end is the cluster's */
+    const serving_t *sv = &m->serving;
+    int server = m->o->metrics == SIM_METRICS_SERVER;
     const struct { const char *key; double opt, file; double *out; } t[] = {
-        { "client_request_s", o->request_s, cf ? cf->client_request_s : 0,
-          &m->client.request_s },
-        { "client_prompt_token_s", o->prompt_token_s, cf ? cf->client_prompt_token_s : 0,
+        { "client_request_s", o->request_s,
+          sv->active ? sv->request_s : cf ? cf->client_request_s : 0, &m->client.request_s },
+        { "client_prompt_token_s", o->prompt_token_s,
+          sv->active ? sv->prompt_token_s : cf ? cf->client_prompt_token_s : 0,
           &m->client.prompt_token_s },
-        { "client_token_s", o->token_s, cf ? cf->client_token_s : 0, &m->client.token_s },
+        { "client_token_s", o->token_s, sv->active ? sv->token_s : cf ? cf->client_token_s : 0,
+          &m->client.token_s },
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         double v = isnan(t[i].opt) ? t[i].file : t[i].opt;
         if (!isfinite(v) || v < 0)
             return fail(m, "%s must be a finite number of seconds >= 0 (got %g)", t[i].key, v);
-        *t[i].out = v;
+        *t[i].out = server ? 0 : v;
     }
     m->client_on = m->client.request_s > 0 || m->client.prompt_token_s > 0 ||
                    m->client.token_s > 0;
+    if (m->o->metrics == SIM_METRICS_CLIENT && !m->client_on)
+        return fail(m, "--metrics client: the serving profile '%s' has no API server and no "
+                    "--client-request/--client-prompt-token/--client-token (or cost file "
+                    "client_*_s) term is given: nothing separates the client from the server",
+                    sv->name);
     return 0;
 }
 
@@ -270,6 +282,10 @@ static int push_next_arrival(sim_t *m, trace_req_t *next) {
     if (rc <= 0) return rc;
     double t;
     if (front_end(m, next, &t)) return -1;
+    if (m->o->client_timeout_s > 0 &&
+        sim_heap_push(&m->heap, (sim_event_t){ .t = next->arrival_s + m->o->client_timeout_s,
+                                               .type = SIM_EV_TIMEOUT, .arg = next->id }))
+        return fail(m, "out of memory (event heap)");
     if (m->any_draft && draft_track(m, next->id)) return -1;
     if (sim_heap_push(&m->heap, (sim_event_t){ .t = t, .type = SIM_EV_ARRIVAL }))
         return fail(m, "out of memory (event heap)");
@@ -299,6 +315,7 @@ static int step_done(sim_t *m, sim_rep_t *r, double now) {
     if ((m->o->save_tokens || m->client_on) && emit_tokens(m, r, plan, now)) return -1;
     if (sched_commit(s, plan, r->draft_cost ? m->accepted : NULL, now) != 0)
         return fail(m, "%s", sched_errmsg(s));
+    if (r->n_timed_out > 0 && sim_serving_after_commit(m, r, now)) return -1;
     if (sim_disagg_after_commit(m, r->index, now)) return -1;
     /* step numbers are the run's (one replica: the scheduler's own) */
     rec_step_t st = {
@@ -309,7 +326,7 @@ static int step_done(sim_t *m, sim_rep_t *r, double now) {
         .tokens = r->feat.tokens, .pass_seqs = r->feat.seqs, .sampled = r->feat.sampled,
         .kv_tokens = r->feat.kv_tokens, .attn_pairs = r->feat.attn_pairs, .host_s = r->host_s,
     };
-    if (replay_record_step_at(&m->rp, r->index, &st)) return -1;
+    if (!m->o->no_steps && replay_record_step_at(&m->rp, r->index, &st)) return -1;
     m->steps++;
     r->busy = 0;
     sim_poke(m, r->index);
@@ -330,10 +347,13 @@ static int decide(sim_t *m, sim_rep_t *r, double now) {
         r->step_sched = wall_now() - w0;
         if (plan->n > 0 || plan->n_pads > 0) {
             if (sim_seqs_reserve(m, plan->n + plan->n_pads)) return -1;
-            double dur = sim_step_cost(m, r, plan, &r->feat);
+            double pass = sim_step_cost(m, r, plan, &r->feat), dur;
             /* The executor's CPU-side work comes before the pass (engine.c measures it
-             * the same way): decided now, the pass starts host_s later. */
-            r->host_s = cost_host_time(r->cost, &r->feat);
+             * the same way): decided now, the pass starts host_s later; a serving
+             * profile's async scheduler overlaps it with the pass instead. */
+            sim_serving_step_time(m, r, &r->feat, pass, &r->host_s, &dur);
+            r->host_s *= m->o->cost_scale;
+            dur *= m->o->cost_scale;
             r->step_start = now + r->host_s;
             r->busy = 1;
             r->dirty = 1;
@@ -375,6 +395,8 @@ static int run_loop(sim_t *m) {
             } else if (ev.type == SIM_EV_WAKE) {
                 m->reps[ev.replica].pushed_wake = INFINITY;
                 sim_poke(m, ev.replica);
+            } else if (ev.type == SIM_EV_TIMEOUT) {
+                if (sim_serving_timeout(m, (int32_t)ev.arg, now)) return -1;
             }
             if (m->rp.failed) return -1;
             const sim_event_t *peek = sim_heap_peek(&m->heap);
@@ -390,6 +412,12 @@ static int run_loop(sim_t *m) {
             /* a step boundary: nothing in flight here, its last step committed and recorded */
             if (!checked++ && replay_interrupted(&m->rp, now)) return -1;
             if (decide(m, r, now)) return -1;
+            /* what arrived during the last step reaches the scheduler now that it planned
+             * the next one (async scheduling), or at once when it planned nothing */
+            if (r->n_inbox > 0) {
+                if (sim_serving_flush(m, r, now)) return -1;
+                if (!r->busy && decide(m, r, now)) return -1;
+            }
         }
         m->n_poked = 0;
         if (m->rp.failed) return -1;
@@ -494,6 +522,17 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     fputc(',', cf);
     replay_trace_json(cf, o->trace_path, &o->trace_opts);
     client_json(cf, &m);
+    fputs(",\"serving\":", cf);
+    serving_json(cf, &m.serving);
+    if (o->client_timeout_s > 0) fprintf(cf, ",\"client_timeout_s\":%.17g", o->client_timeout_s);
+    if (o->no_steps) fputs(",\"steps\":\"not recorded\"", cf);
+    if (o->cost_scale != 1) fprintf(cf, ",\"cost_scale\":%.17g", o->cost_scale);
+    sim_band_width(&m, r0, &res->band_err, res->band_src, sizeof res->band_src);
+    if (isfinite(res->band_err)) {
+        fprintf(cf, ",\"band_width\":{\"err\":%.6g,\"source\":", res->band_err);
+        json_write_str(cf, res->band_src);
+        fputc('}', cf);
+    }
     /* What policies were shown of output lengths (replayed by validate, shown by report). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
     /* How over-long requests were treated: the load differs between the two. */
@@ -523,6 +562,14 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     if (replay_begin(&m.rp, &info) != 0) goto done;
     res->run_id = m.rp.run_id;
     if (record_replicas(&m) == 0) run_loop(&m);
+    /* a failed run's arrivals still in an inbox are the scheduler's to abort */
+    for (int32_t i = 0; m.rp.failed && i < m.n_reps; i++)
+        if (m.reps[i].n_inbox > 0) {
+            int failed = m.rp.failed;
+            m.rp.failed = 0;
+            sim_serving_flush(&m, &m.reps[i], 0);
+            m.rp.failed = failed;
+        }
     if (m.rp.failed) sim_disagg_abort(&m);
     replay_finish(&m.rp);
     res->requests = m.rp.requests;
@@ -533,6 +580,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->wall_s = wall_now() - m.rp.wall0;
     res->stopped = m.stopped;
     snprintf(res->calibration, sizeof res->calibration, "%s", r0->calibration);
+    snprintf(res->serving, sizeof res->serving, "%s", m.serving.name);
     if (!m.rp.failed) {
         char e[256];
         res->have_summary =
@@ -541,6 +589,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
 done:
     res->interrupted = m.rp.interrupted;
     if (m.rp.failed) snprintf(err, errlen, "%s", m.rp.err);
+    sim_serving_free(&m);
     sim_route_free(&m);
     sim_disagg_free(&m);
     replay_close(&m.rp);

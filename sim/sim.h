@@ -48,6 +48,18 @@
  *    the step that emitted it, or its client-side time, below), so inter-token latency
  *    works on simulated runs.
  *
+ *  - A serving profile (sim/serving.h; --serving, default "vllm" for a GPU preset) adds
+ *    what the serving engine does around the passes: the cost model's attention, all-reduce
+ *    and MoE terms and its CUDA graphs (sim/serving_cost.h); the engine's CPU time per step,
+ *    which with async scheduling overlaps the pass (the step takes max(pass, cpu)) and
+ *    delays a request arriving during a step to the step after next (held in its replica's
+ *    inbox until the replica has planned its next step; not in a prefill/decode cluster);
+ *    the API server's client-side terms (below); and the KV capacity as vLLM computes it.
+ *    The run's config records it ("serving"); "none" keeps every behaviour below as it was.
+ *  - client_timeout_s: each request gets a timeout event at arrival + client_timeout_s;
+ *    one still unfinished then is aborted (its KV freed, as vLLM aborts a request whose
+ *    client went away), after the step in flight if it is in it, with the reason
+ *    "client timeout after S s"; the run's config records "client_timeout_s".
  *  - Metrics are server-side (what the engine records: a token counts when the step that
  *    produced it ends) unless a client-side term is > 0 (sim_client_t; options or the cost
  *    file). Then the run predicts what a streaming client measures (vLLM's
@@ -103,6 +115,10 @@ typedef struct {
     double token_s;           /* per streamed output token: detokenise, serialise, send */
 } sim_client_t;
 
+/* sim_opts_t.metrics: DEFAULT is client-side with an active serving profile (what a
+ * benchmark client measures) or when client terms are given, else server-side. */
+enum { SIM_METRICS_DEFAULT = 0, SIM_METRICS_CLIENT = 1, SIM_METRICS_SERVER = 2 };
+
 typedef int (*sim_step_fn)(void *ud, const sim_step_info_t *info);
 /* reason: NULL when finished. */
 typedef int (*sim_final_fn)(void *ud, const sched_req_t *r, const char *reason);
@@ -147,7 +163,17 @@ typedef struct {
     cost_roofline_params_t cost;
     int roofline;             /* the roofline even where a calibration is shipped for the
                                * model, hw and tp (--roofline, or a roofline option given) */
-    sim_client_t client;      /* client-side terms; NAN each: the cost file's, else 0 */
+    sim_client_t client;      /* client-side terms; NAN each: the serving profile's (with
+                               * client metrics), else the cost file's, else 0 */
+    const char *serving;      /* the serving profile (sim/serving.h): "vllm", "none" or a
+                               * file; NULL: vllm for a model on a built-in GPU preset (or a
+                               * cost file fitted for one), else none */
+    const struct serving *serving_profile; /* one given directly (calibrate --serving's
+                               * trials), in place of `serving` */
+    int metrics;              /* SIM_METRICS_*: which side's latencies the run records */
+    double client_timeout_s;  /* > 0: a request unfinished that long after its arrival is
+                               * given up by its client and aborted by the server, as
+                               * "client timeout" (a benchmark client's timeout) */
     int32_t replicas;         /* > 0: a cluster of this many replicas alike (0: one, and
                                * exactly the single-replica records) */
     const char *router_path;  /* NULL: the cluster file's, else round robin */
@@ -158,6 +184,16 @@ typedef struct {
     const volatile sig_atomic_t *interrupt; /* NULL, or a flag a signal handler sets */
     const char *version;
     int save_tokens;          /* write per-token rows (see above) */
+    /* Prediction bands (analysis/band.h): cost_scale multiplies every step's time (the
+     * GPU's pass and the serving engine's work; 1 otherwise), so a band's two runs move the
+     * cost model by its own cross-validated error. band and band_err are the drivers'
+     * request (sim, sweep, validate: --band[=E]), not read by sim_run: band_err 0 means the
+     * width the run's cost model states (sim_result_t.band_err). */
+    double cost_scale;
+    int band;
+    double band_err;
+    int no_steps;             /* 1: no steps rows (a calibration's throwaway replays, which
+                               * read only requests and tokens); the config says so */
     const char *config_extra; /* NULL or JSON members appended to the run's config object,
                                * e.g. "\"sweep\":{...}" (sweeps record their rate here) */
     sim_step_fn on_step;      /* optional hooks, see above */
@@ -180,6 +216,14 @@ typedef struct {
     int interrupted;          /* the interrupt flag ended the run */
     char calibration[320];    /* the cost model's provenance: the --cost file, a shipped
                                * "builtin:MODEL.HW.tpN", or "none: <why the roofline>" */
+    char serving[64];         /* the serving profile's name ("none" when inactive) */
+    /* The half-width of this run's prediction band as a fraction of step time: the larger
+     * of the cost model's cross-validated median step error (its cost file's
+     * cv_median_err) and the serving profile's held-out step error (step_cv_err); NAN when
+     * neither says (the roofline). band_src says where it came from. Also in the config
+     * ("band_width"). */
+    double band_err;
+    char band_src[200];
 } sim_result_t;
 
 void sim_opts_defaults(sim_opts_t *o);

@@ -21,6 +21,7 @@
 #include "sim/cost_file.h"
 #include "sim/heap.h"
 #include "sim/presets.h"
+#include "sim/serving.h"
 #include "sim/sim.h"
 
 /* What one replica is: from --replicas (all alike, from the options) or a --cluster group. */
@@ -33,6 +34,11 @@ typedef struct {
     int32_t tp, kv_blocks;
     double gpu_util;
 } sim_spec_t;
+
+typedef struct {
+    trace_req_t q;
+    int64_t *hash;            /* owned copy of q.hash_ids */
+} sim_held_t;
 
 typedef struct {
     int32_t index;
@@ -50,12 +56,14 @@ typedef struct {
     double host_s, step_start, step_sched, pushed_wake;
     int busy, poked, dirty;
     double incoming;          /* decode side: prompt tokens routed here, KV not landed yet */
+    /* a serving profile's async scheduling: arrivals during the step in flight, for the
+     * scheduler after its next plan (sim_serving.c) */
+    sim_held_t *inbox;
+    int32_t n_inbox, inbox_cap;
+    int32_t graph_max;        /* the largest CUDA graph (0: none) */
+    int32_t *timed_out;       /* client timeouts of requests in the step in flight */
+    int32_t n_timed_out, timed_out_cap;
 } sim_rep_t;
-
-typedef struct {
-    trace_req_t q;
-    int64_t *hash;            /* owned copy of q.hash_ids */
-} sim_held_t;
 
 /* A request of a disaggregated run: where it was prefilled and is decoded, and its KV's
  * journey (SIM_PD_*); t is the hand-off time, then the transfer's end. */
@@ -70,6 +78,7 @@ typedef struct {
 
 typedef struct {
     const sim_opts_t *o;
+    serving_t serving;        /* the run's serving profile ("none": inactive) */
     replay_t rp;
     sim_rep_t *reps;
     int32_t n_reps;
@@ -124,6 +133,28 @@ double sim_step_cost(sim_t *m, sim_rep_t *r, const sched_plan_t *p, cost_feature
 void sim_draw_acceptances(sim_t *m, sim_rep_t *r, const sched_plan_t *p);
 void sim_draft_advance(sim_t *m, const sched_plan_t *p);
 void sim_rep_free(sim_rep_t *r);
+
+/* sim_serving.c: the serving profile's parts of the event loop */
+/* The profile: o->serving, else vllm when replica spec's hardware (or cost file) is a
+ * built-in GPU preset, else none. Before the replicas are set up. 0 or -1. */
+int sim_serving_pick(sim_t *m, const char *hw, const cost_file_t *cf);
+/* The run's band width (sim_result_t.band_err) from replica 0's cost model and the serving
+ * profile: err NAN and src "" when neither states an error. */
+void sim_band_width(const sim_t *m, const sim_rep_t *r0, double *err, char *src, size_t srclen);
+/* Delivers a routed arrival to replica i: into its scheduler, or, with async scheduling
+ * and a step in flight, into its inbox (until sim_serving_flush). 0 or -1. */
+int sim_serving_deliver(sim_t *m, int32_t i, const trace_req_t *q, double now);
+/* After replica r planned its next step (or found none): its inbox into its scheduler. */
+int sim_serving_flush(sim_t *m, sim_rep_t *r, double now);
+/* The step's wall time and the host time recorded before its pass, for a pass of `pass`
+ * seconds over features f. */
+void sim_serving_step_time(const sim_t *m, const sim_rep_t *r, const cost_features_t *f,
+                           double pass, double *host_s, double *dur_s);
+/* A client timeout event for request id at now. 0 or -1. */
+int sim_serving_timeout(sim_t *m, int32_t id, double now);
+/* After replica r's commit: the timeouts that came during its step. 0 or -1. */
+int sim_serving_after_commit(sim_t *m, sim_rep_t *r, double now);
+void sim_serving_free(sim_t *m);
 
 /* sim_route.c */
 int sim_route_setup(sim_t *m);

@@ -209,7 +209,7 @@ static int route_one(sim_t *m, const trace_req_t *q, double now) {
         pick = d.replica;
     }
     m->hashed_requests += q->n_hash > 0;
-    if (replay_add_at(&m->rp, pick, q, q->hash_block, now)) return -1;
+    if (sim_serving_deliver(m, pick, q, now)) return -1;
     sim_poke(m, pick);
     return 0;
 }
