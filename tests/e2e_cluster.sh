@@ -308,7 +308,8 @@ end
 # --- prefill/decode disaggregation (item 3)
 PD="[cluster]\nlink_latency_s = 0.001\nlink_bandwidth_gbps = 10\n"
 PD1="$PD[group p]\ncount = 1\nrole = prefill\n[group d]\ncount = 1\nrole = decode\n"
-LLAMA=(--model llama-3-8b --hw h100 --policy "$POL/continuous.lua")
+# the bare GPU (--serving none): the known answers below are its steps, not vLLM's front end
+LLAMA=(--model llama-3-8b --hw h100 --policy "$POL/continuous.lua" --serving none)
 # near A B: |A - B| < 1e-9
 near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 1e-9 && d > -1e-9) }'; }
 

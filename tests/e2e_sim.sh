@@ -735,10 +735,12 @@ want_err "bad value '-1' for --client-token"
 end
 
 begin "client-side terms: the config and report say which side, TTFT grows by the terms"
-sim client_srv --trace "$T/three.csv" --policy "$CONT" --db "$T/client.db" --name srv
+# the client terms given, not a serving profile's: the bare GPU (--serving none)
+sim client_srv --trace "$T/three.csv" --policy "$CONT" --db "$T/client.db" --name srv \
+    --serving none
 want_rc 0
 sim client_cli --trace "$T/three.csv" --policy "$CONT" --db "$T/client.db" --name cli \
-    --client-request 0.01 --client-prompt-token 1e-3 --client-token 2e-3
+    --serving none --client-request 0.01 --client-prompt-token 1e-3 --client-token 2e-3
 want_rc 0
 want_sql "$T/client.db" "select group_concat(m) from (select json_extract(config,
     '\$.metrics') as m from runs order by id)" "server,client"

@@ -76,7 +76,9 @@ done
 end
 
 begin "sim --save-tokens: one tokens row per generated token, at step ends"
-run tok "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/speculative.lua" --db "$T/tok.db" --save-tokens
+# server-side times (the bare GPU): a serving profile's stream would time them at the client
+run tok "$BIN" sim -q --trace "$T/t.csv" --policy "$POL/speculative.lua" --db "$T/tok.db" \
+    --save-tokens --serving none
 want_rc 0
 want_sql "$T/tok.db" "select (select count(*) from tokens) = (select sum(generated_tokens) from requests)
     and (select count(*) from tokens) > 0" 1

@@ -32,7 +32,7 @@ want_done() {
 
 printf 'arrival_s,prompt_tokens,output_tokens\n0,10,20\n0,200,5\n0,10,5\n' >"$T/three.csv"
 begin "explain: running requests get their tokens first; a long prompt is chunked by the budget"
-run explain "$BIN" explain --trace "$T/three.csv" --policy "$VP" --start 0 --steps 6 --max-seqs 8 \
+run explain "$BIN" explain --trace "$T/three.csv" --policy "$VP" --serving none --start 0 --steps 6 --max-seqs 8 \
     --set max_num_batched_tokens=64
 want_rc 0
 # step 0: r0 whole, r1 the rest of 64; steps 1-2: r0's decode, then r1 takes the other 63
@@ -58,7 +58,7 @@ end
 chunks() { awk '$2 == "prefill" { for (i = 1; i < NF; i++) if ($(i + 1) == "tok") print $i }' "$1"; }
 
 begin "long_prefill_token_threshold=256 caps every prefill chunk (budget 1024)"
-run thr "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --start 0 --limit 30 --steps 200 \
+run thr "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --serving none --start 0 --limit 30 --steps 200 \
     --set long_prefill_token_threshold=256 --set max_num_batched_tokens=1024
 want_rc 0
 [ "$(chunks "$T/thr.out" | wc -l)" -gt 20 ] || bad " fewer than 20 prefill lines"
@@ -66,21 +66,21 @@ want_rc 0
 end
 
 begin "chunked_prefill=false never splits a prompt"
-run whole "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --start 0 --limit 30 --steps 200 \
+run whole "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --serving none --start 0 --limit 30 --steps 200 \
     --set chunked_prefill=false --set max_num_batched_tokens=4096
 want_rc 0
 [ "$(grep -c ' prefill ' "$T/whole.out")" -gt 20 ] || bad " fewer than 20 prefill lines"
 grep -q 'prompt tokens left' "$T/whole.out" && bad " a prompt went in chunks"
 grep -q 'REJECTED' "$T/whole.out" && bad " a prompt that fits the budget was rejected"
 # the same requests with chunking on (the default) do go in chunks
-run split "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --start 0 --limit 30 --steps 200 \
+run split "$BIN" explain --trace "$T/syn.csv" --policy "$VP" --serving none --start 0 --limit 30 --steps 200 \
     --set max_num_batched_tokens=4096
 grep -q 'prompt tokens left' "$T/split.out" || bad " with chunked prefill on, no prompt was chunked"
 end
 
 printf 'arrival_s,prompt_tokens,output_tokens\n0,10,3\n0,100,2\n0,5,2\n0,300,2\n' >"$T/nochunk.csv"
 begin "chunked_prefill=false: a prompt over the budget left stops admission; one over the whole budget is rejected"
-run stop "$BIN" explain --trace "$T/nochunk.csv" --policy "$VP" --start 0 --steps 8 --max-seqs 8 \
+run stop "$BIN" explain --trace "$T/nochunk.csv" --policy "$VP" --serving none --start 0 --steps 8 --max-seqs 8 \
     --set chunked_prefill=false --set max_num_batched_tokens=100
 want_rc 0
 # r1's 100 tokens do not fit the 90 (then 99) that r0 leaves: r2 (5 tokens) waits behind it

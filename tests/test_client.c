@@ -39,6 +39,7 @@ static void opts(sim_opts_t *o, const char *trace) {
     o->db_path = db;
     o->save_tokens = 1;
     o->roofline = 1;   /* the known answers below are the roofline's */
+    o->serving = "none";   /* the client terms given here, not a serving profile's */
 }
 
 static int64_t run_ok(const sim_opts_t *o) {

@@ -90,6 +90,7 @@ static void opts(sim_opts_t *o, const char *trace, const char *policy) {
     o->policy_path = policy;
     o->db_path = db;
     o->roofline = 1;
+    o->serving = "none";
 }
 
 static int64_t run_ok(const sim_opts_t *o) {

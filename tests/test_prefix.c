@@ -28,6 +28,7 @@ static void opts(sim_opts_t *o, const char *trace, int caching) {
     o->policy_path = "policies/continuous.lua";
     o->db_path = db;
     o->roofline = 1; /* the known answers below are the roofline's */
+    o->serving = "none"; /* and the bare GPU's */
     o->prefix_caching = caching;
 }
 
