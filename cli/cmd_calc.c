@@ -12,6 +12,7 @@
 #include "sim/cost.h"
 #include "sim/cost_file.h"
 #include "sim/presets.h"
+#include "sim/serving.h"
 
 #define MEM_FRACTION 0.9  /* share of device memory a serving engine gets (vLLM's default) */
 
@@ -475,5 +476,11 @@ int cmd_presets(int argc, char **argv) {
            "`sim` uses one when its model, --hw and --tp match and no --cost is given):\n");
     for (int i = 0; i < cost_file_builtin_count(); i++)
         printf("  builtin:%s\n", cost_file_builtin_name(i));
+    char names[256];
+    serving_list_builtins(names, sizeof names);
+    printf("\nOther models on h100 and a100-80g: the GPU's operator rates by shape (builtin:h100,\n"
+           "builtin:a100-80g; sim/costs/GPU.ops), fitted over all of Vidur's profiles of it.\n"
+           "\nServing profiles (--serving; docs/serving.md): %s. vllm is the default on the\n"
+           "GPU presets, none (the bare GPU) elsewhere.\n", names);
     return 0;
 }

@@ -62,6 +62,18 @@ static const preset_model_t builtin_models[] = {
      * (num_local_experts 8, num_experts_per_tok 2, intermediate_size 14336 per expert;
      * max_position_embeddings 32768; its sliding_window is null). 46.70B parameters. */
     {"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2, 8, 2, 14336},
+    /* The other models Vidur profiled (its vidur/config/model_config.py, and the shapes in
+     * the profiles' own columns), so that their shipped calibrations have a model:
+     * https://huggingface.co/codellama/CodeLlama-34b-Instruct-hf/blob/main/config.json
+     * (GQA, 8 KV heads; max_position_embeddings 16384) */
+    {"codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 16384, 0, 2, 0, 0, 0},
+    /* https://huggingface.co/internlm/internlm-20b/blob/main/config.json (60 layers, MHA;
+     * 4096 positions, longer with its dynamic RoPE scaling, which is not modelled) */
+    {"internlm-20b", 60, 5120, 40, 40, 128, 13824, 103168, 4096, 0, 2, 0, 0, 0},
+    /* https://huggingface.co/Qwen/Qwen-72B/blob/main/config.json (MHA; its intermediate_size
+     * 49152 counts both halves of the gated MLP: 24576 each; 32768 positions; the QKV bias
+     * is not modelled) */
+    {"qwen-72b", 80, 8192, 64, 64, 128, 24576, 152064, 32768, 0, 2, 0, 0, 0},
 };
 #define N_MODELS ((int)(sizeof builtin_models / sizeof builtin_models[0]))
 

@@ -132,7 +132,7 @@ static int read_text(const char *what, const char *text, const char *path, servi
     return 0;
 }
 
-static void list_builtins(char *out, size_t cap) {
+void serving_list_builtins(char *out, size_t cap) {
     size_t used = 0;
     out[0] = '\0';
     for (const serving_builtin_t *b = serving_builtins; b->name; b++) {
@@ -157,7 +157,7 @@ int serving_get(const char *name, serving_t *out, char *err, size_t errlen) {
         return read_text(path, b->text, path, out, err, errlen);
     }
     if (!strchr(name, '/') && access(name, R_OK) != 0) {
-        list_builtins(names, sizeof names);
+        serving_list_builtins(names, sizeof names);
         return errf(err, errlen, "unknown serving profile '%s'; built-in profiles: %s (or "
                     "give a profile file)", name, names);
     }

@@ -90,6 +90,9 @@ typedef struct serving {
  * "PATH:LINE: ..."). */
 int serving_get(const char *name, serving_t *out, char *err, size_t errlen);
 
+/* The built-in profiles' names, "vllm, none", into out[cap]. */
+void serving_list_builtins(char *out, size_t cap);
+
 /* The built-in "none". */
 void serving_none(serving_t *out);
 

@@ -14,7 +14,8 @@ vidur=$data/profiles/vidur
 [ -d "$vidur/compute" ] || { echo "regen.sh: $vidur not found (set TWIN_DATA)" >&2; exit 1; }
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1764547200}   # 2025-12-01
 pairs="llama-2-7b:a100-80g llama-2-7b:h100 llama-2-70b:a100-80g llama-2-70b:h100
-       llama-3-8b:a100-80g llama-3-70b:a100-80g"
+       llama-3-8b:a100-80g llama-3-70b:a100-80g codellama-34b:a100-80g codellama-34b:h100
+       internlm-20b:a100-80g internlm-20b:h100 qwen-72b:a100-80g qwen-72b:h100"
 for pair in $pairs; do
     model=${pair%%:*} hw=${pair#*:}
     for tp in 1 2 4 8; do
