@@ -138,14 +138,34 @@ void band_print(FILE *f, const summary_t *nom, const summary_t *lo, const summar
     row(f, "out tok/s", nom->out_tok_per_s, lo->out_tok_per_s, hi->out_tok_per_s, 0);
     row(f, "finished", (double)nom->finished, (double)lo->finished, (double)hi->finished, 0);
     double el;
-    if (band_at_knee(lo, hi, err, &el))
-        fprintf(f, "WARNING   at a knee: mean E2E moves %s%.1fx as much as the step time "
-                   "across the band%s; the point prediction is fragile, read the band\n",
-                isfinite(el) ? "" : "more than ", isfinite(el) ? el : BAND_KNEE_ELASTICITY,
-                hi->finished < lo->finished ? " and the slower side loses requests" : "");
-    else if (isfinite(el))
-        fprintf(f, "          not at a knee: mean E2E moves %.2fx the step time across the "
-                   "band\n", el);
+    char line[256];
+    band_at_knee(lo, hi, err, &el);
+    band_verdict(el, hi->finished < lo->finished, line, sizeof line);
+    if (line[0]) fprintf(f, "%s\n", line);
+}
+
+int band_verdict(double el, int lost, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (lost || (isfinite(el) && el > BAND_KNEE_ELASTICITY)) {
+        int n = snprintf(buf, len, "WARNING   at a knee: ");
+        if (isfinite(el) && n > 0 && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, "mean E2E moves %.1fx as much as the step "
+                          "time across the band%s; ", el, lost ? ", and" : "");
+        if (lost && n > 0 && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, "the slower side loses requests; ");
+        if (n > 0 && (size_t)n < len)
+            snprintf(buf + n, len - (size_t)n, "the point prediction is fragile, read the band");
+        return 2;
+    }
+    if (!isfinite(el)) return 0;
+    if (el >= BAND_NEAR_KNEE_ELASTICITY) {
+        snprintf(buf, len, "NOTE      near a knee: mean E2E moves %.1fx as much as the step "
+                 "time across the band (a cost error of E is a latency error of %.1fE)", el, el);
+        return 1;
+    }
+    snprintf(buf, len, "          not at a knee: mean E2E moves %.2fx the step time across "
+             "the band", el);
+    return 0;
 }
 
 int band_width_of_run(const char *db_path, int64_t run_id, double *err, char *src,

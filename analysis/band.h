@@ -15,7 +15,8 @@
  *  - The knee: a run whose mean E2E moves more than BAND_KNEE_ELASTICITY times as much as
  *    the cost (d ln E2E / d ln cost, over the band) sits where queueing feeds on itself; its
  *    point prediction is fragile, and the band says so. Away from a knee E2E follows the
- *    step time (elasticity ~1).
+ *    step time (elasticity ~1); from BAND_NEAR_KNEE_ELASTICITY on it is "near a knee"
+ *    (a cost error of E becomes a latency error of twice E or more).
  *
  * Ownership: everything is borrowed for the call; errors go to the caller's buffer. */
 #ifndef TWIN_BAND_H
@@ -29,6 +30,9 @@
 #include "sim/sim.h"
 
 #define BAND_KNEE_ELASTICITY 3.0
+/* Between this and the knee, "near a knee": the latency's error is already twice the cost
+ * model's. */
+#define BAND_NEAR_KNEE_ELASTICITY 2.0
 
 /* "0.05", "5%": a half-width in (0, 0.9]. 1, or 0 when s is not one. */
 int band_parse(const char *s, double *err);
@@ -63,6 +67,10 @@ void band_print(FILE *f, const summary_t *nom, const summary_t *lo, const summar
 
 /* 1 when the band says the run sits at a knee (see above), *el its E2E elasticity. */
 int band_at_knee(const summary_t *lo, const summary_t *hi, double err, double *el);
+
+/* The verdict as one report line into buf (see above; "" when el is unknown and nothing
+ * was lost): 2 at a knee, 1 near one, 0 neither. */
+int band_verdict(double el, int lost, char *buf, size_t len);
 
 /* A recorded run's stated width (its config's "band_width"): 0 with *err (NAN when the run
  * states none), or -1 with a message. */

@@ -95,7 +95,11 @@ void sweep_band_print_rates(FILE *f, const sweep_point_t *nom, sweep_point_t *co
         cell(f, p->rep.base.e2e.mean, l->rep.base.e2e.mean, h->rep.base.e2e.mean, 1e3,
              "%.0f (%.0f .. %.0f)");
         double el;
-        if (band_at_knee(&l->rep.base, &h->rep.base, b->err, &el)) fprintf(f, "  at a knee");
+        int lost = h->rep.base.finished < l->rep.base.finished;
+        char line[256];
+        band_at_knee(&l->rep.base, &h->rep.base, b->err, &el);
+        int v = band_verdict(el, lost, line, sizeof line);
+        if (v) fprintf(f, "  %s", v == 2 ? "at a knee" : "near a knee");
         fputc('\n', f);
     }
 }

@@ -75,7 +75,8 @@ typedef struct {
     double measured, predicted, err;
     double lo, hi, spread;    /* over the measured runs; NAN without repeats */
     double band_lo, band_hi;  /* the prediction band (validate_band); valid with band_on */
-    int inside;               /* the measured value lies in the band */
+    int inside;               /* the measured value lies in the band (with repeats: the
+                               * band overlaps the measured runs' lo .. hi) */
 } validate_metric_t;
 
 typedef struct {
@@ -133,7 +134,7 @@ typedef struct {
     char band_src[256], band_runs[2][300];
     int band_in, band_n, stage_band_in, stage_band_n;
     double band_el;
-    int band_knee;
+    int band_knee;                        /* band_verdict: 2 at a knee, 1 near one, 0 not */
 } validate_result_t;
 
 int validate_run(const validate_opts_t *o, validate_result_t *r, char *err, size_t errlen);

@@ -20,9 +20,13 @@ static void widen(validate_metric_t *m, const validate_metric_t *side) {
     m->band_hi = fmax(m->band_hi, side->predicted);
 }
 
-static void settle(validate_metric_t *m, int *in, int *n) {
-    m->inside = isfinite(m->measured) && m->measured >= m->band_lo && m->measured <= m->band_hi;
-    if (!isfinite(m->measured) || !isfinite(m->predicted)) return;
+/* In the band: the measured value inside it, or with repeats (the measurement's own spread,
+ * lo .. hi over the measured runs) the two ranges overlapping. */
+static void settle(validate_metric_t *m, int counted, int *in, int *n) {
+    int spread = isfinite(m->lo) && isfinite(m->hi);
+    m->inside = spread ? m->lo <= m->band_hi && m->hi >= m->band_lo
+                       : m->measured >= m->band_lo && m->measured <= m->band_hi;
+    if (!counted || !isfinite(m->measured) || !isfinite(m->predicted)) return;
     *in += m->inside;
     (*n)++;
 }
@@ -68,20 +72,15 @@ int validate_band(const validate_opts_t *o, validate_result_t *r, char *err, siz
     }
     r->band_on = 1;
     r->band_in = r->band_n = r->stage_band_in = r->stage_band_n = 0;
-    for (int i = 0; i < r->n; i++)
-        if (r->m[i].headline) settle(&r->m[i], &r->band_in, &r->band_n);
+    for (int i = 0; i < r->n; i++) settle(&r->m[i], r->m[i].headline, &r->band_in, &r->band_n);
     for (int s = 0; s < r->n_stages; s++)
-        for (int k = 0; k < r->stages[s].n; k++) {
-            validate_metric_t *m = &r->stages[s].m[k];
-            if (r->stages[s].overloaded) {
-                m->inside = m->measured >= m->band_lo && m->measured <= m->band_hi;
-                continue;
-            }
-            settle(m, &r->stage_band_in, &r->stage_band_n);
-        }
+        for (int k = 0; k < r->stages[s].n; k++)
+            settle(&r->stages[s].m[k], !r->stages[s].overloaded, &r->stage_band_in,
+                   &r->stage_band_n);
     const validate_metric_t *lo = find(side[0].m, side[0].n, "E2E mean");
     const validate_metric_t *hi = find(side[1].m, side[1].n, "E2E mean");
     r->band_el = lo && hi ? band_elasticity(lo->predicted, hi->predicted, r->band_err) : NAN;
-    r->band_knee = isfinite(r->band_el) && r->band_el > BAND_KNEE_ELASTICITY;
+    char line[256];
+    r->band_knee = band_verdict(r->band_el, 0, line, sizeof line);
     return 0;
 }

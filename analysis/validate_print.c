@@ -42,12 +42,9 @@ static void print_band(FILE *f, const validate_result_t *r) {
     if (r->stage_band_n)
         fprintf(f, "  measured inside the band: %d of %d stage metrics (stages not "
                    "overloaded)\n", r->stage_band_in, r->stage_band_n);
-    if (r->band_knee)
-        fprintf(f, "WARNING at a knee: mean E2E moves %.1fx as much as the step time across the "
-                   "band; the point prediction is fragile, read the band\n", r->band_el);
-    else if (isfinite(r->band_el))
-        fprintf(f, "  not at a knee: mean E2E moves %.2fx the step time across the band\n",
-                r->band_el);
+    char line[256];
+    band_verdict(r->band_el, 0, line, sizeof line);
+    if (line[0]) fprintf(f, "%s\n", line);
 }
 
 void validate_print(FILE *f, const validate_result_t *r) {
@@ -214,7 +211,7 @@ void validate_json(FILE *f, const validate_result_t *r) {
         fprintf(f, "], \"inside\": %d, \"of\": %d, \"stage_inside\": %d, \"stage_of\": %d, ",
                 r->band_in, r->band_n, r->stage_band_in, r->stage_band_n);
         json_num(f, "e2e_elasticity", r->band_el, ", ");
-        fprintf(f, "\"knee\": %s}, ", r->band_knee ? "true" : "false");
+        fprintf(f, "\"knee\": \"%s\"}, ", r->band_knee == 2 ? "at" : r->band_knee ? "near" : "no");
     }
     json_num(f, "stage_mape", r->stage_mape, "}\n");
 }

@@ -12,7 +12,8 @@
 #  4. calibrate --serving on one run and one term writes a profile sim reads back.
 #  5. sim --band and sweep --capacity --band report ranges.
 #  6. Bad input: an unknown profile lists the built-in ones; a --band width out of range;
-#     calibrate --serving on a database with no staged run.
+#     --band with --repeat or --emit-jobs; calibrate --serving on a database with no staged
+#     run.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_vllm_twin
 LIMIT=240   # a replay of 9,000 real requests with their tokens, and a fit of ~40 replays
@@ -118,6 +119,14 @@ want_err "unknown serving profile 'sglang'; built-in profiles: vllm, none"
 run bw "$BIN" validate --db "$DB" --run "$L" --band=2
 want_rc 2
 want_err "bad value '2' for --band"
+run br "$BIN" sim --trace "$T/one.csv" --policy "$POL/vllm.lua" --db "$T/bad.db" --band --repeat 2
+want_rc 2
+want_err "--band works without --repeat"
+run bj "$BIN" sweep --trace "$T/one.csv" --policy "$POL/vllm.lua" --db "$T/bad.db" --rates 1 \
+    --band --emit-jobs "$T/jobs"
+want_rc 2
+want_err "--band runs here, without --repeat or --emit-jobs"
+[ ! -e "$T/bad.db" ] || bad " a refused command left a database"
 "$BIN" sim -q --trace "$T/one.csv" --policy "$POL/vllm.lua" --db "$T/plain.db" >/dev/null
 run nf "$BIN" calibrate --serving --db "$T/plain.db" --out "$T/x.serving"
 want_rc 1

@@ -61,6 +61,18 @@ START_TEST(elasticity_and_knee_by_hand) {
     h.e2e.mean = 1.1 / 0.9;
     h.finished = 90;
     ck_assert(band_at_knee(&lo, &h, 0.1, &el));
+    /* the verdict's three levels */
+    char line[256];
+    ck_assert_int_eq(band_verdict(1.2, 0, line, sizeof line), 0);
+    ck_assert_msg(strstr(line, "not at a knee"), "%s", line);
+    ck_assert_int_eq(band_verdict(2.5, 0, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "near a knee") && strstr(line, "2.5E"), "%s", line);
+    ck_assert_int_eq(band_verdict(4, 0, line, sizeof line), 2);
+    ck_assert_msg(strstr(line, "WARNING   at a knee: mean E2E moves 4.0x"), "%s", line);
+    ck_assert_int_eq(band_verdict(1.0, 1, line, sizeof line), 2);
+    ck_assert_msg(strstr(line, "loses requests"), "%s", line);
+    ck_assert_int_eq(band_verdict(NAN, 0, line, sizeof line), 0);
+    ck_assert_str_eq(line, "");
 }
 END_TEST
 
