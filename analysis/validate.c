@@ -16,9 +16,15 @@
 #include "sim/cost_file.h"
 #include "sim/sim.h"
 
-
-void validate_sim_opts(const validate_opts_t *o, sim_opts_t *so) {
+int validate_simulate(const validate_opts_t *o, sim_opts_t *so, validate_result_t *r,
+                      sim_result_t *res, char *err, size_t errlen) {
+    char e[4096];
     so->cost_scale = o->cost_scale > 0 ? o->cost_scale : 1;
+    int rc = sim_run(so, res, e, sizeof e);
+    r->sim_id = res->run_id;
+    r->band_stated = res->band_err;
+    snprintf(r->band_stated_src, sizeof r->band_stated_src, "%s", res->band_src);
+    return rc ? errf(err, errlen, "the simulated replay failed: %s", e) : 0;
 }
 
 FILE *validate_temp_trace(char *path, size_t len, char *err, size_t errlen) {
@@ -32,11 +38,6 @@ FILE *validate_temp_trace(char *path, size_t len, char *err, size_t errlen) {
         else path[0] = '\0';
     }
     return f;
-}
-
-void validate_keep_stated(validate_result_t *r, const sim_result_t *res) {
-    r->band_stated = res->band_err;
-    snprintf(r->band_stated_src, sizeof r->band_stated_src, "%s", res->band_src);
 }
 
 static int simulate(const validate_opts_t *o, const workload_t *w, const char *name,
@@ -79,14 +80,8 @@ static int simulate(const validate_opts_t *o, const workload_t *w, const char *n
     char extra[128];
     snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld}", (long long)w->id);
     so.config_extra = extra;
-    validate_sim_opts(o, &so);
     sim_result_t res;
-    char e[4096];
-    int rc = sim_run(&so, &res, e, sizeof e);
-    r->sim_id = res.run_id;
-    validate_keep_stated(r, &res);
-    if (rc != 0) return errf(err, errlen, "the simulated replay failed: %s", e);
-    return 0;
+    return validate_simulate(o, &so, r, &res, err, errlen);
 }
 
 static int rerun_engine(const validate_opts_t *o, const workload_t *w, const char *name,

@@ -65,15 +65,16 @@ void validate_copy_text(char *dst, size_t len, struct sqlite3_stmt *st, int col)
 int validate_run_row(struct sqlite3 *db, const char *path, const char *sql, int64_t id,
                      struct sqlite3_stmt **st, char *err, size_t errlen);
 
-/* The replay's options every path shares: the step-time factor of a band's side; and what
- * the replay's cost model states of its error, kept on r (after sim_run). */
-void validate_sim_opts(const validate_opts_t *o, sim_opts_t *so);
+/* Runs the replay so for r, as every path does: the band side's step-time factor applied
+ * (o->cost_scale), r->sim_id set, and what the replay's cost model states of its own error
+ * kept on r. 0, or -1 with "the simulated replay failed: ..."; *res filled either way. */
+int validate_simulate(const validate_opts_t *o, sim_opts_t *so, validate_result_t *r,
+                      sim_result_t *res, char *err, size_t errlen);
 
 /* A temporary plain trace for a measured run's replay: $TMPDIR/twinserve-replay-XXXXXX.csv
  * (TMPDIR unset: /tmp), its path in path[len] (the caller unlinks it; "" when none was
  * made). The open file, or NULL with a message. */
 FILE *validate_temp_trace(char *path, size_t len, char *err, size_t errlen);
-void validate_keep_stated(validate_result_t *r, const sim_result_t *res);
 
 /* Fills r's metrics (and MAPE) from the measured runs against the simulated one.
  * requests_only leaves out what only our engine measures (queueing delay, preemptions,

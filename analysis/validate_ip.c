@@ -486,16 +486,8 @@ int validate_ip(const validate_opts_t *o, int64_t id, validate_result_t *r, char
     so.version = o->version;
     so.config_extra = extra;
     if (o->progress) fprintf(stderr, "[validate] simulating %s\n", sim_name);
-    validate_sim_opts(o, &so);
     sim_result_t res;
-    char e[4096];
-    int sim_rc = sim_run(&so, &res, e, sizeof e);
-    r->sim_id = res.run_id;
-    validate_keep_stated(r, &res);
-    if (sim_rc != 0) {
-        errf(err, errlen, "the simulated replay failed: %s", e);
-        goto done;
-    }
+    if (validate_simulate(o, &so, r, &res, err, errlen) != 0) goto done;
     snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
     snprintf(r->cost_desc, sizeof r->cost_desc, "%.200s; serving %.60s", res.calibration,
              res.serving);
