@@ -122,7 +122,14 @@ typedef struct {
     int32_t n_pending, pending_cap;
     double *link_free;        /* when each link is next free: [prefill * n + decode], or [0] */
     int has_route_decode;     /* the router defines route_decode */
+    /* client timeouts (sim_serving.c): per request id, SIM_REQ_DELIVERED once a replica
+     * has it, SIM_REQ_GONE when its client gave up before (in the front end, or held by
+     * the router): it is ended the moment it reaches a replica */
+    uint8_t *req_flags;
+    int64_t req_flags_cap;
 } sim_t;
+
+enum { SIM_REQ_DELIVERED = 1, SIM_REQ_GONE = 2 };
 
 #define sim_fail(m, ...) replay_fail(&(m)->rp, __VA_ARGS__)
 

@@ -38,8 +38,34 @@ static int async_on(const sim_t *m) {
     return m->serving.active && m->serving.async_scheduling && !m->disagg;
 }
 
+static int end_now(sim_t *m, int32_t rep, int32_t id, double now);
+
+/* Request id's flags, grown as ids come (NULL when out of memory). */
+static uint8_t *req_flags(sim_t *m, int64_t id) {
+    if (id < 0) return NULL;
+    if (id >= m->req_flags_cap) {
+        int64_t cap = m->req_flags_cap ? m->req_flags_cap : 1024;
+        while (cap <= id) cap *= 2;
+        uint8_t *v = realloc(m->req_flags, (size_t)cap);
+        if (!v) return NULL;
+        memset(v + m->req_flags_cap, 0, (size_t)(cap - m->req_flags_cap));
+        m->req_flags = v;
+        m->req_flags_cap = cap;
+    }
+    return &m->req_flags[id];
+}
+
 int sim_serving_deliver(sim_t *m, int32_t i, const trace_req_t *q, double now) {
     sim_rep_t *r = &m->reps[i];
+    if (m->o->client_timeout_s > 0) {
+        uint8_t *f = req_flags(m, q->id);
+        if (!f) return sim_fail(m, "out of memory (client timeouts)");
+        *f |= SIM_REQ_DELIVERED;
+        if (*f & SIM_REQ_GONE) {   /* its client gave up before the server handed it on */
+            if (replay_add_at(&m->rp, i, q, q->hash_block, now)) return -1;
+            return sched_find(m->rp.reps[i].sched, q->id) ? end_now(m, i, q->id, now) : 0;
+        }
+    }
     if (!async_on(m) || !r->busy) return replay_add_at(&m->rp, i, q, q->hash_block, now);
     if (r->n_inbox == r->inbox_cap) {
         int32_t cap = r->inbox_cap ? 2 * r->inbox_cap : 16;
@@ -136,7 +162,12 @@ int sim_serving_timeout(sim_t *m, int32_t id, double now) {
         r->timed_out[r->n_timed_out++] = id;
         return 0;
     }
-    return 0;   /* finished (or rejected) before its client gave up */
+    /* no replica has it: still in the front end or held by the router (ended when it
+     * arrives), or finished (or rejected) before its client gave up */
+    uint8_t *f = req_flags(m, id);
+    if (!f) return sim_fail(m, "out of memory (client timeouts)");
+    if (!(*f & SIM_REQ_DELIVERED)) *f |= SIM_REQ_GONE;
+    return 0;
 }
 
 int sim_serving_after_commit(sim_t *m, sim_rep_t *r, double now) {
@@ -156,6 +187,7 @@ void sim_serving_free(sim_t *m) {
         free(r->inbox);
         free(r->timed_out);
     }
+    free(m->req_flags);
 }
 
 /* ------------------------------------------------------------------ the band's width */

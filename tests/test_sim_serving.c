@@ -142,6 +142,27 @@ START_TEST(client_timeouts_abort_waiting_and_running_requests) {
 }
 END_TEST
 
+START_TEST(client_timeout_in_the_front_end) {
+    /* ten requests at once, 0.1 s each in the API server (one worker): the clients give up
+     * after 0.35 s, so requests 3..9 are still in the front end then and never served */
+    const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,50,3\n0,50,3\n0,50,3\n"
+                               "0,50,3\n0,50,3\n0,50,3\n0,50,3\n0,50,3\n0,50,3\n0,50,3\n");
+    sim_opts_t o;
+    base(&o, tr);
+    serving_t s;
+    char err[512];
+    ck_assert(serving_get("vllm", &s, err, sizeof err) == 0);
+    s.request_s = 0.1;
+    o.serving_profile = &s;
+    o.client_timeout_s = 0.35;
+    sim_result_t r = run_ok(&o);
+    long long id = (long long)r.run_id;
+    ck_assert(q1("SELECT count(*) FROM requests WHERE run_id=%lld AND status='finished'", id) == 3);
+    ck_assert(q1("SELECT count(*) FROM requests WHERE run_id=%lld AND status='aborted' AND "
+                 "generated_tokens = 0 AND reason LIKE 'client timeout%%'", id) == 7);
+}
+END_TEST
+
 START_TEST(kv_capacity_as_vllm_sizes_it) {
     const char *tr = tmp_trace("arrival_s,prompt_tokens,output_tokens\n0,100,4\n");
     sim_opts_t o;
@@ -190,6 +211,7 @@ int main(void) {
     tcase_add_test(tc, gpu_presets_get_vllm_and_the_config_says);
     tcase_add_test(tc, async_scheduling_delays_an_arrival_one_step);
     tcase_add_test(tc, client_timeouts_abort_waiting_and_running_requests);
+    tcase_add_test(tc, client_timeout_in_the_front_end);
     tcase_add_test(tc, kv_capacity_as_vllm_sizes_it);
     tcase_add_test(tc, cost_scale_moves_every_step);
     suite_add_tcase(s, tc);
