@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analysis/compare_internal.h"
+#include "analysis/experiment.h"
 #include "analysis/report.h"
 
 /* ---------------------------------------------------------------- loading the runs */
@@ -103,6 +104,8 @@ done:
  * runs' requests concatenated: run k's are x[c][off[k] .. off[k + 1]). */
 typedef struct {
     size_t runs;
+    size_t loaded;            /* rows loaded (runs, or more when copies were collapsed) */
+    size_t identical;         /* > 0: the experiment's runs were copies: runs is 1 */
     summary_t *sum;
     report_spec_t *spec;
     run_rows_t *rows;
@@ -111,7 +114,7 @@ typedef struct {
 } side_data_t;
 
 static void side_data_free(side_data_t *d) {
-    for (size_t k = 0; d->rows && k < d->runs; k++) rows_free(&d->rows[k]);
+    for (size_t k = 0; d->rows && k < d->loaded; k++) rows_free(&d->rows[k]);
     free(d->rows);
     free(d->sum);
     free(d->spec);
@@ -145,8 +148,18 @@ static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, 
             goto done;
         }
         if (rows_load(in->db, &d->sum[k], &d->rows[k], err, errlen) != 0) goto done;
+        d->loaded = k + 1;
         if (report_load_spec(in->db, in->ids[k], &d->spec[k], err, errlen) != 0) goto done;
         d->off[k + 1] = d->off[k] + d->rows[k].n;
+    }
+    /* copies (a trace replay's seeds) are one run: their run-level figures would otherwise
+     * agree with themselves into intervals of zero width */
+    int same = 0;
+    if (in->n > 1 && experiment_identical(in->db, in->ids, in->n, &same, err, errlen) != 0)
+        goto done;
+    if (same) {
+        d->identical = in->n;
+        d->runs = 1;
     }
     size_t n = d->off[d->runs];
     for (int c = 0; c < NCOLS; c++) {
@@ -181,35 +194,51 @@ static int same_requests(const run_rows_t *a, const run_rows_t *b, char *why, si
     return 0;
 }
 
-/* Paired when every run of both sides has A's first run's trace text and requests. */
+/* Paired by request when every run of both sides has A's first run's trace text and
+ * requests; else paired by run when run k of A and run k of B have (windows of a trace);
+ * else not. The mode (COMPARE_PAIR_*) and why, one line. */
 static int same_workload(const side_data_t *a, const side_data_t *b, char *why, size_t len) {
     const summary_t *s0 = &a->sum[0];
-    for (size_t k = 0; k < a->runs + b->runs; k++) {
+    int all = 1;
+    for (size_t k = 0; all && k < a->runs + b->runs; k++) {
         const side_data_t *d = k < a->runs ? a : b;
         size_t j = k < a->runs ? k : k - a->runs;
         if (!s0->trace[0] || strcmp(s0->trace, d->sum[j].trace) != 0) {
             snprintf(why, len, "independent resampling: the runs replayed different traces");
-            return 0;
+            all = 0;
         }
     }
-    for (size_t k = 1; k < a->runs + b->runs; k++) {
+    for (size_t k = 1; all && k < a->runs + b->runs; k++) {
         const side_data_t *d = k < a->runs ? a : b;
         if (same_requests(&a->rows[0], &d->rows[k < a->runs ? k : k - a->runs], why, len))
-            return 0;
+            all = 0;
     }
-    if (a->runs + b->runs == 2)
-        snprintf(why, len, "paired by request: both runs replayed the same %zu requests",
-                 a->rows[0].n);
-    else
-        snprintf(why, len, "paired by request: all %zu runs replayed the same %zu requests",
-                 a->runs + b->runs, a->rows[0].n);
-    return 1;
+    if (all) {
+        if (a->runs + b->runs == 2)
+            snprintf(why, len, "paired by request: both runs replayed the same %zu requests",
+                     a->rows[0].n);
+        else
+            snprintf(why, len, "paired by request: all %zu runs replayed the same %zu requests",
+                     a->runs + b->runs, a->rows[0].n);
+        return COMPARE_PAIR_REQUEST;
+    }
+    if (a->runs < 2 || a->runs != b->runs) return COMPARE_PAIR_NONE;
+    char w[256];
+    for (size_t k = 0; k < a->runs; k++)
+        if (!a->sum[k].trace[0] || strcmp(a->sum[k].trace, b->sum[k].trace) != 0 ||
+            same_requests(&a->rows[k], &b->rows[k], w, sizeof w))
+            return COMPARE_PAIR_NONE;
+    snprintf(why, len, "paired by run: run k of A and of B replayed the same requests, the %zu "
+             "runs of a side different ones (windows of a trace): runs redrawn together, "
+             "requests paired within them", a->runs);
+    return COMPARE_PAIR_RUN;
 }
 
 static int slo_set(double b) { return b > 0 && !isnan(b); }
 
-/* Fills a side's columns. keep[i] (paired: request i finished in every run of both sides)
- * or, when keep is NULL, each run's own finished requests decide which latencies count. */
+/* Fills a side's columns. keep[j] for the side's position j = off[k] + i (paired: the
+ * request finished in every run it is paired with) or, when keep is NULL, each run's own
+ * finished requests decide which latencies count. */
 static void side_columns(side_data_t *d, const unsigned char *keep, const compare_opts_t *o) {
     const report_slo_t *b = &o->slo;
     for (size_t k = 0; k < d->runs; k++) {
@@ -218,7 +247,7 @@ static void side_columns(side_data_t *d, const unsigned char *keep, const compar
         double per_req = s->makespan_s > 0 ? (double)r->n / s->makespan_s : NAN;
         for (size_t i = 0; i < r->n; i++) {
             size_t j = d->off[k] + i;
-            int use = keep ? keep[i] : r->fin[i];
+            int use = keep ? keep[j] : r->fin[i];
             for (int c = 0; c < NRAW; c++) d->x[c][j] = use ? r->x[c][i] : NAN;
             double ttft = r->x[COL_TTFT][i], tpot = r->x[COL_TPOT][i], e2e = r->x[COL_E2E][i];
             /* report.c's rule: a missing TPOT (one output token) meets a TPOT bound */
@@ -243,6 +272,7 @@ static void side_counts(const compare_input_t *in, const side_data_t *d, compare
     memset(out, 0, sizeof *out);
     snprintf(out->experiment, sizeof out->experiment, "%s", in->experiment ? in->experiment : "");
     out->runs = d->runs;
+    out->identical = d->identical;
     for (size_t k = 0; k < d->runs; k++) {
         out->ids[k] = d->sum[k].run_id;
         out->requests += d->sum[k].requests;
@@ -346,7 +376,7 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
                         const compare_opts_t *o, compare_result_t *out, char *err,
                         size_t errlen) {
     side_data_t da = {0}, db = {0};
-    unsigned char *keep = NULL;
+    unsigned char *keep_a = NULL, *keep_b = NULL;
     int ret = -1;
     memset(out, 0, sizeof *out);
     snprintf(out->path_a, sizeof out->path_a, "%s", ia->path ? ia->path : "");
@@ -364,23 +394,39 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
     side_counts(ia, &da, &out->sa);
     side_counts(ib, &db, &out->sb);
     out->paired = same_workload(&da, &db, out->pairing, sizeof out->pairing);
-    size_t m = da.rows[0].n, kept = 0;
+    size_t m = 0, kept = 0;
     if (out->paired) {
         /* Latency of a request one side did not finish is missing there; comparing the rest
          * would set one side's survivors against the other's everything. */
-        if (!(keep = calloc(m ? m : 1, 1))) {
+        size_t na = da.off[da.runs], nb = db.off[db.runs];
+        keep_a = calloc(na ? na : 1, 1);
+        keep_b = calloc(nb ? nb : 1, 1);
+        if (!keep_a || !keep_b) {
             snprintf(err, errlen, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < m; i++) {
-            keep[i] = 1;
-            for (size_t k = 0; k < da.runs; k++) keep[i] &= da.rows[k].fin[i];
-            for (size_t k = 0; k < db.runs; k++) keep[i] &= db.rows[k].fin[i];
-            kept += keep[i];
+        if (out->paired == COMPARE_PAIR_REQUEST) {
+            m = da.rows[0].n;
+            for (size_t i = 0; i < m; i++) {
+                unsigned char k1 = 1;
+                for (size_t k = 0; k < da.runs; k++) k1 &= da.rows[k].fin[i];
+                for (size_t k = 0; k < db.runs; k++) k1 &= db.rows[k].fin[i];
+                for (size_t k = 0; k < da.runs; k++) keep_a[da.off[k] + i] = k1;
+                for (size_t k = 0; k < db.runs; k++) keep_b[db.off[k] + i] = k1;
+                kept += k1;
+            }
+        } else {
+            for (size_t k = 0; k < da.runs; k++)
+                for (size_t i = 0; i < da.rows[k].n; i++) {
+                    unsigned char k1 = da.rows[k].fin[i] & db.rows[k].fin[i];
+                    keep_a[da.off[k] + i] = keep_b[db.off[k] + i] = k1;
+                    kept += k1;
+                    m++;
+                }
         }
     }
-    side_columns(&da, keep, o);
-    side_columns(&db, keep, o);
+    side_columns(&da, keep_a, o);
+    side_columns(&db, keep_b, o);
     latency_note(out, kept, m);
     /* One bootstrap for all the metrics: the same draws, so metrics are resampled jointly,
      * and adding one moves no other (each gets what compare_bootstrap_runs would). */
@@ -430,7 +476,9 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
             mt->est = (compare_est_t){a, b, b - a, a != 0 ? 100 * (b - a) / a : NAN, NAN, NAN,
                                       0, 0};
         }
-        mt->verdict = compare_verdict_min(&mt->est, mt->higher_is_better, o->min_effect);
+        /* a count's difference is never negligible: shed requests are the point */
+        mt->verdict = compare_verdict_min(&mt->est, mt->higher_is_better,
+                                          d->kind == ROW_COUNT ? 0 : o->min_effect);
         /* A side that served fewer of its requests can look faster on the ones it kept:
          * its win is flagged, never silent. */
         if (d->kind == ROW_LATENCY && mt->verdict == COMPARE_BETTER && fb < fa)
@@ -442,7 +490,8 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
     }
     ret = 0;
 done:
-    free(keep);
+    free(keep_a);
+    free(keep_b);
     side_data_free(&da);
     side_data_free(&db);
     return ret;
@@ -485,11 +534,20 @@ static void print_side(FILE *f, const char *tag, const char *path, const summary
                 s->status, (long long)s->requests, (long long)s->finished);
         return;
     }
-    fprintf(f, "%s  experiment %s: %zu runs (ids", tag, e->experiment, e->runs);
+    if (e->identical)
+        fprintf(f, "%s  experiment %s: %zu runs, copies counted as one (id", tag, e->experiment,
+                e->identical);
+    else
+        fprintf(f, "%s  experiment %s: %zu runs (ids", tag, e->experiment, e->runs);
     for (size_t k = 0; k < e->runs && k < 8; k++) fprintf(f, " %lld", (long long)e->ids[k]);
     fprintf(f, "%s) in %s: %s, %s; %lld requests, %lld finished\n", e->runs > 8 ? " ..." : "",
             path, s->policy[0] ? s->policy : "?", s->kind, (long long)e->requests,
             (long long)e->finished);
+    if (e->identical)
+        fprintf(f, "NOTE  experiment %s's %zu runs are copies (nothing in its replay depends on "
+                "the seed): counted as one run, so it brings no run-to-run variation; "
+                "--repeat windows:N gives the variation between parts of the trace\n",
+                e->experiment, e->identical);
 }
 
 static void print_counts(FILE *f, const compare_result_t *r) {
@@ -564,7 +622,8 @@ static void json_side(FILE *f, const char *key, const char *path, const summary_
             (long long)e->finished, (long long)e->rejected, (long long)e->aborted);
     if (e->experiment[0]) report_json_str(f, e->experiment);
     else fputs("null", f);
-    fprintf(f, ", \"runs\": %zu, \"run_ids\": [", e->runs);
+    fprintf(f, ", \"runs\": %zu, \"identical_runs\": %zu, \"run_ids\": [", e->runs,
+            e->identical);
     for (size_t k = 0; k < e->runs; k++)
         fprintf(f, "%s%lld", k ? ", " : "", (long long)e->ids[k]);
     fputs("]},\n", f);

@@ -32,6 +32,20 @@
  *    every run of both sides), and pools them; a statistic is over the pooled requests. So
  *    the interval carries run-to-run noise. With one run per side the draws are exactly the
  *    single-run bootstrap's.
+ *  - Copies are one run: an experiment whose runs are identical (experiment_identical: a
+ *    trace replay's seeds change nothing) counts as its first run alone, and the printout
+ *    says so; otherwise its copies would give run-level figures (throughput) an interval of
+ *    zero width.
+ *  - Paired by run (COMPARE_PAIR_RUN): when the two sides hold as many runs, and run k of A
+ *    and run k of B replayed the same requests though the runs of a side differ (windows of
+ *    a trace, `--repeat windows:N`), each resample draws run indices with replacement for
+ *    both sides at once, then one draw of request positions per drawn index shared by A's
+ *    and B's run k: the interval carries the variation between windows and keeps each
+ *    request's A and B together. The latency rows of run k then cover the requests that
+ *    finished in both runs k.
+ *  - Counts are not negligible: the minimum effect does not apply to the "finished" row, so
+ *    a side that sheds requests (a policy that rejects on purpose) is never called "no
+ *    meaningful difference" when the interval excludes 0.
  *  - Latency rows cover finished requests only. When paired, they cover the requests that
  *    finished in every run of both sides (the note says how many); unpaired, each side's
  *    own finished requests. Every comparison carries finished, rejected and aborted counts
@@ -72,6 +86,9 @@ struct sqlite3;
 #define COMPARE_MAX_RUNS 1000     /* runs per side */
 
 /* ---------------------------------------------------------------- the bootstrap core */
+
+/* How the two sides' requests pair in the bootstrap (see above). */
+enum { COMPARE_PAIR_NONE = 0, COMPARE_PAIR_REQUEST = 1, COMPARE_PAIR_RUN = 2 };
 
 typedef enum { COMPARE_MEAN = 0, COMPARE_PCTL } compare_stat_kind_t;
 
@@ -145,6 +162,8 @@ typedef struct {
 typedef struct {
     char experiment[128];     /* "" for a plain run */
     size_t runs;
+    size_t identical;         /* > 0: the experiment's that many runs were copies, counted
+                               * as its first run alone (runs is then 1) */
     int64_t ids[COMPARE_MAX_RUNS];
     int64_t requests, finished, rejected, aborted;
 } compare_side_t;
@@ -153,7 +172,7 @@ typedef struct {
     char path_a[512], path_b[512];   /* the databases, as given */
     summary_t a, b;           /* the first run of each side */
     compare_side_t sa, sb;
-    int paired;
+    int paired;               /* COMPARE_PAIR_NONE, _REQUEST or _RUN */
     char pairing[256];        /* why paired or not, one line */
     char latency[256];        /* which requests the latency rows cover, one line */
     double min_effect;

@@ -150,6 +150,26 @@ static void draw_side(rng_t *r, const size_t *off, size_t runs, const uint32_t *
         for (uint32_t t = 0; t < c[k]; t++) add_counts(r, w + off[k], off[k + 1] - off[k]);
 }
 
+/* Paired by run: run indices drawn once for both sides (c[k] copies of run k), then each
+ * copy's request positions drawn once (into tmp) and given to A's run k and B's run k. */
+static void draw_pairs(rng_t *r, const size_t *offa, const size_t *offb, size_t runs,
+                       uint32_t *tmp, uint32_t *c, uint32_t *wa, uint32_t *wb) {
+    if (runs > 1) draw_counts(r, c, runs);
+    else c[0] = 1;
+    memset(wa, 0, offa[runs] * sizeof *wa);
+    memset(wb, 0, offb[runs] * sizeof *wb);
+    for (size_t k = 0; k < runs; k++) {
+        size_t n = offa[k + 1] - offa[k];
+        for (uint32_t t = 0; t < c[k]; t++) {
+            draw_counts(r, tmp, n);
+            for (size_t i = 0; i < n; i++) {
+                wa[offa[k] + i] += tmp[i];
+                wb[offb[k] + i] += tmp[i];
+            }
+        }
+    }
+}
+
 /* x / y, NAN when y is 0 (no drafts drawn: no rate) or either is NAN. */
 static double ratio(double x, double y) { return y != 0 ? x / y : NAN; }
 
@@ -171,13 +191,24 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
         snprintf(err, errlen, "bootstrap needs at least one run a side (%zu and %zu)", ra, rb);
         goto done;
     }
-    for (size_t k = 0; paired && k < ra + rb; k++) {
+    for (size_t k = 0; paired == COMPARE_PAIR_REQUEST && k < ra + rb; k++) {
         const size_t *off = k < ra ? offa : offb;
         size_t j = k < ra ? k : k - ra;
         if (off[j + 1] - off[j] != m) {
             snprintf(err, errlen, "paired bootstrap needs equal sizes (%zu and %zu)", m,
                      off[j + 1] - off[j]);
             goto done;
+        }
+    }
+    if (paired == COMPARE_PAIR_RUN) {
+        m = 0;   /* the largest run: the size of one draw of positions */
+        for (size_t k = 0; k < ra; k++) {
+            if (ra != rb || offa[k + 1] - offa[k] != offb[k + 1] - offb[k]) {
+                snprintf(err, errlen, "a bootstrap paired by run needs as many runs a side "
+                         "(%zu and %zu) and run k of each of one size", ra, rb);
+                goto done;
+            }
+            if (offa[k + 1] - offa[k] > m) m = offa[k + 1] - offa[k];
         }
     }
     for (size_t s = 0; s < nstat; s++) {
@@ -204,7 +235,7 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
     vb = malloc(one * sizeof *vb);
     wa = malloc((na ? na : 1) * sizeof *wa);
     wb = malloc((nb ? nb : 1) * sizeof *wb);
-    w = paired ? malloc((m ? m : 1) * sizeof *w) : NULL;
+    w = paired ? malloc((m ? m : 1) * sizeof *w) : NULL;   /* run mode: the largest run */
     ca = malloc(ra * sizeof *ca);
     cb = malloc(rb * sizeof *cb);
     diffs = malloc(one * (size_t)resamples * sizeof *diffs);   /* statistic s: s * resamples */
@@ -238,9 +269,13 @@ int compare_boot_stats(const double *const *a, const size_t *offa, size_t ra,
     rng_t r;
     rng_seed(&r, seed);
     for (int rs = 0; rs < resamples; rs++) {
-        if (paired) draw_counts(&r, w, m);
-        draw_side(&r, offa, ra, w, ca, wa);
-        draw_side(&r, offb, rb, w, cb, wb);
+        if (paired == COMPARE_PAIR_RUN) {
+            draw_pairs(&r, offa, offb, ra, w, ca, wa, wb);
+        } else {
+            if (paired) draw_counts(&r, w, m);
+            draw_side(&r, offa, ra, w, ca, wa);
+            draw_side(&r, offb, rb, w, cb, wb);
+        }
         for (size_t c = 0; c < ncols; c++) {
             const size_t *idx = order + first[c];
             size_t nidx = first[c + 1] - first[c];

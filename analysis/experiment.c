@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,30 @@ done:
     return ret;
 }
 
+int experiment_parse_windows(const char *spec, int *n, double *len, char *err, size_t errlen) {
+    if (!spec || strncmp(spec, "windows:", 8) != 0) return 0;
+    const char *p = spec + 8, *colon = strchr(p, ':');
+    uint64_t v;
+    if (!parse_u64(p, colon ? colon : p + strlen(p), &v) || v < 2 || v > EXPERIMENT_MAX_RUNS) {
+        snprintf(err, errlen, "--repeat '%s': windows:N needs N, a whole number in 2..%d "
+                 "(windows:N:LEN for windows of LEN seconds)", spec, EXPERIMENT_MAX_RUNS);
+        return -1;
+    }
+    *n = (int)v;
+    *len = NAN;
+    if (colon) {
+        char *end = NULL;
+        double l = strtod(colon + 1, &end);
+        if (end == colon + 1 || *end || !(l > 0) || l > 1e9) {
+            snprintf(err, errlen, "--repeat '%s': LEN '%s' must be seconds > 0", spec,
+                     colon + 1);
+            return -1;
+        }
+        *len = l;
+    }
+    return 1;
+}
+
 int experiment_check_name(const char *name, char *err, size_t errlen) {
     if (!name || !*name || strlen(name) > 120) {
         snprintf(err, errlen, "an experiment name must be 1 to 120 bytes");
@@ -115,6 +140,42 @@ void experiment_member(char *buf, size_t len, const char *name, int index, int o
                        uint64_t seed) {
     snprintf(buf, len, "\"experiment\":{\"name\":\"%s\",\"index\":%d,\"of\":%d,\"seed\":%" PRIu64
              "}", name, index, of, seed);
+}
+
+void experiment_member_window(char *buf, size_t len, const char *name, int index, int of,
+                              uint64_t seed, double start_s, double duration_s) {
+    snprintf(buf, len, "\"experiment\":{\"name\":\"%s\",\"index\":%d,\"of\":%d,\"seed\":%" PRIu64
+             ",\"window\":{\"start_s\":%.17g,\"duration_s\":%.17g}}", name, index, of, seed,
+             start_s, duration_s);
+}
+
+int experiment_identical(sqlite3 *db, const int64_t *ids, size_t n, int *same, char *err,
+                         size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    *same = n >= 2;
+    /* rows of run k that run 0 lacks, and the other way round, and the counts */
+    static const char sql[] =
+        "SELECT (SELECT count(*) FROM requests WHERE run_id = ?1) = (SELECT count(*) FROM "
+        "requests WHERE run_id = ?2) AND NOT EXISTS (SELECT req_id, status, generated_tokens, "
+        "ttft_s, e2e_s FROM requests WHERE run_id = ?2 EXCEPT SELECT req_id, status, "
+        "generated_tokens, ttft_s, e2e_s FROM requests WHERE run_id = ?1)";
+    if (*same && sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+        return -1;
+    }
+    for (size_t k = 1; *same && k < n; k++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ids[0]);
+        sqlite3_bind_int64(st, 2, ids[k]);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+            sqlite3_finalize(st);
+            return -1;
+        }
+        *same = sqlite3_column_int(st, 0) == 1;
+    }
+    sqlite3_finalize(st);
+    return 0;
 }
 
 static const char SQL_EXP_IDS[] =

@@ -6,6 +6,9 @@
  *    "experiment":{"name":NAME,"index":k,"of":N,"seed":s}, s = the seed run k used. The seeds
  *    are `--repeat N` (the base seed .. base + N - 1; the base is --seed, 0 by default) or
  *    `--repeat S1,S2,...` (that list, in order; distinct).
+ *  - A window experiment (--repeat windows:N[:LEN]) is N runs of the same seed over N
+ *    consecutive windows of the trace; each member also says its "window" (start_s and
+ *    duration_s, trace time). Its runs differ in their requests, not in chance.
  *  - A run without that member is an experiment of one: experiment_resolve finds an
  *    experiment by its name first, then a plain run by name or id (summary_find_run).
  *  - Experiment names go into the config JSON unescaped, so experiment_check_name refuses
@@ -29,6 +32,12 @@ struct sqlite3;
 int experiment_parse_seeds(const char *spec, uint64_t base, uint64_t **seeds, int *n, char *err,
                            size_t errlen);
 
+/* "windows:N[:LEN]" (a --repeat that replays N windows of the trace, run k the LEN seconds
+ * of trace time from --start + k LEN, every run with the base seed): 1 with *n and *len
+ * (NAN when LEN is not given: the caller splits the trace's span), 0 when spec is no window
+ * spec (seeds), -1 with a message for a malformed one. */
+int experiment_parse_windows(const char *spec, int *n, double *len, char *err, size_t errlen);
+
 /* 0 when name is non-empty, at most 120 bytes and JSON-safe unescaped; -1 with a message. */
 int experiment_check_name(const char *name, char *err, size_t errlen);
 
@@ -42,6 +51,16 @@ int experiment_pick_name(const char *db_path, const char *requested, const char 
 void experiment_run_name(char *buf, size_t len, const char *name, int index);
 void experiment_member(char *buf, size_t len, const char *name, int index, int of,
                        uint64_t seed);
+/* The same for a window experiment: "window":{"start_s":S,"duration_s":L} added. */
+void experiment_member_window(char *buf, size_t len, const char *name, int index, int of,
+                              uint64_t seed, double start_s, double duration_s);
+
+/* Whether the runs ids[0..n) are copies of one another: every request of every run with the
+ * first run's status, generated tokens, TTFT and E2E (nothing the seed changed). *same 1 or
+ * 0 (always 0 for n < 2). 0, or -1 with SQLite's message. A trace replay's runs are: the
+ * seed only moves a policy's or a draft's random draws. */
+int experiment_identical(struct sqlite3 *db, const int64_t *ids, size_t n, int *same,
+                         char *err, size_t errlen);
 
 /* The run ids of experiment `name` in index order, or the one run `name` names (a run name
  * or id; "" = the latest run). *ids is malloc'ed; *is_experiment says which. 0, or -1 with

@@ -34,6 +34,9 @@ static void usage(FILE *f) {
         "                        config \"experiment\":{name,index,of,seed}; --name names it\n"
         "                        (default engine-<policy>, made unique); `twinserve compare`\n"
         "                        takes the name and includes the run-to-run noise\n"
+        "  --repeat windows:N[:LEN]\n"
+        "                        N runs over N consecutive windows of the trace (LEN s each;\n"
+        "                        default the span split in N), as for sim\n"
         "  --temperature T       0 = greedy (default)\n"
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
         "  --max-prompt N        clip prompts to N tokens (to fit small models)\n"
@@ -114,16 +117,17 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
 /* --repeat (cli_experiment.h): one engine run per seed. The seed moves the prompts' token
  * ids, sampling and dummy weights, not the trace's arrivals or lengths, so the runs pair by
  * request. */
-static int run_member(void *ud, const char *run, uint64_t seed, const char *member, char *line,
-                      size_t linelen, char *err, size_t errlen) {
-    engine_opts_t *o = ud;
+static int run_member(void *ud, const cli_member_t *m, char *line, size_t linelen, char *err,
+                      size_t errlen) {
+    engine_opts_t o = *(const engine_opts_t *)ud;
     engine_result_t res;
-    o->run_name = run;
-    o->seed = seed;
-    o->config_extra = member;
-    if (engine_run(o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
+    o.run_name = m->run;
+    o.seed = m->seed;
+    o.config_extra = m->member;
+    if (m->windowed) o.trace_opts.start_s = m->start_s, o.trace_opts.duration_s = m->duration_s;
+    if (engine_run(&o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
     if (res.have_summary)
-        cli_member_line(line, linelen, run, res.run_id, seed, &res.summary, res.wall_s);
+        cli_member_line(line, linelen, m->run, res.run_id, m->seed, &res.summary, res.wall_s);
     return 0;
 }
 
@@ -173,8 +177,12 @@ int cmd_engine(int argc, char **argv) {
     o.interrupt = &cli_signal_caught;
     cli_signal_watch();
     if (repeat) {
-        rc = cli_experiment_repeat("engine", repeat, o.seed, o.db_path, o.run_name,
-                                   o.policy_path, quiet, run_member, &o);
+        cli_experiment_t x = { .cmd = "engine", .spec = repeat, .base_seed = o.seed,
+                               .db_path = o.db_path, .requested_name = o.run_name,
+                               .policy_path = o.policy_path, .trace_path = o.trace_path,
+                               .topts = &o.trace_opts, .quiet = quiet, .run = run_member,
+                               .ud = &o };
+        rc = cli_experiment_repeat(&x);
         goto done;
     }
 

@@ -35,7 +35,14 @@ static void usage(FILE *f) {
         "                        seeds listed), recorded as one experiment: runs NAME-r0..,\n"
         "                        config \"experiment\":{name,index,of,seed}; --name names the\n"
         "                        experiment (default sim-<policy>, made unique); `twinserve\n"
-        "                        compare` takes the experiment's name\n"
+        "                        compare` takes the experiment's name. A trace replay does\n"
+        "                        not depend on the seed (only a policy's and a draft's\n"
+        "                        random draws do): its seed runs are copies, said so\n"
+        "  --repeat windows:N[:LEN]\n"
+        "                        N runs over N consecutive windows of the trace, LEN s each\n"
+        "                        (default: the span from --start, or --duration, split in\n"
+        "                        N), run k from --start + k LEN: the variation between parts\n"
+        "                        of the trace, which `compare` pairs window by window\n"
         "  --config-json MEMBERS JSON members added to the run's config object, e.g.\n"
         "                        '\"sweep\":{\"name\":\"S\",\"rate_rps\":2,\"scale\":0.5}': the tags\n"
         "                        `sweep --emit-jobs` gives each job's run, so the merged runs\n"
@@ -74,16 +81,17 @@ static int json_members_ok(const char *members) {
 }
 
 /* --repeat (cli_experiment.h): one simulated run per seed. */
-static int run_member(void *ud, const char *run, uint64_t seed, const char *member, char *line,
-                      size_t linelen, char *err, size_t errlen) {
-    sim_opts_t *o = ud;
+static int run_member(void *ud, const cli_member_t *m, char *line, size_t linelen, char *err,
+                      size_t errlen) {
+    sim_opts_t o = *(const sim_opts_t *)ud;
     sim_result_t res;
-    o->run_name = run;
-    o->seed = seed;
-    o->config_extra = member;
-    if (sim_run(o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
+    o.run_name = m->run;
+    o.seed = m->seed;
+    o.config_extra = m->member;
+    if (m->windowed) o.trace_opts.start_s = m->start_s, o.trace_opts.duration_s = m->duration_s;
+    if (sim_run(&o, &res, err, errlen) != 0) return res.setup_failed ? -2 : -1;
     if (res.have_summary)
-        cli_member_line(line, linelen, run, res.run_id, seed, &res.summary, -1);
+        cli_member_line(line, linelen, m->run, res.run_id, m->seed, &res.summary, -1);
     return 0;
 }
 
@@ -173,8 +181,12 @@ int cmd_sim(int argc, char **argv) {
     o.interrupt = &cli_signal_caught;
     cli_signal_watch();
     if (repeat) {
-        rc = cli_experiment_repeat("sim", repeat, o.seed, o.db_path, o.run_name, o.policy_path,
-                                   quiet, run_member, &o);
+        cli_experiment_t x = { .cmd = "sim", .spec = repeat, .base_seed = o.seed,
+                               .db_path = o.db_path, .requested_name = o.run_name,
+                               .policy_path = o.policy_path, .trace_path = o.trace_path,
+                               .topts = &o.trace_opts, .quiet = quiet, .run = run_member,
+                               .ud = &o };
+        rc = cli_experiment_repeat(&x);
         goto done;
     }
 

@@ -218,6 +218,34 @@ END_TEST
 
 /* A 0.5% shift on every request is significant (the paired interval is tight), but below
  * the default 1% minimum effect: "no meaningful difference"; with min_effect 0 it counts. */
+/* Paired by run: run k of A and B hold the same requests (b = a + 0.5 s each), runs of other
+ * sizes and levels; every draw keeps pairs together, so the mean's interval is exactly
+ * [0.5, 0.5]; resampled without pairing it is wide. */
+START_TEST(paired_by_run_keeps_pairs) {
+    enum { N0 = 50, N1 = 80 };
+    double a[N0 + N1], b[N0 + N1];
+    rng_t r;
+    rng_seed(&r, 5);
+    fill_lognormal(&r, a, N0, 0, 0.5);
+    fill_lognormal(&r, a + N0, N1, 2, 0.5);
+    for (int i = 0; i < N0 + N1; i++) b[i] = a[i] + 0.5;
+    const size_t off[3] = {0, N0, N0 + N1};
+    compare_est_t e;
+    char err[256];
+    ck_assert_int_eq(compare_bootstrap_runs(a, off, 2, b, off, 2, COMPARE_PAIR_RUN, MEAN, 400, 3,
+                                            0.95, &e, err, sizeof err), 0);
+    ck_assert_msg(fabs(e.lo - 0.5) < 1e-9 && fabs(e.hi - 0.5) < 1e-9, "%g..%g", e.lo, e.hi);
+    ck_assert_int_eq(compare_bootstrap_runs(a, off, 2, b, off, 2, COMPARE_PAIR_NONE, MEAN, 400,
+                                            3, 0.95, &e, err, sizeof err), 0);
+    ck_assert_msg(e.hi - e.lo > 1, "unpaired %g..%g", e.lo, e.hi);
+    /* runs of other sizes on the two sides cannot pair */
+    const size_t off2[3] = {0, N1, N0 + N1};
+    ck_assert_int_eq(compare_bootstrap_runs(a, off, 2, b, off2, 2, COMPARE_PAIR_RUN, MEAN, 10,
+                                            3, 0.95, &e, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "paired by run"), "%s", err);
+}
+END_TEST
+
 START_TEST(min_effect_rule) {
     enum { N = 500 };
     double a[N], b[N];
@@ -706,6 +734,119 @@ START_TEST(dropped_requests_never_win_silently) {
 }
 END_TEST
 
+static int64_t sim_win(const char *policy, const char *name, int k, int of, double len) {
+    char run[160], member[320];
+    sim_opts_t o;
+    sim_opts_defaults(&o);
+    experiment_run_name(run, sizeof run, name, k);
+    experiment_member_window(member, sizeof member, name, k, of, 0, k * len, len);
+    o.trace_path = trace;
+    o.policy_path = policy;
+    o.db_path = db;
+    o.run_name = run;
+    o.roofline = 1;
+    o.config_extra = member;
+    o.trace_opts.start_s = k * len;
+    o.trace_opts.duration_s = len;
+    sim_result_t res;
+    char err[4096];
+    ck_assert_msg(sim_run(&o, &res, err, sizeof err) == 0, "%s", err);
+    return res.run_id;
+}
+
+static compare_result_t *compare_exps(const char *na, const int64_t *ia, size_t n_a,
+                                      const char *nb, const int64_t *ib, size_t n_b) {
+    sqlite3 *h;
+    char err[1024];
+    ck_assert_msg(summary_open(db, &h, err, sizeof err) == 0, "%s", err);
+    compare_opts_t o;
+    compare_opts_default(&o);
+    o.resamples = 300;
+    compare_input_t a = {h, db, na, ia, n_a}, b = {h, db, nb, ib, n_b};
+    compare_result_t *r = malloc(sizeof *r);
+    ck_assert_msg(compare_experiments(&a, &b, &o, r, err, sizeof err) == 0, "%s", err);
+    sqlite3_close(h);
+    return r;
+}
+
+/* Three seeds of a trace replay are copies: each side counts as one run, says so, and its
+ * throughput gets no interval (copies would make one of zero width). */
+START_TEST(copies_count_as_one_run) {
+    int64_t ia[3], ib[3];
+    for (int k = 0; k < 3; k++) {
+        ia[k] = sim_exp("policies/continuous.lua", "ca", k, 3, (uint64_t)k);
+        ib[k] = sim_exp("policies/chunked_prefill.lua", "cb", k, 3, (uint64_t)k);
+    }
+    sqlite3 *h;
+    char err[256];
+    int same = 0;
+    ck_assert_int_eq(summary_open(db, &h, err, sizeof err), 0);
+    ck_assert_int_eq(experiment_identical(h, ia, 3, &same, err, sizeof err), 0);
+    ck_assert(same);
+    int64_t mixed[2] = {ia[0], ib[0]};
+    ck_assert_int_eq(experiment_identical(h, mixed, 2, &same, err, sizeof err), 0);
+    ck_assert(!same);
+    sqlite3_close(h);
+    compare_result_t *r = compare_exps("ca", ia, 3, "cb", ib, 3);
+    ck_assert_uint_eq(r->sa.runs, 1);
+    ck_assert_uint_eq(r->sa.identical, 3);
+    ck_assert_uint_eq(r->sb.identical, 3);
+    ck_assert(isnan(metric(r, "req_per_s")->est.lo));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print(f, r);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "runs are copies"));
+    free(buf);
+    free(r);
+}
+END_TEST
+
+/* Windows of the trace: each side's runs differ, run k of A and of B replay the same
+ * requests, so the comparison pairs them by run; copies would not have been. */
+START_TEST(windows_pair_by_run) {
+    int64_t ia[3], ib[3];
+    for (int k = 0; k < 3; k++) {
+        ia[k] = sim_win("policies/continuous.lua", "wa", k, 3, 50);
+        ib[k] = sim_win("policies/static.lua", "wb", k, 3, 50);
+    }
+    compare_result_t *r = compare_exps("wa", ia, 3, "wb", ib, 3);
+    ck_assert_int_eq(r->paired, COMPARE_PAIR_RUN);
+    ck_assert_uint_eq(r->sa.runs, 3);
+    ck_assert_uint_eq(r->sa.identical, 0);
+    ck_assert_msg(strstr(r->pairing, "paired by run"), "%s", r->pairing);
+    /* static batching waits for whole batches: its TTFT is worse in every window */
+    ck_assert_int_eq(metric(r, "ttft_mean")->verdict, COMPARE_WORSE);
+    ck_assert(!isnan(metric(r, "req_per_s")->est.lo));
+    free(r);
+}
+END_TEST
+
+/* Shedding is never negligible: B rejects 6 of 1,000 requests A finished (0.6%, under the
+ * 1% minimum effect): the finished row says worse, not "no meaningful difference". */
+START_TEST(shed_requests_are_not_negligible) {
+    char big[256];
+    testutil_gen_trace(big, sizeof big, 1000, 2, 9, "lognormal:300:0.5", "lognormal:50:0.5");
+    unlink(trace);   /* the fixture's; teardown removes this one */
+    snprintf(trace, sizeof trace, "%s", big);
+    int64_t a = sim(db, "policies/continuous.lua", "a", 0);
+    int64_t b = sim(db, "policies/continuous.lua", "b", 0);
+    char sql[512];
+    snprintf(sql, sizeof sql, "UPDATE requests SET status = 'rejected', reason = 'shed', "
+             "first_token_s = NULL, finish_s = NULL, ttft_s = NULL, tpot_s = NULL, e2e_s = NULL "
+             "WHERE run_id = %lld AND req_id IN (SELECT req_id FROM requests WHERE run_id = "
+             "%lld AND status = 'finished' LIMIT 6)", (long long)b, (long long)b);
+    exec_sql(db, sql);
+    compare_result_t *r = compare(db, a, db, b, 2000, 1);
+    const compare_metric_t *m = metric(r, "finished");
+    ck_assert_msg(fabs(m->est.rel_pct) < 1, "%g%%", m->est.rel_pct);
+    ck_assert_msg(m->verdict == COMPARE_WORSE, "%s (CI %g..%g)", compare_verdict_name(m->verdict),
+                  m->est.lo, m->est.hi);
+    free(r);
+}
+END_TEST
+
 START_TEST(empty_run_is_an_error) {
     int64_t a = sim(db, "policies/continuous.lua", "a", 0);
     rec_t *w = rec_open(db);
@@ -738,6 +879,7 @@ static Suite *suite(void) {
     tcase_add_test(core, calibration_on_equal_distributions);
     tcase_add_test(core, hierarchical_bootstrap_carries_run_noise);
     tcase_add_test(core, min_effect_rule);
+    tcase_add_test(core, paired_by_run_keeps_pairs);
     suite_add_tcase(s, core);
     TCase *runs = tcase_create("runs");
     tcase_add_checked_fixture(runs, setup, teardown);
@@ -750,6 +892,9 @@ static Suite *suite(void) {
     tcase_add_test(runs, experiments_with_other_seeds_no_difference);
     tcase_add_test(runs, dropped_requests_never_win_silently);
     tcase_add_test(runs, speculative_rows);
+    tcase_add_test(runs, copies_count_as_one_run);
+    tcase_add_test(runs, windows_pair_by_run);
+    tcase_add_test(runs, shed_requests_are_not_negligible);
     suite_add_tcase(s, runs);
     return s;
 }
