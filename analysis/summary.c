@@ -594,7 +594,7 @@ static double share_pct(const summary_t *s, int64_t n) {
 /* One line per reason a run rejected or aborted requests, with its share of the trace and
  * the option that would keep them; a share above SUMMARY_LARGE_SHARE gets a WARNING line
  * of its own: a run that silently ran less load than its trace would mislead a comparison. */
-static void summary_print_dropped(FILE *f, const summary_t *s) {
+void summary_print_dropped(FILE *f, const summary_t *s) {
     static const struct { const char *what, *hint, *large; } rej[] = {
         [SUMMARY_REJ_CONTEXT] = { "prompt + output longer than the context",
                                   "--max-model-len N, or --clip-to-context to run them clipped",

@@ -154,6 +154,11 @@ double summary_column_or_nan(struct sqlite3_stmt *st, int col);
 /* One screen for humans: times in ms below 10 s, else in s. */
 void summary_print(FILE *f, const summary_t *s);
 
+/* summary_print's lines on the requests a run rejected or aborted: one per reason, with its
+ * share and the option that would keep them, and a WARNING line for a large share (sweep
+ * --capacity prints them when rejections alone make its target impossible). */
+void summary_print_dropped(FILE *f, const summary_t *s);
+
 /* Seconds for humans, as summary_print writes them: "12.34 ms" below 10 s, "12.34 s" above,
  * "-" for NAN. Writes buf[len] and returns buf. */
 const char *summary_fmt_time(char *buf, size_t len, double s);

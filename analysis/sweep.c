@@ -327,6 +327,24 @@ static int merge_points(const sweep_t *sw, const char *d, sweep_point_t *pts, in
     return rc;
 }
 
+/* p->cost_model from its run's config (sim.c writes "calibration"). 0, or -1 with a message. */
+static int load_cost_model(sqlite3 *db, sweep_point_t *p, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    p->cost_model[0] = '\0';
+    if (sqlite3_prepare_v2(db, "SELECT json_extract(config, '$.calibration') FROM runs "
+                           "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, p->run_id);
+        int step = sqlite3_step(st);
+        const unsigned char *t = step == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+        if (t) snprintf(p->cost_model, sizeof p->cost_model, "%s", (const char *)t);
+        rc = step == SQLITE_ROW || step == SQLITE_DONE ? 0 : -1;
+    }
+    if (rc) snprintf(err, errlen, "reading the run's cost model: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static double mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -421,7 +439,8 @@ int sweep_run(const sweep_t *sw, const char *prefix, const double *rates, int n,
         /* The summary and the SLO figures are all a point shows or the search uses: the
          * tokens and steps tables are not read. */
         if (report_load_summary(db, pts[i].run_id, sw->has_slo ? &sw->slo : NULL,
-                                &pts[i].rep, e, sizeof e) != 0) {
+                                &pts[i].rep, e, sizeof e) != 0 ||
+            load_cost_model(db, &pts[i], e, sizeof e) != 0) {
             fprintf(stderr, "twinserve sweep: %s: %s\n", pts[i].name, e);
             pts[i].ok = 0;
         }
@@ -470,6 +489,28 @@ static void bracket(sweep_capacity_t *c, double target) {
         }
 }
 
+double sweep_attainment_bound(const summary_t *s) {
+    if (s->requests <= 0) return NAN;
+    int64_t fixed = s->rejected_by[SUMMARY_REJ_CONTEXT] + s->rejected_by[SUMMARY_REJ_KV] +
+                    s->rejected_by[SUMMARY_REJ_STEP] + s->rejected_by[SUMMARY_REJ_EMPTY];
+    return 1 - (double)fixed / (double)s->requests;
+}
+
+/* Sets c->infeasible when a point's load-independent rejections keep attainment below the
+ * target at every rate (the lowest such ceiling, and its point); returns c->infeasible. */
+static int rejections_cap(sweep_capacity_t *c, double target) {
+    for (size_t i = 0; i < c->n_points; i++) {
+        const sweep_point_t *p = &c->points[i];
+        double b = p->ok ? sweep_attainment_bound(&p->rep.base) : NAN;
+        if (b < target && (!c->infeasible || b < c->bound)) {
+            c->infeasible = 1;
+            c->bound = b;
+            c->bound_point = i;
+        }
+    }
+    return c->infeasible;
+}
+
 static int evaluate(const sweep_t *sw, const char *prefix, const double *rates, int n,
                     sweep_capacity_t *c, char *err, size_t errlen) {
     if (c->n_points + (size_t)n > MAX_CAPACITY_POINTS) n = MAX_CAPACITY_POINTS - (int)c->n_points;
@@ -505,6 +546,9 @@ int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, 
         return -1;
     }
     bracket(c, target);
+    /* Rejections no rate removes (over-long prompts...): halving the rate would only
+     * repeat this point's attainment; say why now. */
+    if (rejections_cap(c, target)) return 0;
     if (lo > 0 && !c->found_lo) {
         snprintf(err, errlen, "even --lo %g req/s misses the SLO (attainment %.1f%% < %.1f%%): "
                  "lower --lo", lo, c->points[0].ok ? 100 * c->points[0].rep.attainment : 0.0,
@@ -518,6 +562,7 @@ int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, 
             r[n++] = c->found_lo ? c->lo * ldexp(1, k) : c->hi * ldexp(1, -k);
         if (evaluate(sw, prefix, r, n, c, err, errlen)) return -1;
         bracket(c, target);
+        if (rejections_cap(c, target)) return 0;
         if (!c->found_lo && c->hi < sw->base_rate * 1e-6) break;
         if (!c->found_hi && c->lo > sw->base_rate * 1e6) break;
     }

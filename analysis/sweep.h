@@ -20,6 +20,10 @@
  *  - Capacity: a rate passes when attainment >= target. The search keeps lo = the highest
  *    passing rate below hi = the lowest failing one, and narrows [lo, hi] (bisection, or
  *    j + 1 equal parts with -j j) until hi - lo <= tol * hi.
+ *  - Attainment (report.h) is the requests that finished meeting every given SLO bound over
+ *    all requests of the run: a rejected or aborted request counts as missing. Rejections
+ *    that do not depend on the load (sweep_attainment_bound) cap it at every rate, so the
+ *    search stops at the first point where that cap is below the target (infeasible).
  *
  * Ownership: sweep_t is a plain value filled by the caller; its strings and the sim options
  * template are borrowed for the calls. Point arrays belong to the caller. Errors go to the
@@ -57,6 +61,9 @@ typedef struct {
     int64_t run_id;          /* in the target database; -1 if no run was recorded */
     int ok;                  /* simulation completed and its report loaded */
     char name[160];
+    char cost_model[320];    /* when ok: the run's cost model, its config's "calibration"
+                              * (sim_result_t's: a file, "builtin:...", or "none: <why the
+                              * roofline>"); "" when the run does not say */
     int index;               /* with seeds: the run's index in its rate's experiment */
     report_t rep;            /* valid when ok; by report_load_summary: the summary and the
                               * SLO figures, no ITL, KV use or batch size (n == 0) */
@@ -67,6 +74,10 @@ typedef struct {
                               * when none did) */
     double lo_att, hi_att;   /* their attainments */
     int found_lo, found_hi;
+    int infeasible;          /* stopped: load-independent rejections keep every rate's
+                              * attainment below the target (found_lo is 0) */
+    double bound;            /* with infeasible: that ceiling (sweep_attainment_bound) */
+    size_t bound_point;      /* with infeasible: the point it was read from */
     sweep_point_t *points;   /* every point evaluated, ascending rate; caller frees */
     size_t n_points;
 } sweep_capacity_t;
@@ -113,8 +124,17 @@ typedef struct {
 int sweep_emit_jobs(const sweep_t *sw, const sweep_jobs_t *jobs, const char *prefix,
                     const double *rates, int n, FILE *info, char *err, size_t errlen);
 
+/* The highest attainment a run of this trace could reach at any rate: 1 - the requests
+ * rejected for reasons the load does not change (prompt + output past the context, more
+ * KV than one request may hold, a prompt past a non-chunked policy's step budget, an
+ * empty prompt or no output) / all requests. A router's or a policy's own rejections
+ * (shedding) depend on the load and are not counted. NAN without requests. Pure. */
+double sweep_attainment_bound(const summary_t *s);
+
 /* Capacity search; lo/hi <= 0: found by doubling/halving from base_rate. target in (0, 1].
- * 0, or -1 with a message. */
+ * Stops early, with out->infeasible, at the first point whose sweep_attainment_bound is
+ * below target. 0 (also when infeasible or no rate passed: see found_lo), or -1 with a
+ * message. */
 int sweep_capacity(const sweep_t *sw, const char *prefix, double lo, double hi, double tol,
                    double target, sweep_capacity_t *out, char *err, size_t errlen);
 

@@ -37,12 +37,17 @@ static void usage(FILE *f) {
         "  --db FILE             SQLite database (default twinserve.db)\n"
         "  --name NAME           sweep name, the run-name prefix (default sweep-<policy>,\n"
         "                        with -2, -3... when the database already holds one)\n"
-        "  --slo ttft=S,tpot=S,e2e=S   SLOs in seconds (suffix ms accepted): attainment =\n"
-        "                        requests meeting every SLO / all requests; goodput = those\n"
-        "                        requests / makespan\n"
+        "  --slo ttft=S,tpot=S,e2e=S   SLOs in seconds (suffix ms accepted; any subset):\n"
+        "                        attainment = the fraction of ALL requests that finished\n"
+        "                        meeting every limit given (a rejected or aborted request\n"
+        "                        counts as missing); goodput = those requests / makespan\n"
         "  --capacity            find the highest rate whose attainment >= --target by\n"
-        "                        bisection (-j N: N points per round), and print the bracket\n"
-        "  --target F            attainment to keep, a fraction (default 0.9)\n"
+        "                        bisection (-j N: N points per round), and print the bracket;\n"
+        "                        stops at once (exit 1) when requests rejected at any rate\n"
+        "                        (over the context, past the step budget, empty) already\n"
+        "                        keep attainment below the target, saying which and why\n"
+        "  --target F            attainment to keep, a fraction in (0, 1] (default 0.9: 90%%\n"
+        "                        of all requests meet every --slo limit)\n"
         "  --lo R, --hi R        initial bracket in req/s (default: found by doubling or\n"
         "                        halving from the trace's own rate)\n"
         "  --tol T               stop when hi - lo <= T * hi (default 0.05)\n"
@@ -59,11 +64,13 @@ static void usage(FILE *f) {
         "                        names and tags included); not with --capacity\n"
         "  -q, --quiet           no per-run progress lines\n");
     cli_sim_usage(f);
-    fprintf(f, "\nExit status: 0 done, 1 a run or the search failed, 2 usage error, 130/143\n"
-               "interrupted by SIGINT/SIGTERM: the simulations running stop at their next\n"
-               "step (recorded as failed, \"interrupted by SIGINT at t=...\"; a signal sent to\n"
-               "the sweep's process alone lets them finish), the points not yet started are\n"
-               "not run and not recorded.\n");
+    fprintf(f, "\nThe curve is followed by the cost model the points ran (as `sim` prints it), with a\n"
+               "note when it is the uncalibrated roofline.\n");
+    fprintf(f, "\nExit status: 0 done, 1 a run or the search failed (no rate met --target), 2\n"
+               "usage error, 130/143 interrupted by SIGINT/SIGTERM: the simulations running\n"
+               "stop at their next step (recorded as failed, \"interrupted by SIGINT at\n"
+               "t=...\"; a signal sent to the sweep's process alone lets them finish), the\n"
+               "points not yet started are not run and not recorded.\n");
 }
 
 enum { O_TRACE = 256, O_POLICY, O_DB, O_NAME, O_RATES, O_SLO, O_CAP, O_TARGET, O_LO, O_HI,
@@ -142,8 +149,20 @@ done:
     return rc;
 }
 
-static void print_capacity(const sweep_capacity_t *c, double target, double tol) {
+/* The search's answer; returns the exit status: 0 with a capacity (or a lower bound on
+ * it), 1 when no rate met the target. */
+static int print_capacity(const sweep_capacity_t *c, double target, double tol) {
     printf("\n");
+    if (c->infeasible) {
+        const sweep_point_t *p = &c->points[c->bound_point];
+        const summary_t *s = &p->rep.base;
+        printf("capacity: none: %.1f%% of the requests are rejected at any rate, so "
+               "attainment can be at most %.1f%% < the %.0f%% target (stopped after %zu "
+               "point%s; a lower rate would only repeat it):\n", 100 * (1 - c->bound),
+               100 * c->bound, 100 * target, c->n_points, c->n_points == 1 ? "" : "s");
+        summary_print_dropped(stdout, s);
+        return 1;
+    }
     if (!c->found_lo) {
         printf("capacity: below %.4g req/s: no rate tried met %.0f%% attainment (lowest "
                "tried %.4g req/s)\n", c->hi, 100 * target, c->points[0].rate);
@@ -153,21 +172,41 @@ static void print_capacity(const sweep_capacity_t *c, double target, double tol)
             double rej = (double)p0->rep.base.rejected / (double)p0->rep.base.requests;
             if (1 - rej < target)
                 printf("          %.1f%% of the requests are rejected even at the lowest rate "
-                       "(see `twinserve report`: e.g. prompt + output beyond the context "
-                       "length), so attainment can never reach %.0f%%\n", 100 * rej,
+                       "(see `twinserve report`: e.g. a router's or the policy's own "
+                       "reasons), so attainment can never reach %.0f%%\n", 100 * rej,
                        100 * target);
         }
-        return;
+        return 1;
     }
     if (!c->found_hi) {
         printf("capacity: at least %.4g req/s: every rate tried met %.0f%% attainment\n",
                c->lo, 100 * target);
-        return;
+        return 0;
     }
     printf("capacity: %.4g req/s  (bracket [%.4g, %.4g] req/s: attainment %.1f%% at %.4g, "
            "%.1f%% at %.4g; target %.0f%%, tol %g)\n", c->lo, c->lo, c->hi,
            100 * c->lo_att, c->lo, isnan(c->hi_att) ? 0.0 : 100 * c->hi_att, c->hi,
            100 * target, tol);
+    return 0;
+}
+
+/* "cost model: ..." as `sim` prints it, from the first point that ran: the roofline with a
+ * note, since its efficiencies are guesses and every latency and capacity above rests on
+ * them. */
+static void print_cost_model(const sweep_point_t *pts, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!pts[i].ok || !pts[i].cost_model[0]) continue;
+        const char *m = pts[i].cost_model;
+        if (strncmp(m, "none", 4) != 0) {
+            printf("cost model: %s\n", m);
+            return;
+        }
+        printf("cost model: the roofline (%s)\n"
+               "NOTE       the roofline is uncalibrated: its efficiencies are guesses, so the "
+               "latencies and any capacity above are rough; fit a cost model (`twinserve "
+               "calibrate`) and give it with --cost FILE\n", m);
+        return;
+    }
 }
 
 /* --band: the same sweep or search twice more, its step times moved by the band's width. */
@@ -374,7 +413,8 @@ int cmd_sweep(int argc, char **argv) {
         sweep_print_point(stdout, &show[i], sw.has_slo);
         if (!show[i].ok && !capacity) rc = 1;
     }
-    if (capacity && rc == 0) print_capacity(&cap, target, tol);
+    print_cost_model(show, nshow);
+    if (capacity && rc == 0) rc = print_capacity(&cap, target, tol);
     if (sw.sim.band && rc == 0 && !cli_signal_caught)
         rc = run_band(&sw, prefix, capacity, rates, n, pts, &cap, lo, hi, tol, target);
     if (cli_signal_caught) {

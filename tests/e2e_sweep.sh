@@ -4,6 +4,9 @@
 # Each point replays the trace at the requested rate in req/s (the replayed mean rate equals
 # it); -j 2 gives the same records as -j 1; --capacity brackets the knee of the latency
 # curve (the latency at the found rate is far below the latency at twice that rate);
+# --capacity stops at the first point whose load-independent rejections (over-long prompts)
+# already miss the target, with the reason and exit 1 (the Azure conversation trace: within
+# 3 points, SKIP when absent); the sweep names its cost model and flags the roofline;
 # --save-tokens writes one tokens row per generated token; bad input (bad --rates,
 # conflicting modes, a used --name, a DB that is not ours) gets a clear message and a
 # non-zero exit.
@@ -115,6 +118,54 @@ begin "--capacity with an infeasible --lo: a clear message"
 sw capbad --capacity --slo "ttft=0.001" --lo 5 --db "$T/capbad.db"
 want_rc 1
 want_err "even --lo 5 req/s misses the SLO"
+end
+
+begin "--capacity stops at the first point when rejections alone miss the target"
+# every fifth prompt is past llama-2-7b's 4096-token context: attainment is at most 80% at
+# any rate, so halving the rate cannot help; the search says so after one point, exit 1
+awk 'BEGIN { print "arrival_s,prompt_tokens,output_tokens";
+             for (i = 0; i < 60; i++) printf "%.2f,%d,20\n", 0.25 * i, i % 5 == 4 ? 5000 : 400 }' \
+    >"$T/long.csv"
+run caprej "$BIN" sweep -q --trace "$T/long.csv" --policy "$POL/continuous.lua" --capacity \
+    --slo "$SLO" --target 0.9 --db "$T/caprej.db"
+want_rc 1
+want_out "capacity: none: 20.0% of the requests are rejected at any rate" \
+    "attainment can be at most 80.0% < the 90% target (stopped after 1 point" \
+    "prompt + output longer than the context" "--clip-to-context"
+want_sql "$T/caprej.db" "select count(*) from runs" 1
+# a target within the ceiling is searched as before
+run caprej2 "$BIN" sweep -q --trace "$T/long.csv" --policy "$POL/continuous.lua" --capacity \
+    --slo "$SLO" --target 0.75 --db "$T/caprej2.db"
+want_rc 0
+want_out_re "^capacity: [0-9.]+ req/s"
+end
+
+begin "--capacity on the Azure conversation trace (8% over the context) stops within 3 points"
+AZ=$DATA/traces/AzureLLMInferenceTrace_conv.csv
+if [ ! -f "$AZ" ]; then
+    echo "SKIP: $AZ absent: the Azure capacity check skipped"
+else
+    t0=$(date +%s)
+    run capaz "$BIN" sweep -q --trace "$AZ" --policy "$POL/continuous.lua" --capacity \
+        --slo ttft=2,tpot=0.1 --target 0.95 --db "$T/capaz.db"
+    want_rc 1
+    want_out "are rejected at any rate" "at most 91.7% < the 95% target" \
+        "over llama-2-7b's 4096-token context"
+    pts=$(sql "$T/capaz.db" "select count(*) from runs")
+    [ "$pts" -ge 1 ] && [ "$pts" -le 3 ] || bad " the search ran $pts points (want 1 to 3)"
+    echo "  (the Azure search: $pts point(s), $(( $(date +%s) - t0 )) s)"
+fi
+end
+
+begin "the sweep names its cost model, and says when it is the uncalibrated roofline"
+sw costm --rates 4 --db "$T/costm.db"
+want_rc 0
+want_out "cost model: builtin:llama-2-7b.a100-80g.tp1"
+grep -q "uncalibrated" "$T/costm.out" && bad " a calibrated run called uncalibrated"
+sw costr --rates 4 --db "$T/costr.db" --roofline
+want_rc 0
+want_out "cost model: the roofline (none: the roofline was asked for)" \
+    "the roofline is uncalibrated: its efficiencies are guesses"
 end
 
 begin "bad input: --rates, modes, --name, --slo, a database that is not ours"

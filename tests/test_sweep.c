@@ -91,6 +91,64 @@ START_TEST(plot_formats) {
 }
 END_TEST
 
+/* The attainment ceiling counts the rejections no rate removes, not a router's or a
+ * policy's shedding. */
+START_TEST(attainment_bound) {
+    summary_t s;
+    memset(&s, 0, sizeof s);
+    ck_assert(isnan(sweep_attainment_bound(&s)));
+    s.requests = 200;
+    ck_assert_double_eq(sweep_attainment_bound(&s), 1.0);
+    s.rejected_by[SUMMARY_REJ_CONTEXT] = 10;
+    s.rejected_by[SUMMARY_REJ_KV] = 2;
+    s.rejected_by[SUMMARY_REJ_STEP] = 4;
+    s.rejected_by[SUMMARY_REJ_EMPTY] = 4;
+    ck_assert_double_eq_tol(sweep_attainment_bound(&s), 0.9, 1e-12);
+    s.rejected_by[SUMMARY_REJ_ROUTER] = 50;  /* load-dependent: not in the ceiling */
+    s.rejected_by[SUMMARY_REJ_OTHER] = 50;
+    s.rejected = 120;
+    ck_assert_double_eq_tol(sweep_attainment_bound(&s), 0.9, 1e-12);
+}
+END_TEST
+
+/* A trace whose every fourth prompt is past llama-2-7b's 4096-token context: attainment is
+ * at most 75% at any rate, so a 90% search stops after its first point, saying so. */
+START_TEST(capacity_stops_on_rejections) {
+    char text[4096], longpath[256];
+    size_t len = (size_t)snprintf(text, sizeof text, "arrival_s,prompt_tokens,output_tokens\n");
+    for (int i = 0; i < 40; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%.2f,%d,%d\n", 0.05 * i,
+                                i % 4 == 3 ? 5000 : 300, 8);
+    ck_assert_ptr_nonnull(testutil_write_tmp(longpath, sizeof longpath, ".csv", text));
+    sweep_t sw = { .jobs = 1, .quiet = 1, .has_slo = 1, .slo = { .ttft_s = 10 } };
+    sim_defaults(&sw.sim);
+    sw.sim.trace_path = longpath;
+    char err[1024], prefix[160];
+    int64_t n;
+    ck_assert_int_eq(sweep_trace_rate(longpath, &sw.sim.trace_opts, &sw.base_rate, &n, err,
+                                      sizeof err), 0);
+    ck_assert_int_eq(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err), 0);
+    sweep_capacity_t c;
+    ck_assert_msg(sweep_capacity(&sw, prefix, 0, 0, 0.05, 0.9, &c, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert(c.infeasible && !c.found_lo);
+    ck_assert_uint_eq(c.n_points, 1);
+    ck_assert_uint_eq(c.bound_point, 0);
+    ck_assert_double_eq_tol(c.bound, 0.75, 1e-12);
+    ck_assert_int_eq(c.points[0].rep.base.rejected_by[SUMMARY_REJ_CONTEXT], 10);
+    /* every point says which cost model ran it: the calibration shipped for the default */
+    ck_assert_str_eq(c.points[0].cost_model, "builtin:llama-2-7b.a100-80g.tp1");
+    free(c.points);
+    /* a target the ceiling allows searches on */
+    ck_assert_int_eq(sweep_prefix(&sw, prefix, sizeof prefix, err, sizeof err), 0);
+    ck_assert_msg(sweep_capacity(&sw, prefix, 0, 0, 0.05, 0.7, &c, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert(!c.infeasible && c.n_points > 1);
+    free(c.points);
+    unlink(longpath);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ hooks */
 
 typedef struct {
@@ -285,6 +343,8 @@ int main(void) {
     tcase_add_test(tc, parse_rates);
     tcase_add_test(tc, trace_rate);
     tcase_add_test(tc, plot_formats);
+    tcase_add_test(tc, attainment_bound);
+    tcase_add_test(tc, capacity_stops_on_rejections);
     tcase_add_test(tc, hooks_see_every_step);
     tcase_add_test(tc, hook_stops_the_run);
     tcase_add_test(tc, sweep_merges_in_rate_order);
