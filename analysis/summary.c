@@ -390,6 +390,19 @@ static const char SQL_REJECTED[] =
     " WHEN replica IS NULL THEN 4"
     " ELSE 5 END AS cls, count(*) "
     "FROM requests WHERE run_id = ?1 AND status = 'rejected' GROUP BY cls";
+/* The reasons of the "other" class, commonest first (the CASE above, in the same order). */
+/* The reasons of the "other" class (the CASE above, in the same order), grouped by kind: a
+ * policy's reason up to its first ':' ("rejected by policy: shed"), any other whole; the
+ * commonest first, each with one whole reason as its example. */
+static const char SQL_REJECTED_OTHER[] =
+    "WITH o AS (SELECT reason, CASE WHEN reason LIKE 'rejected by policy: %' AND "
+    "instr(substr(reason, 21), ':') > 0 THEN substr(reason, 1, 19 + instr(substr(reason, 21), "
+    "':')) ELSE reason END AS kind FROM requests WHERE run_id = ?1 AND status = 'rejected' AND "
+    "replica IS NOT NULL AND NOT (reason LIKE '%exceeds the context length%' OR reason LIKE "
+    "'%KV blocks but one request can have at most%' OR reason LIKE '%exceeds the step "
+    "budget%' OR reason LIKE 'empty prompt%' OR reason LIKE 'no output tokens%')) "
+    "SELECT kind, count(*) AS c, count(*) OVER (), min(reason) FROM o GROUP BY kind "
+    "ORDER BY c DESC, kind LIMIT 3";
 /* Aborts by reason class (SUMMARY_ABT_*), from replay.h's and sim.h's fixed wording. */
 static const char SQL_ABORTED[] =
     "SELECT CASE WHEN reason LIKE 'interrupted by %' THEN 0"
@@ -489,6 +502,20 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     if (rc != SQLITE_DONE) goto sql_error;
     sqlite3_finalize(st);
     st = NULL;
+
+    if (out->rejected_by[SUMMARY_REJ_OTHER] > 0) {
+        if (sqlite3_prepare_v2(db, SQL_REJECTED_OTHER, -1, &st, NULL) != SQLITE_OK)
+            goto sql_error;
+        sqlite3_bind_int64(st, 1, run_id);
+        for (int k = 0; k < 3 && (rc = sqlite3_step(st)) == SQLITE_ROW; k++) {
+            copy_col(out->other_reason[k], sizeof out->other_reason[k], st, 0);
+            out->other_count[k] = sqlite3_column_int64(st, 1);
+            out->other_kinds = sqlite3_column_int(st, 2);
+            copy_col(out->other_example[k], sizeof out->other_example[k], st, 3);
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
 
     if (sqlite3_prepare_v2(db, SQL_COUNTS, -1, &st, NULL) != SQLITE_OK) goto sql_error;
     sqlite3_bind_int64(st, 1, run_id);
@@ -591,6 +618,19 @@ static double share_pct(const summary_t *s, int64_t n) {
     return s->requests > 0 ? 100.0 * (double)n / (double)s->requests : 0.0;
 }
 
+/* The commonest reasons of the "other" rejections (a policy's own words), after their count. */
+static void print_other_reasons(FILE *f, const summary_t *s) {
+    fputs(":", f);
+    for (int k = 0; k < 3 && s->other_reason[k][0]; k++) {
+        fprintf(f, "%s %lld '%s'", k ? "," : "", (long long)s->other_count[k],
+                s->other_reason[k]);
+        if (strcmp(s->other_example[k], s->other_reason[k]) != 0)
+            fprintf(f, " (e.g. '%s')", s->other_example[k]);
+    }
+    if (s->other_kinds > 3) fprintf(f, " and %d more kinds (the requests table's reason column)",
+                                    s->other_kinds - 3);
+}
+
 /* One line per reason a run rejected or aborted requests, with its share of the trace and
  * the option that would keep them; a share above SUMMARY_LARGE_SHARE gets a WARNING line
  * of its own: a run that silently ran less load than its trace would mislead a comparison. */
@@ -626,7 +666,10 @@ void summary_print_dropped(FILE *f, const summary_t *s) {
         double pct = share_pct(s, n);
         int large = pct > 100 * SUMMARY_LARGE_SHARE;
         fprintf(f, "%s %lld (%.1f%%) %s", head, (long long)n, pct, rej[i].what);
-        if (rej[i].hint && !large) fprintf(f, " (%s)", rej[i].hint);
+        if (i == SUMMARY_REJ_OTHER && s->other_kinds > 0)
+            print_other_reasons(f, s);
+        else if (rej[i].hint && !large)
+            fprintf(f, " (%s)", rej[i].hint);
         fputc('\n', f);
         head = "         ";
         if (!large) continue;

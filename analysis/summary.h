@@ -82,6 +82,13 @@ typedef struct {
      * requests says why and what option would keep them; clip_to_context: the config's
      * "clip_to_context" (1 over-long requests were clipped, 0 rejected, -1 unsaid). */
     int64_t rejected_by[SUMMARY_REJ_CLASSES];
+    /* The commonest kinds of the SUMMARY_REJ_OTHER rejections, most frequent first: a
+     * policy's reason (s:reject(r, reason)) up to its first ':', so that "shed: figures"
+     * group as "rejected by policy: shed"; other reasons whole. other_example: one whole
+     * reason of each kind; other_kinds: how many kinds there are. */
+    char other_reason[3][128], other_example[3][256];
+    int64_t other_count[3];
+    int other_kinds;
     int clip_to_context;
     /* Aborts by reason (SUMMARY_ABT_*): requests a run left unfinished when it ended early;
      * max_model_len: the config's context length (0 when unsaid), for the hints. */

@@ -47,6 +47,10 @@ int32_t sched_prefix_hit(const sched_t *s, int32_t id);
 int32_t sched_running_seqs(const sched_t *s);
 double sched_random(sched_t *s);
 const sched_req_t *sched_find(const sched_t *s, int32_t id);
+typedef struct { int32_t n_new; int32_t ctx; int32_t n_sampled; } sched_shape_t;
+double sched_estimate(const sched_t *s, const sched_shape_t *seqs, int32_t n, int *source);
+double sched_estimate_plan(const sched_t *s, const sched_shape_t *extra, int32_t n, int *source);
+double sched_last_step_s(const sched_t *s);
 typedef struct {
     int32_t waiting; int32_t running; int32_t free_blocks; int32_t total_blocks;
     double prompt_tokens; double decode_tokens;
@@ -227,6 +231,47 @@ end
 function s.prefix_hit(_, r) return C.sched_prefix_hit(S, reqid(r, "prefix_hit")) end
 
 function s.random() return C.sched_random(S) end
+
+-- step_cost([extra]): what this step would take, in seconds, and where the figure comes from
+-- ("executor": the simulator's cost model and serving profile; "recent steps": a fit over
+-- this scheduler's last steps, the engine's case), or nil when there is none yet: the plan
+-- built so far in this call, with `extra` sequences added when given, a list of {n = tokens
+-- to compute, ctx = tokens cached before them, sampled = positions sampled (default 1)}:
+-- s:step_cost{{n = r:remaining() - s:prefix_hit(r), ctx = r.computed + s:prefix_hit(r)}} is
+-- this step with r's prefill in it. Before anything is scheduled it prices a shape alone.
+local SHAPE = ffi.typeof("sched_shape_t[?]")
+local SOURCE = ffi.typeof("int[1]")
+local SOURCES = { [1] = "executor", [2] = "recent steps" }
+function s.step_cost(_, extra)
+    local src = SOURCE()
+    local n, v = 0, nil
+    if extra ~= nil then
+        if type(extra) ~= "table" then
+            error("step_cost: give a list of {n = tokens, ctx = cached tokens} (or nothing, for the plan so far)", 2)
+        end
+        n = #extra
+        v = SHAPE(n > 0 and n or 1)
+        for i = 1, n do
+            local q = extra[i]
+            if type(q) ~= "table" then error("step_cost: sequence " .. i .. " is not a table", 2) end
+            local nn = int_arg(q.n, "step_cost", "sequence " .. i .. "'s n")
+            if nn < 1 then error("step_cost: sequence " .. i .. "'s n must be >= 1", 2) end
+            v[i - 1].n_new = nn
+            v[i - 1].ctx = int_arg(q.ctx or 0, "step_cost", "sequence " .. i .. "'s ctx")
+            v[i - 1].n_sampled = int_arg(q.sampled or 1, "step_cost", "sequence " .. i .. "'s sampled")
+        end
+    end
+    local t = C.sched_estimate_plan(S, v, n, src)
+    if t ~= t then return nil end
+    return t, SOURCES[src[0]]
+end
+
+-- last_step(): how long the last step took (seconds), or nil before the first.
+function s.last_step()
+    local t = C.sched_last_step_s(S)
+    if t ~= t then return nil end
+    return t
+end
 
 s.WAITING, s.RUNNING, s.PREEMPTED, s.FINISHED, s.REJECTED = 0, 1, 2, 3, 4
 s.ABORTED, s.TRANSFER = 5, 6 -- TRANSFER: handed off to a decode replica (on_finish sees it)

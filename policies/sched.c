@@ -55,6 +55,7 @@ sched_t *sched_new(const sched_config_t *cfg, const sched_policy_t *policy, cons
     why = "out of memory";
     s = calloc(1, sizeof *s);
     if (!s) goto fail;
+    s->last_step_s = NAN;
     s->cfg = *cfg;
     s->policy = *policy;
     s->kv = kv_new(cfg->num_blocks, cfg->block_size);
@@ -94,6 +95,8 @@ void sched_free(sched_t *s) {
     free(s->entries);
     free(s->pads);
     free(s->scratch);
+    free(s->gone);
+    free(s->est_seqs);
     free(s);
 }
 
@@ -263,6 +266,8 @@ static void compact_lists_and_recycle(sched_t *s) {
     }
     queue_t *R = &s->running, *W = &s->waiting;
     int32_t w = 0, npre = 0; /* scratch holds every preemption: sched_plan_preempt grew it */
+    for (int32_t i = 0; i < s->n_gone; i++) sched_slot_put(s, s->gone[i]);
+    s->n_gone = 0;
     for (int32_t i = 0; i < R->n; i++) {
         slot_t *x = sched_queue_at(R, i);
         if (x->pub.state == SCHED_RUNNING) R->v[R->head + w++] = x;
@@ -347,7 +352,10 @@ int sched_step(sched_t *s, double now, const sched_plan_t **out) {
         return -1;
     }
     int empty = s->plan.n == 0 && s->plan.n_pads == 0;
-    if (!empty) s->plan.step = s->steps++;
+    if (!empty) {
+        s->plan.step = s->steps++;
+        s->step_now = now;
+    }
     int changed = s->plan.num_preempted > 0 || s->plan.num_rejected > 0;
     s->stalled = empty && !changed && (s->waiting.n + s->running.n) > 0 &&
                  isinf(s->view.wake_at);
@@ -558,8 +566,27 @@ int sched_plan_reject(sched_t *s, int32_t id, const char *reason) {
     }
     char why[256];
     snprintf(why, sizeof why, "rejected by policy: %s", reason && *reason ? reason : "no reason given");
+    /* out of s:waiting() within the same call: a policy that looks at the queue again does
+     * not meet it (and cannot reject or schedule it twice) */
+    queue_t *W = &s->waiting;
+    int32_t at = -1;
+    for (int32_t i = 0; i < W->n && at < 0; i++)
+        if (sched_queue_at(W, i) == x) at = i;
+    if (at >= 0 && sched_grow((void **)&s->gone, &s->gone_cap, s->n_gone + 1, sizeof *s->gone)) {
+        sched_set_error(s, "out of memory rejecting request %d", id);
+        return -1;
+    }
     sched_finalize(s, x, SCHED_REJECTED, why);
-    s->wait_out++;
+    if (at >= 0) {
+        memmove(&W->v[W->head + at], &W->v[W->head + at + 1],
+                sizeof *W->v * (size_t)(W->n - at - 1));
+        W->n--;
+        s->view.n_waiting = W->n;
+        s->gone[s->n_gone++] = x;
+        s->need_compact = 1;
+    } else {
+        s->wait_out++;
+    }
     s->plan.num_rejected++;
     return 0;
 }
@@ -601,6 +628,7 @@ void sched_wake_at(sched_t *s, double t) {
 int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, double now) {
     int rc = 0;
     s->view.now = now;
+    sched_cost_observe(s, plan->prefill_tokens, plan->decode_tokens, now - s->step_now);
     /* room for every entry to be handed off, so that the compaction cannot fail */
     if (sched_queue_reserve(&s->transit, 0, plan->n)) {
         sched_set_error(s, "out of memory committing step %lld", (long long)plan->step);

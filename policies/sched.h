@@ -342,4 +342,30 @@ int64_t sched_total_preemptions(const sched_t *s);
 
 const char *sched_state_name(int32_t state);
 
+/* ---- what a step will cost (sched_cost.c; s:step_cost and s:last_step in Lua) --------
+ * For policies that must predict (SLO-aware admission): the executor's own estimate when
+ * it gave one (sched_set_cost_fn: the simulator's cost model and serving profile), else a
+ * least-squares fit over the last SCHED_COST_WINDOW committed steps of this scheduler,
+ *     t = a + b x prefill tokens + c x decode tokens      (a, b, c >= 0)
+ * (the engine's case: measured steps), NAN until SCHED_COST_MIN_STEPS have been seen. A
+ * step's duration is from its sched_step's now to its sched_commit's now. */
+#define SCHED_COST_WINDOW 64
+#define SCHED_COST_MIN_STEPS 3
+typedef struct {
+    int32_t n_new;      /* tokens computed (>= 1) */
+    int32_t ctx;        /* tokens already cached before them */
+    int32_t n_sampled;  /* positions sampled (0 for a prompt chunk that is not the last) */
+} sched_shape_t;
+typedef double (*sched_cost_fn)(void *ud, const sched_shape_t *seqs, int32_t n);
+enum { SCHED_COST_NONE = 0, SCHED_COST_EXECUTOR, SCHED_COST_RECENT };
+void sched_set_cost_fn(sched_t *s, sched_cost_fn fn, void *ud);
+/* seconds for a step of these sequences, or NAN; *source (may be NULL) SCHED_COST_* */
+double sched_estimate(const sched_t *s, const sched_shape_t *seqs, int32_t n, int *source);
+/* the same for the plan being built (its entries and pads so far) with extra[0..n_extra)
+ * added (a request a policy thinks of admitting); extra may be NULL */
+double sched_estimate_plan(const sched_t *s, const sched_shape_t *extra, int32_t n_extra,
+                           int *source);
+/* the last committed step's duration, seconds; NAN before the first */
+double sched_last_step_s(const sched_t *s);
+
 #endif

@@ -82,6 +82,20 @@ struct sched {
     int32_t admitted;     /* requests admitted in the plan being built */
     slot_t **scratch;     /* preempted slots during compaction */
     int32_t scratch_cap;
+    slot_t **gone;        /* rejected from the queue during a plan: out of the waiting view
+                           * at once, recycled at the next compaction (the policy may still
+                           * read them in the same call) */
+    int32_t n_gone, gone_cap;
+    /* sched_cost.c: the executor's estimate, and the recent steps for the fit */
+    sched_cost_fn cost_fn;
+    void *cost_ud;
+    double step_now;      /* the now of the last sched_step that planned work */
+    double last_step_s;
+    double rec_prefill[SCHED_COST_WINDOW], rec_decode[SCHED_COST_WINDOW];
+    double rec_dur[SCHED_COST_WINDOW];
+    int32_t rec_n, rec_head;
+    sched_shape_t *est_seqs;  /* scratch for sched_estimate_plan */
+    int32_t est_cap;
 
     sched_view_t view;
 };
@@ -99,6 +113,9 @@ void sched_view_sync(sched_t *s);
 /* Applies the pending list moves now (final requests leave, and are recycled): for calls
  * outside a step that end requests (sched_finish_early). */
 void sched_compact(sched_t *s);
+/* sched_cost.c: a committed step's work and duration, for the fit */
+void sched_cost_observe(sched_t *s, double prefill, double decode, double dur);
+
 /* A request reached a final state: its KV freed, reported once through the sink. */
 void sched_finalize(sched_t *s, slot_t *x, int32_t state, const char *reason);
 int sched_grow(void **v, int32_t *cap, int32_t need, size_t size);

@@ -156,9 +156,11 @@ return {
         -- vLLM's FCFS queue: preempted requests at its head, then arrivals in order.
         if preempted > 0 then return end
         local chunked = s.params.chunked_prefill
-        for j = 1, s:num_waiting() do
+        local j = 1
+        while j <= s:num_waiting() do
             if budget <= 0 or s:running_seqs() >= limits.seqs then break end
             local r = s:waiting(j)
+            j = j + 1
             local n = r:remaining() - s:prefix_hit(r) -- cached tokens cost no budget
             if threshold > 0 and n > threshold then n = threshold end
             if not chunked and n > budget then
@@ -167,6 +169,7 @@ return {
                 s:reject(r, n .. " uncached tokens exceed max_num_batched_tokens=" ..
                     limits.tokens .. " with chunked_prefill=false (vLLM refuses to start " ..
                     "with max_num_batched_tokens < max_model_len unless prefills are chunked)")
+                j = j - 1 -- it left the queue (as vLLM pops it): the next one is at j
             else
                 if n > budget then n = budget end
                 if not fits(s, r, n) then break end

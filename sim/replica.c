@@ -95,6 +95,20 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
     return 0;
 }
 
+/* s:step_cost for replica r's policy: what the run would charge a step of these sequences,
+ * its serving profile's CPU and the band's factor included (a speculative step's draft
+ * passes are not: the shape says nothing of drafts). */
+static double policy_estimate(void *ud, const sched_shape_t *seqs, int32_t n) {
+    const sim_rep_t *r = ud;
+    const sim_t *m = r->owner;
+    cost_features_t f = {0};
+    for (int32_t i = 0; i < n; i++)
+        cost_features_add(&f, seqs[i].n_new, seqs[i].ctx, seqs[i].n_sampled);
+    double host, dur;
+    sim_serving_step_time(m, r, &f, cost_pass_time(r->cost, &f), &host, &dur);
+    return (host + dur) * m->o->cost_scale;
+}
+
 /* Loads replica r's cost file, presets and policy; sizes its KV cache; builds its
  * scheduler (replica r.index of the replay). */
 int sim_rep_setup(sim_t *m, sim_rep_t *r) {
@@ -218,7 +232,10 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
         .clip_to_context = o->clip_to_context,
     };
     r->pushed_wake = INFINITY;
-    return replay_start_sched_at(&m->rp, r->index, &cfg);
+    if (replay_start_sched_at(&m->rp, r->index, &cfg)) return -1;
+    r->owner = m;
+    sched_set_cost_fn(m->rp.reps[r->index].sched, policy_estimate, r);
+    return 0;
 }
 
 void sim_rep_free(sim_rep_t *r) {

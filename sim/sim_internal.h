@@ -63,6 +63,7 @@ typedef struct {
     int32_t graph_max;        /* the largest CUDA graph (0: none) */
     int32_t *timed_out;       /* client timeouts of requests in the step in flight */
     int32_t n_timed_out, timed_out_cap;
+    struct sim *owner;        /* the run, for the policy's step-cost estimate */
 } sim_rep_t;
 
 /* A request of a disaggregated run: where it was prefilled and is decoded, and its KV's
@@ -76,7 +77,7 @@ typedef struct {
     double handoff_s, end_s;
 } sim_pd_t;
 
-typedef struct {
+typedef struct sim {
     const sim_opts_t *o;
     serving_t serving;        /* the run's serving profile ("none": inactive) */
     replay_t rp;

@@ -492,6 +492,52 @@ START_TEST(policy_rejection) {
 }
 END_TEST
 
+/* Rejects every request of 10 or more prompt tokens, looking at the queue's head again after
+ * each rejection (as a Lua loop over s:waiting(1) does), then admits the rest. */
+static int shed_then_admit(sched_t *s, void *ctx) {
+    (void)ctx;
+    const sched_view_t *v = sched_view(s);
+    while (v->n_waiting > 0 && v->waiting[0]->prompt_tokens >= 10)
+        if (sched_plan_reject(s, v->waiting[0]->id, "shed")) return -1;
+    for (int32_t i = 0; i < v->n_waiting; i++) {
+        const sched_req_t *r = v->waiting[i];
+        if (r->state != SCHED_WAITING) continue;
+        if (r->prompt_tokens >= 10) {
+            if (sched_plan_reject(s, r->id, "shed")) return -1;
+            i--;   /* the queue closed up over it */
+            continue;
+        }
+        if (sched_plan_schedule(s, r->id, r->prompt_tokens, 0)) return -1;
+    }
+    return 0;
+}
+
+/* A rejected request leaves the waiting view within the same call, so a policy that looks
+ * again neither meets it nor can reject it twice; the others keep their order. */
+START_TEST(rejected_leave_the_queue_at_once) {
+    probe_t p = { .fn = shed_then_admit };
+    sched_t *s = make(&p, cfg(100));
+    add(s, 1, 0, 12, 5);
+    add(s, 2, 0, 11, 5);
+    add(s, 3, 0, 4, 5);
+    add(s, 4, 0, 20, 5);
+    add(s, 5, 0, 6, 5);
+    const sched_plan_t *plan = step(s, 0);
+    ck_assert_msg(plan, "%s", sched_errmsg(s));
+    ck_assert_int_eq(plan->num_rejected, 3);
+    ck_assert_int_eq(plan->n, 2);
+    ck_assert_int_eq(plan->entries[0].req_id, 3);
+    ck_assert_int_eq(plan->entries[1].req_id, 5);
+    ck_assert_int_eq(p.rejected, 3);
+    ck_assert_ptr_null(sched_find(s, 1));
+    ck_assert_ptr_null(sched_find(s, 4));
+    /* the recycled slots serve new requests */
+    add(s, 6, 0, 3, 5);
+    ck_assert_ptr_nonnull(sched_find(s, 6));
+    sched_free(s);
+}
+END_TEST
+
 static int pad_twice(sched_t *s, void *ctx) {
     int *with_request = ctx;
     if (*with_request && sched_plan_schedule(s, 1, 5, 0)) return -1;
@@ -695,6 +741,7 @@ int main(void) {
     tcase_add_test(tc, abort_all_reports_each_once);
     tcase_add_test(tc, queue_keeps_order_after_middle_admission);
     tcase_add_test(tc, policy_rejection);
+    tcase_add_test(tc, rejected_leave_the_queue_at_once);
     tcase_add_test(tc, padding_counts_tokens_not_sequences);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, many_requests_recycle_slots);

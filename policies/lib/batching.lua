@@ -110,13 +110,17 @@ function M.admit_one(s, r, budget, chunked, step_budget)
 end
 
 function M.admit(s, budget, seqs, chunked, step_budget)
-    for j = 1, s:num_waiting() do
+    local j = 1
+    while j <= s:num_waiting() do
         -- seqs bounds the running batch (vLLM's max_num_seqs): a running request left out
         -- of this step still holds its slot
         if budget <= 0 or s:running_seqs() >= seqs then break end
-        local left = M.admit_one(s, s:waiting(j), budget, chunked, step_budget)
+        local r = s:waiting(j)
+        local left = M.admit_one(s, r, budget, chunked, step_budget)
         if not left then break end
         budget = left
+        -- a rejected request left the queue at once: the next one is at j now
+        if r.state ~= s.REJECTED then j = j + 1 end
     end
     return budget
 end
