@@ -75,6 +75,8 @@ typedef struct {
     double measured, predicted, err;
     double lo, hi, spread;    /* over the measured runs; NAN without repeats */
     double band_lo, band_hi;  /* the prediction band (validate_band); valid with band_on */
+    double pred_lo, pred_hi;  /* over the arrival seeds (n_seeds > 1, a measured run whose
+                               * arrivals are regenerated: --repeat N) */
     int inside;               /* the measured value lies in the band (with repeats: the
                                * band overlaps the measured runs' lo .. hi) */
 } validate_metric_t;
@@ -123,6 +125,7 @@ typedef struct {
     int n_stages;
     double stage_mape;                    /* over the stages not overloaded; NAN if none */
     int stage_mape_n;
+    int n_seeds;                          /* arrival seeds replayed (see pred_lo) */
     /* what the replay's cost model states of its own error (sim_result_t.band_err) */
     double band_stated;
     char band_stated_src[200];

@@ -243,6 +243,45 @@ static void describe(const measured_t *m, uint64_t seed, validate_result_t *r) {
              (unsigned long long)seed, extra);
 }
 
+/* One replay of the measured workload with arrival seed so->seed, recorded as `name` and
+ * compared into r (its metrics; the cost description when a shipped calibration ran). The
+ * temporary trace is written to trace[tlen] and removed after. 0, or -1 with a message. */
+static int replay_seed(const validate_opts_t *o, const measured_t *m, int64_t id, sim_opts_t *so,
+                       const char *name, char *extra, size_t extralen, char *trace,
+                       size_t tlen, validate_result_t *r, char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    FILE *tf = NULL;
+    int rc = -1;
+    if (summary_open(o->db_path, &db, err, errlen) != 0) return -1;
+    if (!(tf = validate_temp_trace(trace, tlen, err, errlen))) goto done;
+    if (write_trace(db, id, m, so->seed, tf, err, errlen) != 0) goto done;
+    fclose(tf);
+    tf = NULL;
+    sqlite3_close(db);   /* closed while the simulator writes */
+    db = NULL;
+    so->trace_path = trace;
+    so->run_name = name;
+    snprintf(extra, extralen, "\"validate\":{\"of\":%lld,\"arrivals\":\"%s\",\"seed\":%llu}",
+             (long long)id, m->arrivals_known ? "recorded" : "regenerated",
+             (unsigned long long)so->seed);
+    so->config_extra = extra;
+    if (o->progress) fprintf(stderr, "[validate] simulating %s\n", name);
+    sim_result_t res;
+    if (validate_simulate(o, so, r, &res, err, errlen) != 0) goto done;
+    if (!strncmp(res.calibration, "builtin:", 8))   /* the simulator picked a shipped one */
+        snprintf(r->cost_desc, sizeof r->cost_desc, "shipped calibration %.200s",
+                 res.calibration);
+    if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
+    if (validate_compare_runs(db, &id, 1, r->sim_id, 1, r, err, errlen) != 0) goto done;
+    rc = 0;
+done:
+    if (tf) fclose(tf);
+    if (trace[0]) unlink(trace);
+    trace[0] = '\0';
+    if (db) sqlite3_close(db);
+    return rc;
+}
+
 int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r, char *err,
                       size_t errlen) {
     sqlite3 *db = NULL;
@@ -257,9 +296,10 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
     if (summary_open(o->db_path, &db, err, errlen) != 0) return -1;
     if (load_measured(db, o->db_path, id, &m, err, errlen) != 0) goto done;
     snprintf(r->engine_name, sizeof r->engine_name, "%s", m.name);
-    if (o->repeat > 0) {
+    if (o->repeat > 0 && m.arrivals_known) {
         errf(err, errlen, "run '%s' is a measured run (imported from %s): --repeat reruns our "
-             "engine, and a measurement taken elsewhere cannot be rerun", m.name, m.source);
+             "engine, and a measurement taken elsewhere cannot be rerun (its arrivals are "
+             "recorded: nothing in its replay is drawn at random)", m.name, m.source);
         goto done;
     }
     if (!o->sim || !o->sim->policy_path) {
@@ -279,35 +319,47 @@ int validate_measured(const validate_opts_t *o, int64_t id, validate_result_t *r
         errf(err, errlen, "%s: %s", o->db_path, sqlite3_errmsg(db));
         goto done;
     }
-    /* the workload, in a temporary plain trace removed at the end */
-    if (!(tf = validate_temp_trace(trace, sizeof trace, err, errlen))) goto done;
-    if (write_trace(db, id, &m, so.seed, tf, err, errlen) != 0) goto done;
-    fclose(tf);
-    tf = NULL;
     sqlite3_close(db);   /* closed while the simulator writes */
     db = NULL;
-
-    so.trace_path = trace;
     so.trace_opts.format = TRACE_FMT_PLAIN;
     so.db_path = o->db_path;
-    so.run_name = sim_name;
     so.save_tokens = so.save_tokens || m.has_tokens;
     so.progress = o->progress;
     so.version = o->version;
-    snprintf(extra, sizeof extra, "\"validate\":{\"of\":%lld,\"arrivals\":\"%s\",\"seed\":%llu}",
-             (long long)id, m.arrivals_known ? "recorded" : "regenerated",
-             (unsigned long long)so.seed);
-    so.config_extra = extra;
-    if (o->progress) fprintf(stderr, "[validate] simulating %s\n", sim_name);
-    sim_result_t res;
-    if (validate_simulate(o, &so, r, &res, err, errlen) != 0) goto done;
-    snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
-    if (!strncmp(res.calibration, "builtin:", 8))   /* the simulator picked a shipped one */
-        snprintf(r->cost_desc, sizeof r->cost_desc, "shipped calibration %.200s",
-                 res.calibration);
-    describe(&m, so.seed, r);
-    if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
-    if (validate_compare_runs(db, &id, 1, r->sim_id, 1, r, err, errlen) != 0) goto done;
+    /* regenerated arrivals: with --repeat N, N more arrival seeds, their predictions' range
+     * beside each metric (the seed's own spread, not the model's error) */
+    r->n_seeds = 1 + (o->repeat > 0 ? o->repeat : 0);
+    uint64_t seed0 = so.seed;
+    for (int k = 0; k < r->n_seeds; k++) {
+        static validate_result_t side;
+        validate_result_t *into = k ? &side : r;
+        char name[320];
+        so.seed = seed0 + (uint64_t)k;
+        if (k == 0) snprintf(name, sizeof name, "%s", sim_name);
+        else if (summary_open(o->db_path, &db, err, errlen) != 0) goto done;
+        else {
+            char want[340];
+            snprintf(want, sizeof want, "%.300s-seed%llu", sim_name, (unsigned long long)so.seed);
+            summary_free_name(db, want, name, sizeof name);
+            sqlite3_close(db);
+            db = NULL;
+        }
+        if (k) memset(&side, 0, sizeof side);
+        if (replay_seed(o, &m, id, &so, name, extra, sizeof extra, trace, sizeof trace, into,
+                        err, errlen) != 0)
+            goto done;
+        if (k == 0) {
+            snprintf(r->sim_name, sizeof r->sim_name, "%.250s", sim_name);
+            describe(&m, so.seed, r);
+        }
+        for (int q = 0; q < r->n; q++) {
+            double v = k ? NAN : r->m[q].predicted;
+            for (int z = 0; k && z < side.n; z++)
+                if (!strcmp(side.m[z].name, r->m[q].name)) v = side.m[z].predicted;
+            r->m[q].pred_lo = k ? fmin(r->m[q].pred_lo, v) : v;
+            r->m[q].pred_hi = k ? fmax(r->m[q].pred_hi, v) : v;
+        }
+    }
     rc = 0;
 done:
     if (tf) fclose(tf);

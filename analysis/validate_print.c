@@ -47,6 +47,22 @@ static void print_band(FILE *f, const validate_result_t *r) {
     if (line[0]) fprintf(f, "%s\n", line);
 }
 
+/* How far the arrival seed alone moves the predictions: the widest relative range. */
+static void print_seed_spread(FILE *f, const validate_result_t *r) {
+    const validate_metric_t *w = NULL;
+    double widest = -1;
+    for (int i = 0; i < r->n; i++) {
+        const validate_metric_t *m = &r->m[i];
+        double mid = 0.5 * (m->pred_lo + m->pred_hi);
+        double rel = m->headline && mid > 0 ? (m->pred_hi - m->pred_lo) / mid : NAN;
+        if (isfinite(rel) && rel > widest) widest = rel, w = m;
+    }
+    fprintf(f, "arrival seeds: %d replays of the regenerated arrivals (seeds from the run's); "
+               "an error inside a metric's range is the seed's, not the model's", r->n_seeds);
+    if (w) fprintf(f, "; the widest is %s, %.1f%% of its middle", w->name, 100 * widest);
+    fputc('\n', f);
+}
+
 void validate_print(FILE *f, const validate_result_t *r) {
     char a[40], b[40], lo[40], hi[40];
     fprintf(f, "validate: %s run %s (id %lld) against simulated run %s (id %lld)\n",
@@ -59,6 +75,7 @@ void validate_print(FILE *f, const validate_result_t *r) {
                    "repeats)\n", r->n_runs, r->n_runs - 1);
     fprintf(f, "\n%-14s %12s %12s %9s", "metric", "measured", "predicted", "error");
     if (r->band_on) fprintf(f, "   %25s %-6s", "band", "");
+    if (r->n_seeds > 1) fprintf(f, "   %25s", "over the arrival seeds");
     if (r->n_runs > 1) fprintf(f, "   %25s %8s  %s", "engine min .. max", "spread", "verdict");
     fputc('\n', f);
     for (int i = 0; i < r->n; i++) {
@@ -68,6 +85,12 @@ void validate_print(FILE *f, const validate_result_t *r) {
         if (isfinite(m->err)) fprintf(f, "%+8.1f%%", 100 * m->err);
         else fprintf(f, "%9s", "-");
         if (r->band_on) band_cell(f, m, m->is_time);
+        if (r->n_seeds > 1) {
+            char range[96];
+            snprintf(range, sizeof range, "%s .. %s", fmt_val(lo, sizeof lo, m->pred_lo, m->is_time),
+                     fmt_val(hi, sizeof hi, m->pred_hi, m->is_time));
+            fprintf(f, "   %25s", range);
+        }
         if (r->n_runs > 1 && isfinite(m->spread)) {
             int within = m->predicted >= m->lo && m->predicted <= m->hi;
             char range[96];
@@ -100,6 +123,7 @@ void validate_print(FILE *f, const validate_result_t *r) {
         fprintf(f, "  host time: not modelled by this cost model\n");
     fprintf(f, "\nMAPE %.2f%% over %d headline metrics (p50, p90, p99 of TTFT, TPOT and E2E; "
                "output throughput)\n", 100 * r->mape, r->mape_n);
+    if (r->n_seeds > 1) print_seed_spread(f, r);
     validate_print_stages(f, r);
     if (r->band_on) print_band(f, r);
 }
@@ -146,7 +170,8 @@ void validate_json(FILE *f, const validate_result_t *r) {
     else fputs("null", f);
     fputs(", \"cost_model\": ", f);
     json_write_str(f, r->cost_desc);
-    fprintf(f, ", \"measured_runs\": %d, \"metrics\": [", r->n_runs);
+    fprintf(f, ", \"measured_runs\": %d, \"arrival_seeds\": %d, \"metrics\": [", r->n_runs,
+            r->n_seeds);
     for (int i = 0; i < r->n; i++) {
         const validate_metric_t *m = &r->m[i];
         fputs(i ? ", {\"name\": " : "{\"name\": ", f);
@@ -158,6 +183,10 @@ void validate_json(FILE *f, const validate_result_t *r) {
         json_num(f, "measured_min", m->lo, ", ");
         json_num(f, "measured_max", m->hi, ", ");
         if (r->band_on) json_band(f, m);
+        if (r->n_seeds > 1) {
+            json_num(f, "seeds_min", m->pred_lo, ", ");
+            json_num(f, "seeds_max", m->pred_hi, ", ");
+        }
         json_num(f, "spread", m->spread, "}");
     }
     fputs("], \"steps\": {", f);
