@@ -1,5 +1,6 @@
 /* cli_engine: see cli_engine.h. */
 #include "cli/cli_engine.h"
+#include "cli/cli_opts.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -20,6 +21,7 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
     case CLI_ENG_WEIGHTS:
         o->weights = arg;
         ok = !strcmp(arg, "native") || !strcmp(arg, "f32");
+        if (!ok) snprintf(cli_want, sizeof cli_want, "native or f32");
         break;
     case CLI_ENG_KVTYPE: ok = cli_kv_type_ok(o->kv_type = arg); break;
     case CLI_ENG_INVARIANT: o->batch_invariant = 1; break;
@@ -44,7 +46,9 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
     if (!ok) {
         const char *name = code >= CLI_ENG_FIRST && code < CLI_ENG_END
                                ? shared[code - CLI_ENG_FIRST].name : "?";
-        fprintf(stderr, "twinserve %s: bad value '%s' for --%s\n", cmd, arg ? arg : "", name);
+        char opt[64];
+        snprintf(opt, sizeof opt, "--%s", name);
+        cli_bad_value(cmd, opt, arg);
     }
     return ok;
 }

@@ -4,14 +4,19 @@
 #include <string.h>
 
 #include "analysis/band.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 
 static const struct option shared[] = { CLI_SIM_OPTIONS, { 0, 0, 0, 0 } };
 
 int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     int ok = 1;
+    cli_want[0] = '\0';
     switch (code) {
-    case CLI_SIM_FORMAT: ok = trace_format_parse(arg, &o->trace_opts.format) == 0; break;
+    case CLI_SIM_FORMAT:
+        ok = trace_format_parse(arg, &o->trace_opts.format) == 0;
+        snprintf(cli_want, sizeof cli_want, "azure, burstgpt, mooncake or plain");
+        break;
     case CLI_SIM_SET: ((const char **)o->sets)[o->n_sets++] = arg; break;
     case CLI_SIM_MODEL: o->model = arg; break;
     case CLI_SIM_HW: o->hw = arg; break;
@@ -53,20 +58,23 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_METRICS:
         if (!strcmp(arg, "client")) o->metrics = SIM_METRICS_CLIENT;
         else if (!strcmp(arg, "server")) o->metrics = SIM_METRICS_SERVER;
-        else ok = 0;
+        else ok = 0, snprintf(cli_want, sizeof cli_want, "client or server");
         break;
     case CLI_SIM_CTIMEOUT: ok = cli_double(arg, 1e-3, 1e9, &o->client_timeout_s); break;
     case CLI_SIM_BAND:
         o->band = 1;
         o->band_err = 0;
         if (arg) ok = band_parse(arg, &o->band_err);
+        snprintf(cli_want, sizeof cli_want, "a fraction in (0, 0.9], e.g. 0.1 or 10%%");
         break;
     default: ok = 0; break;
     }
     if (!ok) {
         const char *name = code >= CLI_SIM_FIRST && code < CLI_SIM_END
                                ? shared[code - CLI_SIM_FIRST].name : "?";
-        fprintf(stderr, "twinserve %s: bad value '%s' for --%s\n", cmd, arg ? arg : "", name);
+        char opt[64];
+        snprintf(opt, sizeof opt, "--%s", name);
+        cli_bad_value(cmd, opt, arg);
     }
     return ok;
 }
@@ -88,7 +96,9 @@ void cli_sim_usage(FILE *f) {
         "                        which (\"calibration\")\n"
         "  --seed N              seed for the policy's random numbers and speculative draws (0)\n"
         "  --start S             skip the first S seconds of the trace\n"
-        "  --duration S          replay only S seconds of the trace\n"
+        "  --duration S          replay only S seconds of the trace: trace time, before\n"
+        "                        --rate-scale (--duration 600 --rate-scale 2 replays the\n"
+        "                        trace's 600 s in 300 s)\n"
         "  --limit N             replay at most N requests\n"
         "  --gpu-util F          fraction of device memory for weights + KV (0.9)\n"
         "  --block-size N        KV block size in tokens (16)\n"

@@ -16,6 +16,7 @@
 #include "analysis/vidur.h"
 #include "analysis/vidur_ops.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 
 static void usage(FILE *f) {
@@ -262,6 +263,7 @@ int cmd_calibrate(int argc, char **argv) {
     fit_report_t pr = {0}, hr = {0};
     char err[2048];
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "qj:", opts, NULL)) != -1) {
         int ok = 1;
         switch (c) {
@@ -305,13 +307,15 @@ int cmd_calibrate(int argc, char **argv) {
             break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("calibrate", argv, opts);
         }
         if (!ok) {
             const char *name = "?";
             for (const struct option *op = opts; op->name; op++)
                 if (op->val == c) name = op->name;
-            fprintf(stderr, "twinserve calibrate: bad value '%s' for --%s\n", optarg, name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", name);
+            cli_bad_value("calibrate", opt, optarg);
             return 2;
         }
     }

@@ -10,6 +10,7 @@
 #include "analysis/compare.h"
 #include "analysis/experiment.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 
 static void usage(FILE *f) {
@@ -81,6 +82,7 @@ int cmd_compare(int argc, char **argv) {
     };
     int c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'r': runs = optarg; break;
@@ -108,7 +110,7 @@ int cmd_compare(int argc, char **argv) {
         case 'j': json = 1; break;
         case 'F': include_failed = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("compare", argv, opts);
         }
     }
     if (optind < argc) path = argv[optind++];

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_engine.h"
 #include "cli/cli_experiment.h"
 #include "cli/cli_signal.h"
@@ -92,7 +93,9 @@ static const struct option opts[] = {
 static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *topp) {
     switch (c) {
     case O_TRACE: o->trace_path = a; return 1;
-    case O_FORMAT: return trace_format_parse(a, &o->trace_opts.format) == 0;
+    case O_FORMAT:
+        if (trace_format_parse(a, &o->trace_opts.format) == 0) return 1;
+        return snprintf(cli_want, sizeof cli_want, "azure, burstgpt, mooncake or plain"), 0;
     case O_TEMP: return cli_double(a, 0, 100, temp);
     case O_TOPK: return cli_int(a, 0, 1 << 24, &o->top_k);
     case O_TOPP: return cli_double(a, 1e-6, 1, topp);
@@ -108,7 +111,7 @@ static int apply(int c, const char *a, engine_opts_t *o, double *temp, double *t
     case O_IDLE:
         if (!strcmp(a, "spin")) o->idle_sleep = 0;
         else if (!strcmp(a, "sleep")) o->idle_sleep = 1;
-        else return 0;
+        else return snprintf(cli_want, sizeof cli_want, "spin or sleep"), 0;
         return 1;
     }
     return 0;
@@ -142,6 +145,7 @@ int cmd_engine(int argc, char **argv) {
     if (!sets) return 1;
     o.sets = sets;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         if (c == 'q') {
             quiet = 1;
@@ -152,13 +156,14 @@ int cmd_engine(int argc, char **argv) {
             rc = 0;
             goto done;
         } else if (c == '?' || c == ':') {
-            usage(stderr);
+            rc = cli_bad_option("engine", argv, opts);
             goto done;
         } else if (c >= CLI_ENG_FIRST && c < CLI_ENG_END) {
             if (!cli_engine_apply("engine", c, optarg, &o)) goto done;
         } else if (!apply(c, optarg, &o, &temp, &topp)) {
-            fprintf(stderr, "twinserve engine: bad value '%s' for --%s\n", optarg,
-                    opts[c - O_TRACE].name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", opts[c - O_TRACE].name);
+            cli_bad_value("engine", opt, optarg);
             goto done;
         }
     }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_signal.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
@@ -212,6 +213,7 @@ int cmd_explain(int argc, char **argv) {
     }
     o.sets = sets;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int ok = 1;
         switch (c) {
@@ -226,15 +228,16 @@ int cmd_explain(int argc, char **argv) {
         case O_HELP: usage(stdout); rc = 0; goto done;
         default:
             if (c < CLI_SIM_FIRST) {
-                usage(stderr);
+                rc = cli_bad_option("explain", argv, opts);
                 goto done;
             }
             slice_given |= c == CLI_SIM_START || c == CLI_SIM_DURATION;
             if (!cli_sim_apply("explain", c, optarg, &o)) goto done;
         }
         if (!ok) {
-            fprintf(stderr, "twinserve explain: bad value '%s' for --%s\n", optarg,
-                    opts[c - O_TRACE].name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", opts[c - O_TRACE].name);
+            cli_bad_value("explain", opt, optarg);
             goto done;
         }
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_engine.h"
 #include "cli/cli_util.h"
 #include "engine/generate.h"
@@ -55,6 +56,7 @@ int cmd_generate(int argc, char **argv) {
     int32_t threads = 0;
     int c, ok = 1;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "n:", opts, NULL)) != -1) {
         switch (c) {
         case O_MODEL: o.model = optarg; break;
@@ -71,16 +73,19 @@ int cmd_generate(int argc, char **argv) {
         case O_WEIGHTS:
             o.weights = optarg;
             ok = !strcmp(optarg, "native") || !strcmp(optarg, "f32");
+            if (!ok) snprintf(cli_want, sizeof cli_want, "native or f32");
             break;
         case O_DRAFT: o.draft = optarg; ok = *optarg != 0; break;
         case O_SPECK: ok = cli_int(optarg, 1, 64, &o.spec_k); break;
         case O_KVTYPE: ok = cli_kv_type_ok(o.kv_type = optarg); break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("generate", argv, opts);
         }
         if (!ok) {
-            fprintf(stderr, "twinserve generate: bad value '%s' for %s%s\n", optarg,
-                    c == 'n' ? "-n" : "--", c == 'n' ? "" : opts[c - O_MODEL].name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "%s%s", c == 'n' ? "-n" : "--",
+                     c == 'n' ? "" : opts[c - O_MODEL].name);
+            cli_bad_value("generate", opt, optarg);
             return 2;
         }
     }

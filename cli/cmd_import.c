@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 #include "traces/import.h"
 
@@ -66,6 +67,7 @@ int cmd_import(int argc, char **argv) {
     import_opts_t o = { .version = TWIN_VERSION };
     int quiet = 0, n_files = 0, c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         switch (c) {
         case O_DB: o.db_path = optarg; break;
@@ -84,7 +86,7 @@ int cmd_import(int argc, char **argv) {
         case O_NOTE: o.note = optarg; break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("import", argv, opts);
         }
     }
     if (optind < argc) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "traces/merge.h"
 
 static void usage(FILE *f) {
@@ -44,11 +45,12 @@ int cmd_merge(int argc, char **argv) {
     };
     int quiet = 0, c, failed = 0;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
         switch (c) {
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("merge", argv, opts);
         }
     }
     if (argc - optind < 2) {

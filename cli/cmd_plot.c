@@ -10,6 +10,7 @@
 #include "analysis/report.h"
 #include "analysis/summary.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 enum { MAX_RUNS = 256 };
 
@@ -66,6 +67,7 @@ int cmd_plot(int argc, char **argv) {
     sqlite3 *db = NULL;
     int rc = 2, c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_RUNS: runs = optarg; break;
@@ -95,7 +97,7 @@ int cmd_plot(int argc, char **argv) {
             break;
         }
         case O_HELP: usage(stdout); rc = 0; goto done;
-        default: usage(stderr); goto done;
+        default: rc = cli_bad_option("plot", argv, opts); goto done;
         }
     }
     if (optind < argc) dbpath = argv[optind++];

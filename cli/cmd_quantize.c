@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 #include "engine/dequant.h"
 #include "engine/quantize.h"
@@ -36,18 +37,19 @@ int cmd_quantize(int argc, char **argv) {
     const char *type = NULL;
     int c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_TYPE: type = optarg; break;
         case O_TOK: o.tokenizer = optarg; break;
         case O_SEED:
             if (!cli_u64(optarg, &o.seed)) {
-                fprintf(stderr, "twinserve quantize: bad value '%s' for --seed\n", optarg);
+                cli_bad_value("quantize", "--seed", optarg);
                 return 2;
             }
             break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("quantize", argv, opts);
         }
     }
     if (argc - optind != 2) {

@@ -1,4 +1,5 @@
-/* twinserve runs DB [--run NAME|ID[,NAME|ID...]]: one table row per run of a database. */
+/* twinserve runs DB [--run LIST | --delete LIST [--force]]: one table row per run of a
+ * database, or the listed runs deleted with their rows. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,10 +7,12 @@
 
 #include "analysis/summary.h"
 #include "cli/cli.h"
+#include "traces/recorder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: twinserve runs DB [--run NAME|ID[,NAME|ID...]]\n"
+            "       twinserve runs DB --delete NAME|ID[,NAME|ID...] [--force]\n"
             "\n"
             "Prints one line per run recorded in DB (all runs, or the listed ones): status,\n"
             "finished/rejected requests, makespan, throughput, TTFT and TPOT p50/p99, and\n"
@@ -17,8 +20,11 @@ static void usage(FILE *f) {
             "A run that is not done (failed, interrupted, still running) covers only part\n"
             "of its trace.\n"
             "\n"
-            "  --run LIST   comma-separated run names or ids\n"
-            "  -h, --help   this help\n");
+            "  --run LIST     comma-separated run names or ids\n"
+            "  --delete LIST  delete those runs and their requests, steps and tokens, all or\n"
+            "                 none (a failed run's name can then be used again); a run still\n"
+            "                 'running' is refused (a process may be writing it) unless --force\n"
+            "  -h, --help     this help\n");
 }
 
 static int print_row(sqlite3 *db, const char *path, int64_t id) {
@@ -34,6 +40,7 @@ static int print_row(sqlite3 *db, const char *path, int64_t id) {
 
 int cmd_runs(int argc, char **argv) {
     const char *path = NULL, *runs = NULL;
+    int del = 0, force = 0;
     sqlite3 *db = NULL;
     int64_t *ids = NULL;
     char *list = NULL;
@@ -53,9 +60,18 @@ int cmd_runs(int argc, char **argv) {
             runs = argv[++i];
         } else if (strncmp(a, "--run=", 6) == 0) {
             runs = a + 6;
+        } else if (strcmp(a, "--delete") == 0 || strncmp(a, "--delete=", 9) == 0) {
+            if (a[8] == '=') runs = a + 9;
+            else if (i + 1 >= argc) {
+                fprintf(stderr, "twinserve runs: --delete needs a value\n");
+                return 2;
+            } else runs = argv[++i];
+            del = 1;
+        } else if (strcmp(a, "--force") == 0) {
+            force = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "twinserve runs: unknown option '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "twinserve runs: unknown option '%s' (twinserve runs --help lists "
+                    "them)\n", a);
             return 2;
         } else if (!path) {
             path = a;
@@ -71,7 +87,11 @@ int cmd_runs(int argc, char **argv) {
         return 2;
     }
     if (runs && !*runs) {
-        fprintf(stderr, "twinserve runs: --run needs a value\n");
+        fprintf(stderr, "twinserve runs: --%s needs a value\n", del ? "delete" : "run");
+        return 2;
+    }
+    if (force && !del) {
+        fprintf(stderr, "twinserve runs: --force goes with --delete\n");
         return 2;
     }
 
@@ -103,6 +123,22 @@ int cmd_runs(int argc, char **argv) {
         }
     } else if (summary_list(db, &ids, &n, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path, err);
+        goto done;
+    }
+    if (del) {
+        /* the readers' connection is read-only: the deletion writes through its own */
+        sqlite3 *w = NULL;
+        int ok = sqlite3_open_v2(path, &w, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+                 sqlite3_busy_timeout(w, 5000) == SQLITE_OK &&
+                 rec_delete_runs(w, ids, n, force, err, sizeof err) == 0;
+        if (!ok && w && !err[0]) snprintf(err, sizeof err, "%s", sqlite3_errmsg(w));
+        sqlite3_close(w);
+        if (!ok) {
+            fprintf(stderr, "twinserve runs: %s: %s (nothing deleted)\n", path, err);
+            goto done;
+        }
+        printf("deleted %zu run%s from %s\n", n, n == 1 ? "" : "s", path);
+        status = 0;
         goto done;
     }
     summary_table_header(stdout);

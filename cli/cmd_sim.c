@@ -10,6 +10,7 @@
 
 #include "analysis/band.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 #include "cli/cli_experiment.h"
@@ -127,6 +128,7 @@ int cmd_sim(int argc, char **argv) {
     if (!sets) return 1;
     o.sets = sets;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         switch (c) {
         case O_TRACE: o.trace_path = optarg; break;
@@ -135,7 +137,7 @@ int cmd_sim(int argc, char **argv) {
         case O_NAME: o.run_name = optarg; break;
         case O_RATE:
             if (!cli_double(optarg, 1e-9, 1e9, &o.trace_opts.rate_scale)) {
-                fprintf(stderr, "twinserve sim: bad value '%s' for --rate-scale\n", optarg);
+                cli_bad_value("sim", "--rate-scale", optarg);
                 goto done;
             }
             break;
@@ -152,7 +154,7 @@ int cmd_sim(int argc, char **argv) {
         case O_HELP: usage(stdout); rc = 0; goto done;
         default:
             if (c < CLI_SIM_FIRST) {
-                usage(stderr);
+                rc = cli_bad_option("sim", argv, opts);
                 goto done;
             }
             if (!cli_sim_apply("sim", c, optarg, &o)) goto done;
@@ -196,6 +198,8 @@ int cmd_sim(int argc, char **argv) {
         rc = cli_run_failed("sim", o.db_path, res.run_id, res.setup_failed, err);
         goto done;
     }
+    for (int k = 0; k < res.n_warnings; k++)
+        fprintf(stderr, "twinserve sim: WARNING %s\n", res.warning[k]);
     if (!quiet) {
         printf("run %lld in %s: %lld requests (%lld trace rows skipped as failed), %lld steps, "
                "%d KV blocks%s; simulated in %.3f s wall\n",

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "traces/recorder.h"
 
 static void usage(FILE *f) {
@@ -25,10 +26,11 @@ int cmd_upgrade(int argc, char **argv) {
     static const struct option opts[] = { { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int c, failed = 0;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("upgrade", argv, opts);
         }
     }
     if (optind >= argc) {

@@ -13,6 +13,7 @@
 #include "analysis/summary.h"
 #include "analysis/validate.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_sim.h"
 #include "cli/cli_util.h"
 #include "traces/recorder.h"
@@ -134,6 +135,7 @@ int cmd_validate(int argc, char **argv) {
     const char *plot_dir = NULL;
     int json = 0, quiet = 0, c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         switch (c) {
         case O_DB: o.db_path = optarg; break;
@@ -180,7 +182,7 @@ int cmd_validate(int argc, char **argv) {
         case O_JSON: json = 1; break;
         case 'q': quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("validate", argv, opts);
         }
     }
     if (optind < argc) {

@@ -273,9 +273,14 @@ void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int 
 }
 
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len) {
-    int n = snprintf(buf, len, "%s (rate_scale %g, start %g s, duration %g s, limit %lld", path,
-                     t->rate_scale > 0 ? t->rate_scale : 1.0, t->start_s, t->duration_s,
-                     (long long)t->limit);
+    /* only the options that narrow the replay: "duration 0 s, limit 0" read as limits */
+    int n = snprintf(buf, len, "%s (rate_scale %g", path, t->rate_scale > 0 ? t->rate_scale : 1.0);
+    if (n >= 0 && (size_t)n < len && t->start_s > 0)
+        n += snprintf(buf + n, len - (size_t)n, ", start %g s", t->start_s);
+    if (n >= 0 && (size_t)n < len && t->duration_s > 0)
+        n += snprintf(buf + n, len - (size_t)n, ", duration %g s", t->duration_s);
+    if (n >= 0 && (size_t)n < len && t->limit > 0)
+        n += snprintf(buf + n, len - (size_t)n, ", limit %lld", (long long)t->limit);
     if (n >= 0 && (size_t)n < len && (t->max_prompt > 0 || t->max_output > 0))
         n += snprintf(buf + n, len - (size_t)n, ", max_prompt %d, max_output %d",
                       t->max_prompt, t->max_output);

@@ -149,8 +149,8 @@ void replay_count_trace(replay_t *r, const char *path, const trace_opts_t *opts)
 /* The progress line on stderr, at most every 0.2 s unless final: "[WHO] t=T s  requests
  * N/TOTAL (P%)  waiting W  running R  steps S  ETA E s". */
 void replay_progress(replay_t *r, const char *who, double t, int64_t steps, int final);
-/* "PATH (rate_scale X, start S s, duration D s, limit N[, max_prompt P, max_output O])"
- * for the runs row's trace column. */
+/* "PATH (rate_scale X[, start S s][, duration D s][, limit N][, max_prompt P, max_output
+ * O])" for the runs row's trace column: a start, duration or limit only when one is set. */
 void replay_describe_trace(const char *path, const trace_opts_t *t, char *buf, size_t len);
 /* The workload as a member of the run's config JSON, so that it can be replayed exactly
  * (validate): "trace":{"path":(absolute),"format":..,"rate_scale":..,"start_s":..,"duration_s":..,

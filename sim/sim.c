@@ -3,6 +3,7 @@
 #include "sim/sim.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,8 @@ static int setup(sim_t *m) {
 static int push_next_arrival(sim_t *m, trace_req_t *next) {
     int rc = replay_next(&m->rp, next);
     if (rc <= 0) return rc;
+    if (!(m->first_arrival <= next->arrival_s)) m->first_arrival = next->arrival_s;
+    m->last_arrival = next->arrival_s;
     double t;
     if (front_end(m, next, &t)) return -1;
     if (m->o->client_timeout_s > 0 &&
@@ -456,8 +459,19 @@ static int record_replicas(sim_t *m) {
     return 0;
 }
 
+/* What the caller should hear about a run that went through but may not mean what was
+ * meant: a context past the model's, a rate that made the trace one burst. */
+static void warn(sim_result_t *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(sim_result_t *res, const char *fmt, ...) {
+    if (res->n_warnings >= SIM_MAX_WARNINGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->warning[res->n_warnings++], sizeof res->warning[0], fmt, ap);
+    va_end(ap);
+}
+
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
-    sim_t m = { .o = o };
+    sim_t m = { .o = o, .first_arrival = NAN, .last_arrival = NAN };
     char *config = NULL;
     size_t config_len = 0;
     memset(res, 0, sizeof *res);
@@ -581,6 +595,14 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->stopped = m.stopped;
     snprintf(res->calibration, sizeof res->calibration, "%s", r0->calibration);
     snprintf(res->serving, sizeof res->serving, "%s", m.serving.name);
+    if (o->max_model_len > model->max_seq)
+        warn(res, "--max-model-len %d is past %s's %d-token context: the simulator serves it, "
+             "a real model was not trained for it", o->max_model_len, model->name,
+             model->max_seq);
+    if (res->requests >= 100 && m.last_arrival - m.first_arrival < 1e-3)
+        warn(res, "all %lld requests arrive within 1 ms (--rate-scale %g): the trace is one "
+             "burst, its arrival times no longer matter", (long long)res->requests,
+             o->trace_opts.rate_scale > 0 ? o->trace_opts.rate_scale : 1.0);
     if (!m.rp.failed) {
         char e[256];
         res->have_summary =

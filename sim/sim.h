@@ -224,6 +224,11 @@ typedef struct {
      * ("band_width"). */
     double band_err;
     char band_src[200];
+    /* Things the run went through with that the caller should say (sim --max-model-len
+     * past the model's context, a --rate-scale that made the trace one burst). */
+#define SIM_MAX_WARNINGS 4
+    char warning[SIM_MAX_WARNINGS][256];
+    int n_warnings;
 } sim_result_t;
 
 void sim_opts_defaults(sim_opts_t *o);

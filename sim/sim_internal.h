@@ -97,6 +97,7 @@ typedef struct sim {
     sim_client_t client;
     int client_on;
     double front_free;
+    double first_arrival, last_arrival;   /* of the replayed requests (NAN before one) */
     double *client_last;
     int64_t client_cap;
     int32_t *draft_pos;

@@ -102,11 +102,14 @@ print("ok" if ok else d["replay"])' "$T/val_vllm.out" 2>&1)
 [ "$got" = ok ] || bad " json: $got"
 end
 
-begin "validate refuses --repeat and a missing --policy for a measured run"
+begin "validate refuses --repeat with recorded arrivals, and a missing --policy, for a measured run"
+CSVRUN=$(sql "$DB" "select name from runs where kind = 'measured' and json_extract(config,
+    '\$.arrivals') = 'recorded' order by id limit 1")
 n=$(sql "$DB" "select count(*) from runs")
-run val_rep "$BIN" validate --db "$DB" --run bench --policy "$POL/continuous.lua" --repeat 1
+run val_rep "$BIN" validate --db "$DB" --run "$CSVRUN" --policy "$POL/continuous.lua" --repeat 1
 want_rc 1
-want_err "is a measured run (imported from $VLLM): --repeat reruns our engine"
+want_err "is a measured run (imported from $CSV): --repeat reruns our engine"
+want_err "its arrivals are recorded"
 run val_nopol "$BIN" validate --db "$DB" --run bench
 want_rc 1
 want_err "give the policy to replay its requests with, --policy FILE"

@@ -33,11 +33,15 @@ if [ "$(id -u)" -eq 0 ]; then
     fi
 fi
 mkdir -p "$T/probe" && chmod 555 "$T/probe"
+# mktemp -d makes the scratch folder 0700: the other user must be able to enter it
+[ ${#AS[@]} -gt 0 ] && chmod 755 "$T"
 can_ro=1 why=""
 if [ "${AS[0]:-}" = none ]; then
     can_ro=0 why="running as root without setpriv or runuser"
-elif ! "${AS[@]}" "$BIN" --help >/dev/null 2>&1; then
-    can_ro=0 why="the reader ${AS[*]} cannot run $BIN"
+elif ! "${AS[@]}" env "$BIN" --help >/dev/null 2>&1; then
+    can_ro=0 why="the reader ${AS[*]} cannot run $BIN (a folder above it is closed to other users)"
+elif ! "${AS[@]}" test -r "$T/probe" 2>/dev/null; then
+    can_ro=0 why="the reader ${AS[*]} cannot enter $T (a folder above it is closed to other users)"
 elif "${AS[@]}" touch "$T/probe/x" 2>/dev/null; then
     can_ro=0 why="a 555 directory is writable for the reader"
 fi

@@ -797,3 +797,52 @@ void rec_remove(const char *path) {
     unlink(side);
     free(side);
 }
+
+int rec_delete_runs(sqlite3 *db, const int64_t *ids, size_t n, int force, char *err,
+                    size_t errlen) {
+    static const char *const sql[] = {
+        "DELETE FROM requests WHERE run_id = ?1", "DELETE FROM steps WHERE run_id = ?1",
+        "DELETE FROM tokens WHERE run_id = ?1", "DELETE FROM replicas WHERE run_id = ?1",
+        "DELETE FROM runs WHERE id = ?1",
+    };
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot write the database: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (sqlite3_prepare_v2(db, "SELECT name, status FROM runs WHERE id = ?1", -1, &st,
+                               NULL) != SQLITE_OK)
+            goto sqlerr;
+        sqlite3_bind_int64(st, 1, ids[k]);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            snprintf(err, errlen, "no run with id %lld", (long long)ids[k]);
+            goto done;
+        }
+        if (!force && !strcmp((const char *)sqlite3_column_text(st, 1), "running")) {
+            snprintf(err, errlen, "run '%s' is still running (or its process was killed): a "
+                     "process may be writing it; --force deletes it anyway",
+                     (const char *)sqlite3_column_text(st, 0));
+            goto done;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        for (size_t q = 0; q < sizeof sql / sizeof *sql; q++) {
+            if (sqlite3_prepare_v2(db, sql[q], -1, &st, NULL) != SQLITE_OK) goto sqlerr;
+            sqlite3_bind_int64(st, 1, ids[k]);
+            if (sqlite3_step(st) != SQLITE_DONE) goto sqlerr;
+            sqlite3_finalize(st);
+            st = NULL;
+        }
+    }
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto sqlerr;
+    rc = 0;
+    goto done;
+sqlerr:
+    snprintf(err, errlen, "cannot delete: %s", sqlite3_errmsg(db));
+done:
+    sqlite3_finalize(st);
+    if (rc != 0) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}

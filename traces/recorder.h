@@ -162,4 +162,11 @@ struct sqlite3 *rec_db(rec_t *r);
  * not a database", "schema_version 3 is newer than this twinserve (2)"). */
 int rec_check_db(struct sqlite3 *db, char *err, size_t errlen);
 
+/* Deletes the runs ids[0..n) of db and every row of theirs (requests, steps, tokens,
+ * replicas), all or nothing (one transaction), so their names can be used again. A run
+ * still 'running' is refused (a process may be writing it) unless force. 0, or -1 with a
+ * message naming the run. */
+int rec_delete_runs(struct sqlite3 *db, const int64_t *ids, size_t n, int force, char *err,
+                    size_t errlen);
+
 #endif
