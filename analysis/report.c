@@ -3,12 +3,12 @@
  * the SLOs, and the two printers. */
 #include "analysis/report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli_util.h"
 #include "traces/json.h"
 
 /* ---------------------------------------------------------------- SLO parsing */
@@ -52,8 +52,10 @@ static int parse_item(char *item, report_slo_t *slo, int *seen, char *err, size_
     } else if (len > 1 && num[len - 1] == 's') {
         num[len - 1] = '\0';
     }
-    double v;
-    if (!cli_double(num, 0, 1e12, &v) || v <= 0) {
+    char *end;
+    errno = 0;
+    double v = strtod(num, &end);
+    if (end == num || *end || errno || !isfinite(v) || v <= 0 || v > 1e12) {
         snprintf(err, errlen, "SLO %s=%s: not a positive number of seconds (%s)", key, val,
                  SLO_USAGE);
         return -1;
