@@ -24,6 +24,8 @@ enum {
     COL_REQS, COL_OUT, COL_TOK,   /* the run's throughput, on each of its requests */
     COL_ACC, COL_PROP,  /* the request's accepted and proposed drafts (speculative decoding) */
     COL_TPS,            /* the run's tokens per decoding request-step (report_spec_t) */
+    COL_HIT, COL_PTOK,  /* the request's cached and all prompt tokens (prefix caching) */
+    COL_BAL,            /* the run's load imbalance across its replicas (cluster_load) */
     NCOLS
 };
 
@@ -36,6 +38,7 @@ typedef struct {
     unsigned char *fin;   /* status = 'finished' */
     double *x[NRAW];
     double *accepted, *proposed;   /* drafts, of every request whatever its status */
+    double *cached;                /* prompt tokens the prefix cache served */
 } run_rows_t;
 
 static void rows_free(run_rows_t *r) {
@@ -47,12 +50,14 @@ static void rows_free(run_rows_t *r) {
     for (int c = 0; c < NRAW; c++) free(r->x[c]);
     free(r->accepted);
     free(r->proposed);
+    free(r->cached);
     memset(r, 0, sizeof *r);
 }
 
 static const char SQL_ROWS[] =
     "SELECT req_id, arrival_s, prompt_tokens, output_tokens, status = 'finished', "
-    "ttft_s, tpot_s, e2e_s, queue_s, ifnull(spec_accepted, 0), ifnull(spec_proposed, 0) "
+    "ttft_s, tpot_s, e2e_s, queue_s, ifnull(spec_accepted, 0), ifnull(spec_proposed, 0), "
+    "ifnull(cached_tokens, 0) "
     "FROM requests WHERE run_id = ?1 ORDER BY req_id";
 
 static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, size_t errlen) {
@@ -67,8 +72,9 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
     r->fin = malloc(n * sizeof *r->fin);
     r->accepted = malloc(n * sizeof *r->accepted);
     r->proposed = malloc(n * sizeof *r->proposed);
+    r->cached = malloc(n * sizeof *r->cached);
     int ok = r->id && r->arrival && r->prompt && r->output && r->fin && r->accepted &&
-             r->proposed;
+             r->proposed && r->cached;
     for (int c = 0; c < NRAW; c++) ok = (r->x[c] = malloc(n * sizeof *r->x[c])) && ok;
     if (!ok) {
         snprintf(err, errlen, "out of memory reading the requests of run '%s'", s->name);
@@ -85,6 +91,7 @@ static int rows_load(sqlite3 *db, const summary_t *s, run_rows_t *r, char *err, 
         for (int c = 0; c < NRAW; c++) r->x[c][k] = summary_column_or_nan(st, 5 + c);
         r->accepted[k] = sqlite3_column_double(st, 5 + NRAW);
         r->proposed[k] = sqlite3_column_double(st, 6 + NRAW);
+        r->cached[k] = sqlite3_column_double(st, 7 + NRAW);
         k++;
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) goto sql_error;
@@ -100,6 +107,40 @@ done:
     return ret;
 }
 
+/* A run's load imbalance: over its replicas that hold requests to their end (mixed and
+ * decode ones; a prefill replica hands each on), the load of each is the time its finished
+ * requests were held there (the sum of their E2E, the area under its curve in plot's
+ * replicas figure), and the imbalance is the busiest one's load over the mean: 1 when even,
+ * R when one of R replicas holds everything. An idle replica counts (its load is 0). NAN for
+ * a run of one replica, or when nothing finished. 0, or -1 with a message. */
+static const char SQL_LOAD[] =
+    "SELECT count(*), max(held), sum(held) FROM (SELECT (SELECT ifnull(sum(q.e2e_s), 0) "
+    "FROM requests q WHERE q.run_id = ?1 AND q.replica = p.replica AND q.status = 'finished') "
+    "AS held FROM replicas p WHERE p.run_id = ?1 AND p.role != 'prefill')";
+
+static int cluster_load(sqlite3 *db, const summary_t *s, double *imbalance, int *cluster,
+                        char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    *imbalance = NAN;
+    *cluster = 0;
+    if (sqlite3_prepare_v2(db, SQL_LOAD, -1, &st, NULL) != SQLITE_OK) goto sql_error;
+    sqlite3_bind_int64(st, 1, s->run_id);
+    if (sqlite3_step(st) != SQLITE_ROW) goto sql_error;
+    int64_t n = sqlite3_column_int64(st, 0);
+    double top = sqlite3_column_double(st, 1), sum = sqlite3_column_double(st, 2);
+    *cluster = n > 1 || s->replicas > 1;
+    if (n > 1 && sum > 0) *imbalance = top / (sum / (double)n);
+    ret = 0;
+    goto done;
+sql_error:
+    snprintf(err, errlen, "cannot read the replicas of run '%s': %s", s->name,
+             sqlite3_errmsg(db));
+done:
+    sqlite3_finalize(st);
+    return ret;
+}
+
 /* One side: its runs' summaries and requests, then the columns the bootstrap reads, the
  * runs' requests concatenated: run k's are x[c][off[k] .. off[k + 1]). */
 typedef struct {
@@ -108,6 +149,8 @@ typedef struct {
     size_t identical;         /* > 0: the experiment's runs were copies: runs is 1 */
     summary_t *sum;
     report_spec_t *spec;
+    double *imbalance;        /* per run: cluster_load's figure */
+    int cluster;              /* a run of the side had several replicas */
     run_rows_t *rows;
     size_t *off;
     double *x[NCOLS];
@@ -118,6 +161,7 @@ static void side_data_free(side_data_t *d) {
     free(d->rows);
     free(d->sum);
     free(d->spec);
+    free(d->imbalance);
     free(d->off);
     for (int c = 0; c < NCOLS; c++) free(d->x[c]);
     memset(d, 0, sizeof *d);
@@ -136,7 +180,8 @@ static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, 
     d->spec = calloc(in->n, sizeof *d->spec);
     d->rows = calloc(in->n, sizeof *d->rows);
     d->off = calloc(in->n + 1, sizeof *d->off);
-    if (!d->sum || !d->spec || !d->rows || !d->off) {
+    d->imbalance = calloc(in->n, sizeof *d->imbalance);
+    if (!d->sum || !d->spec || !d->rows || !d->off || !d->imbalance) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
@@ -150,6 +195,10 @@ static int side_data_load(const compare_input_t *in, side_data_t *d, char *err, 
         if (rows_load(in->db, &d->sum[k], &d->rows[k], err, errlen) != 0) goto done;
         d->loaded = k + 1;
         if (report_load_spec(in->db, in->ids[k], &d->spec[k], err, errlen) != 0) goto done;
+        int cl = 0;
+        if (cluster_load(in->db, &d->sum[k], &d->imbalance[k], &cl, err, errlen) != 0)
+            goto done;
+        d->cluster |= cl;
         d->off[k + 1] = d->off[k] + d->rows[k].n;
     }
     /* copies (a trace replay's seeds) are one run: their run-level figures would otherwise
@@ -264,6 +313,9 @@ static void side_columns(side_data_t *d, const unsigned char *keep, const compar
             d->x[COL_ACC][j] = r->accepted[i];
             d->x[COL_PROP][j] = r->proposed[i];
             d->x[COL_TPS][j] = d->spec[k].tokens_per_step;
+            d->x[COL_HIT][j] = r->cached[i];
+            d->x[COL_PTOK][j] = (double)r->prompt[i];
+            d->x[COL_BAL][j] = d->imbalance[k];
         }
     }
 }
@@ -289,11 +341,16 @@ typedef struct {
     int higher_is_better;
     int kind;   /* ROW_LATENCY, ROW_COUNT (finished), ROW_SLO, ROW_RUN (one value per run),
                  * ROW_RATIO (sum of col over sum of den, resampled by request) and
-                 * ROW_SPEC (one value per run), these two only when a run verified drafts */
+                 * ROW_SPEC (one value per run), these two only when a run verified drafts;
+                 * ROW_HIT (a ratio) when a run is a cluster or the prefix cache served
+                 * tokens, ROW_BAL (one value per run) when a run is a cluster */
     int den;    /* ROW_RATIO: the denominator's column */
 } metric_def_t;
 
-enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN, ROW_RATIO, ROW_SPEC };
+enum { ROW_LATENCY, ROW_COUNT, ROW_SLO, ROW_RUN, ROW_RATIO, ROW_SPEC, ROW_HIT, ROW_BAL };
+
+static int row_is_ratio(int kind) { return kind == ROW_RATIO || kind == ROW_HIT; }
+static int row_is_run(int kind) { return kind == ROW_RUN || kind == ROW_SPEC || kind == ROW_BAL; }
 
 static const metric_def_t METRICS[] = {
     {"ttft_mean", "TTFT mean", "s", COL_TTFT, {COMPARE_MEAN, 0}, 0, ROW_LATENCY, 0},
@@ -324,6 +381,11 @@ static const metric_def_t METRICS[] = {
     {"spec_acceptance", "spec accept", "frac", COL_ACC, {COMPARE_MEAN, 0}, 1, ROW_RATIO,
      COL_PROP},
     {"spec_tokens_per_step", "tokens/step", "tok", COL_TPS, {COMPARE_MEAN, 0}, 1, ROW_SPEC, 0},
+    /* Clusters. The prefix hit rate pools the drawn requests' cached and prompt tokens, as
+     * spec accept pools drafts (a router that keeps conversations together raises it); the
+     * imbalance is one figure per run, as throughput, lower better (1 is even). */
+    {"prefix_hit_rate", "prefix hit", "frac", COL_HIT, {COMPARE_MEAN, 0}, 1, ROW_HIT, COL_PTOK},
+    {"load_imbalance", "imbalance", "x", COL_BAL, {COMPARE_MEAN, 0}, 0, ROW_BAL, 0},
 };
 enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
@@ -333,6 +395,7 @@ static double run_figure(const side_data_t *d, int col) {
     case COL_REQS: return d->sum[0].req_per_s;
     case COL_OUT: return d->sum[0].out_tok_per_s;
     case COL_TPS: return d->spec[0].tokens_per_step;
+    case COL_BAL: return d->imbalance[0];
     default: return d->sum[0].tok_per_s;
     }
 }
@@ -343,6 +406,16 @@ static int any_spec(const side_data_t *a, const side_data_t *b) {
         if (a->spec[k].proposed > 0) return 1;
     for (size_t k = 0; k < b->runs; k++)
         if (b->spec[k].proposed > 0) return 1;
+    return 0;
+}
+
+/* Whether the prefix cache served a request of either side. */
+static int any_cached(const side_data_t *a, const side_data_t *b) {
+    const side_data_t *s[2] = {a, b};
+    for (int q = 0; q < 2; q++)
+        for (size_t k = 0; k < s[q]->runs; k++)
+            for (size_t i = 0; i < s[q]->rows[k].n; i++)
+                if (s[q]->rows[k].cached[i] > 0) return 1;
     return 0;
 }
 
@@ -435,12 +508,14 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
     int col[2 * N_METRICS], den[2 * N_METRICS];
     compare_est_t est[2 * N_METRICS];
     size_t nstat = 0, which[2 * N_METRICS];
-    int spec = any_spec(&da, &db);
+    int spec = any_spec(&da, &db), cluster = da.cluster || db.cluster;
+    int hits = cluster || any_cached(&da, &db);
     for (size_t k = 0; k < N_METRICS; k++) {
         int kind = METRICS[k].kind;
         if (kind == ROW_SLO && !o->has_slo) continue;
         if ((kind == ROW_RATIO || kind == ROW_SPEC) && !spec) continue;
-        if (kind == ROW_RATIO) {
+        if ((kind == ROW_HIT && !hits) || (kind == ROW_BAL && !cluster)) continue;
+        if (row_is_ratio(kind)) {
             which[nstat] = N_METRICS;
             stat[nstat] = (compare_stat_t){COMPARE_MEAN, 0};
             col[nstat] = METRICS[k].den;
@@ -449,7 +524,7 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
         which[nstat] = k;
         stat[nstat] = METRICS[k].stat;
         col[nstat] = METRICS[k].col;
-        den[nstat] = kind == ROW_RATIO ? (int)nstat - 1 : -1;
+        den[nstat] = row_is_ratio(kind) ? (int)nstat - 1 : -1;
         nstat++;
     }
     const double *const *xa = (const double *const *)da.x;
@@ -468,8 +543,9 @@ int compare_experiments(const compare_input_t *ia, const compare_input_t *ib,
         snprintf(mt->label, sizeof mt->label, "%s", d->label);
         snprintf(mt->unit, sizeof mt->unit, "%s", d->unit);
         mt->higher_is_better = d->higher_is_better;
+        mt->per_run = row_is_run(d->kind);
         mt->est = est[q];
-        if ((d->kind == ROW_RUN || d->kind == ROW_SPEC) && (da.runs < 2 || db.runs < 2)) {
+        if (row_is_run(d->kind) && (da.runs < 2 || db.runs < 2)) {
             /* A single run's figure, exactly as its summary has it; no interval. */
             double a = da.runs < 2 ? run_figure(&da, d->col) : est[q].a;
             double b = db.runs < 2 ? run_figure(&db, d->col) : est[q].b;
@@ -599,7 +675,7 @@ void compare_print(FILE *f, const compare_result_t *r) {
         fprintf(f, "%-13s %11s %11s %12s %9s  %-27s %s%s%s%s\n", m->label,
                 fmt_val(a, sizeof a, e->a, u, 0), fmt_val(b, sizeof b, e->b, u, 0),
                 fmt_val(d, sizeof d, e->diff, u, 1), rel, ci,
-                isnan(e->lo) && m->higher_is_better ? "n/a (one value per run)"
+                isnan(e->lo) && m->per_run ? "n/a (one value per run)"
                                                     : compare_verdict_name(m->verdict),
                 m->caveat[0] ? " (but " : "", m->caveat, m->caveat[0] ? ")" : "");
     }

@@ -64,6 +64,11 @@
  *    CI for single runs; a draw without drafts on a side is dropped. Tokens per step needs
  *    the steps' decode counts, which no request holds: a per-run figure as throughput is,
  *    a CI when both sides have >= 2 runs (a run without drafts has none, left out).
+ *  - When a side is a cluster run, or the prefix cache served tokens on either side:
+ *    "prefix hit" (cached over prompt tokens of the drawn requests, resampled like spec
+ *    accept) and, for clusters, "imbalance" (the busiest replica's held request-time, the
+ *    sum of its finished requests' E2E, over the mean across its mixed and decode
+ *    replicas; 1 even, lower better), one figure per run as throughput.
  *
  * Ownership: compare_result_t is a plain value (fixed arrays); nothing to free. The
  * bootstrap core keeps no pointer it is given. Errors go to the caller's err[errlen]. */
@@ -152,6 +157,8 @@ typedef struct {
     char label[32];           /* e.g. "TTFT mean" */
     char unit[8];             /* "s", "req/s", "tok/s" */
     int higher_is_better;
+    int per_run;              /* one figure per run (throughput, tokens/step, imbalance):
+                               * an interval only when both sides have >= 2 runs */
     compare_est_t est;
     compare_verdict_t verdict;  /* COMPARE_NA for throughput (no CI) */
     char caveat[96];          /* "" or why the verdict needs a second look (the winner

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/experiment.h"
 #include "analysis/plot_internal.h"
 #include "analysis/summary.h"
 
@@ -66,6 +67,32 @@ void plot_gp_style(FILE *f, size_t i) {
     fprintf(f, " lc %zu dt %zu", i % 8 + 1, i / 8 % 5 + 1);
 }
 
+void plot_gp_run_curve(FILE *f, const plot_t *p, size_t i, unsigned char *seen) {
+    const plot_run_t *r = &p->runs[i];
+    plot_gp_style(f, r->style);
+    if (seen[r->style]) {
+        fprintf(f, " notitle");
+        return;
+    }
+    seen[r->style] = 1;
+    fprintf(f, " title ");
+    plot_gp_str(f, r->label);
+}
+
+size_t plot_key_entries(const plot_t *p, const int *draw, size_t *maxlen) {
+    size_t n = 0;
+    *maxlen = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (!draw[i]) continue;
+        size_t j = 0;
+        while (j < i && !(draw[j] && p->runs[j].style == p->runs[i].style)) j++;
+        if (j < i) continue; /* its group is counted */
+        n++;
+        if (strlen(p->runs[i].label) > *maxlen) *maxlen = strlen(p->runs[i].label);
+    }
+    return n;
+}
+
 void plot_gp_points(FILE *f, const char *series, int pt, double ps, const char *colour,
                     const char *title) {
     const char *key_colour = strcmp(colour, "variable") ? colour : "1";
@@ -96,7 +123,13 @@ void plot_gp_header(FILE *f, const char *fig, int w, int h) {
         "    set terminal pngcairo size %d,%d noenhanced font \"sans,10\"\n"
         "}\n"
         "set output \"%s.\".fmt\n"
-        "set grid lc rgb \"#dddddd\"\n",
+        "set grid lc rgb \"#dddddd\"\n"
+        "# curve colours 1-8: Tableau's, without its red (the colour of limits) and with no\n"
+        "# yellow (unreadable on white); past 8 curves they repeat, dashed\n"
+        "set linetype 1 lc rgb \"#1f77b4\"\nset linetype 2 lc rgb \"#ff7f0e\"\n"
+        "set linetype 3 lc rgb \"#2ca02c\"\nset linetype 4 lc rgb \"#9467bd\"\n"
+        "set linetype 5 lc rgb \"#8c564b\"\nset linetype 6 lc rgb \"#e377c2\"\n"
+        "set linetype 7 lc rgb \"#17becf\"\nset linetype 8 lc rgb \"#7f7f7f\"\n",
         fig, w, h, w, h, fig);
 }
 
@@ -134,6 +167,18 @@ void plot_gp_key(FILE *f, const plot_key_t *k, const char *where, int h) {
             (double)(k->px - 6) / h, k->cols);
 }
 
+void plot_gp_key_panel(FILE *f, const plot_key_t *k, int h) {
+    double top = (double)(k->px - 6) / h;
+    fprintf(f, "# the key: an empty plot across the figure, below the panels\n"
+               "unset title\nunset xlabel\nunset ylabel\nunset border\nunset tics\n"
+               "unset arrow\nunset label\nunset logscale\nunset grid\n"
+               "set xrange [0:1]\nset yrange [0:1]\n"
+               "set lmargin at screen 0.02\nset rmargin at screen 0.98\n"
+               "set tmargin at screen %.4f\nset bmargin at screen 0\n"
+               "set key at screen 0.5, screen %.4f center top horizontal maxcols %d box "
+               "opaque font \",9\" samplen 3 spacing 1\nplot 1/0 notitle", top, top, k->cols);
+}
+
 /* ------------------------------------------------------------------ runs */
 
 /* run->slug from run->name, unique among runs[0..k). */
@@ -150,12 +195,30 @@ static void make_slug(plot_run_t *runs, size_t k) {
         }
 }
 
+/* Each run's group, style and label (plot_run_t): groups in order of their first run. */
+static void group_runs(plot_t *p) {
+    size_t groups = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        plot_run_t *r = &p->runs[i];
+        size_t j = 0, members = 0;
+        while (j < i && strcmp(p->runs[j].group, r->group)) j++;
+        r->style = j < i ? p->runs[j].style : groups++;
+        for (size_t k = 0; k < p->n; k++) members += !strcmp(p->runs[k].group, r->group);
+        if (members > 1)
+            snprintf(r->label, sizeof r->label, "%s (%zu runs)", r->group, members);
+        else
+            snprintf(r->label, sizeof r->label, "%s", r->name);
+    }
+}
+
 static int load_runs(plot_t *p, const int64_t *ids) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(p->db, "SELECT name, json_extract(config, '$.sweep.rate_rps'), "
                            "json_extract(config, '$.sweep.name'), "
                            "EXISTS (SELECT 1 FROM steps WHERE run_id = ?1), "
-                           "EXISTS (SELECT 1 FROM tokens WHERE run_id = ?1), status "
+                           "EXISTS (SELECT 1 FROM tokens WHERE run_id = ?1), status, "
+                           "CASE WHEN json_valid(config) THEN "
+                           "json_extract(config, '$.experiment.name') END "
                            "FROM runs WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
         return plot_fail(p, "reading runs: %s", sqlite3_errmsg(p->db));
     for (size_t i = 0; i < p->n; i++) {
@@ -175,9 +238,12 @@ static int load_runs(plot_t *p, const int64_t *ids) {
         r->has_steps = sqlite3_column_int(st, 3);
         r->has_tokens = sqlite3_column_int(st, 4);
         snprintf(r->status, sizeof r->status, "%s", (const char *)sqlite3_column_text(st, 5));
+        const unsigned char *g = sqlite3_column_text(st, 6);
+        snprintf(r->group, sizeof r->group, "%s", g ? (const char *)g : r->name);
         make_slug(p->runs, i);
     }
     sqlite3_finalize(st);
+    group_runs(p);
     return 0;
 }
 
@@ -193,12 +259,17 @@ static int add_id(int64_t *ids, size_t *n, size_t cap, int64_t id) {
 
 int plot_find_runs(sqlite3 *db, const char *item, int64_t *ids, size_t *n, size_t cap,
                    char *err, size_t errlen) {
-    char e[1024];
-    int64_t id;
-    int found = 0, full = 0;
-    if (summary_find_run(db, item, &id, e, sizeof e) == 0) {
+    char e[1024], dbname[4096];
+    int64_t *exp = NULL;
+    size_t nexp = 0;
+    int found = 0, full = 0, is_exp;
+    /* An experiment's name first, then a run's name or id, as compare looks them up. */
+    if (experiment_resolve(db, item, &exp, &nexp, &is_exp, e, sizeof e) == 0) {
         found = 1;
-        full = add_id(ids, n, cap, id);
+        for (size_t i = 0; i < nexp && !full; i++) full = add_id(ids, n, cap, exp[i]);
+    } else if (strncmp(e, "no run named", 12) != 0) {
+        snprintf(err, errlen, "%s", e);  /* a database error, not an unknown name */
+        return -1;
     } else {
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, "SELECT id FROM runs WHERE json_extract(config, "
@@ -212,8 +283,15 @@ int plot_find_runs(sqlite3 *db, const char *item, int64_t *ids, size_t *n, size_
         }
         sqlite3_finalize(st);
     }
-    if (full) snprintf(err, errlen, "too many runs (at most %zu)", cap);
-    else if (!found) snprintf(err, errlen, "%s", e);
+    free(exp);
+    if (full) {
+        snprintf(err, errlen, "too many runs (at most %zu)", cap);
+    } else if (!found) {
+        /* summary_find_run's list of runs, after "no run named 'X' in DB" */
+        const char *runs = strchr(e, ';');
+        snprintf(err, errlen, "no run, experiment or sweep named '%s' in %s%s", item,
+                 summary_db_name(db, dbname, sizeof dbname), runs ? runs : "");
+    }
     return full || !found ? -1 : 0;
 }
 

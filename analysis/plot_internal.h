@@ -34,6 +34,12 @@ typedef struct {
     char sweep[160];
     int has_steps, has_tokens;
     double max_waiting;     /* the longest queue after a step (plot_steps.c sets it) */
+    /* Runs of one experiment ($.experiment.name, analysis/experiment.h) are one curve
+     * family: one colour and one key entry, "NAME (N runs)". A run of no experiment, or
+     * the only run of its experiment in the list, is its own group, titled by its name. */
+    char group[256];        /* the experiment's name, or the run's */
+    size_t style;           /* colour: its group's place among the list's groups */
+    char label[288];        /* the group's key text */
 } plot_run_t;
 
 typedef struct {
@@ -66,6 +72,13 @@ int plot_add_fig(plot_t *p, const char *fig);
 void plot_gp_str(FILE *f, const char *s);
 /* Curve i of many: gnuplot's 8 default colours, then the same with dashes. */
 void plot_gp_style(FILE *f, size_t i);
+/* Run i's curve in a figure of one curve per run: its group's style, and ` title "LABEL"`
+ * for the first run of its group drawn in this figure, else ` notitle`. seen[p->n] starts
+ * zeroed for each figure. */
+void plot_gp_run_curve(FILE *f, const plot_t *p, size_t i, unsigned char *seen);
+/* The key entries of a figure drawing the runs with draw[i] set (distinct groups), and the
+ * longest label among them in *maxlen. */
+size_t plot_key_entries(const plot_t *p, const int *draw, size_t *maxlen);
 /* `SERIES with points`, small (a run has thousands), with a key sample large enough to
  * see: series is `"FILE" index I using ...`, colour `rgb "#hex"` or `variable` (the key then
  * shows colour 1). */
@@ -87,6 +100,12 @@ plot_key_t plot_key_fit(size_t n, size_t maxlen, int w, size_t inside_max);
 void plot_gp_key(FILE *f, const plot_key_t *k, const char *where, int h);
 /* The height of a key below, as a fraction of h, plus room for the x tics and label. */
 double plot_key_bottom(const plot_key_t *k, int h);
+/* A multiplot's key across the whole figure (gnuplot fits a key's columns to the panel it
+ * belongs to, so a key under two or three panels would be one column): after the panels,
+ * an empty plot along the bottom of a figure h pixels high holding key k (plot_key_fit of
+ * the figure's width, below). Writes "plot 1/0 notitle"; the caller goes on with
+ * ", keyentry ... title ..." entries and the newline, then "unset multiplot". */
+void plot_gp_key_panel(FILE *f, const plot_key_t *k, int h);
 
 /* plot_steps.c: for each run with steps, steps_SLUG.dat and timeline_SLUG (step duration
  * above, tokens per step by kind below); then kv_queue over all of them. */
@@ -95,7 +114,26 @@ int plot_steps(plot_t *p);
 /* plot_latency.c */
 int plot_cdfs(plot_t *p);          /* cdf_ttft, cdf_tpot, cdf_e2e */
 int plot_tokens(plot_t *p);        /* cdf_itl and tbt_SLUG, for runs with a tokens table */
-int plot_latency_rate(plot_t *p);  /* latency_rate, for runs of sweeps */
+
+/* plot_rate.c: latency_rate, for runs of sweeps. A sweep's runs at one rate (its --repeat
+ * seeds) are one row: each figure the mean over them, with their range. */
+enum { PLOT_RATE_METRICS = 6 };   /* TTFT, TPOT, E2E: p50 and p99 each */
+typedef struct {
+    double rate;
+    int runs;                     /* runs averaged */
+    int passes;                   /* every one of them is done with attainment >= target */
+    double mean[PLOT_RATE_METRICS], min[PLOT_RATE_METRICS], max[PLOT_RATE_METRICS];
+    double attainment;            /* mean over the runs; NAN without an SLO */
+} plot_rate_row_t;
+/* The capacity of one sweep's rows v[0..m) (ascending rate), as `sweep --capacity`
+ * brackets it: the highest passing rate below the lowest failing one. NAN when no rate
+ * passes; *open set when none fails (the capacity is at least the highest rate). Pure. */
+double plot_rate_capacity(const plot_rate_row_t *v, size_t m, int *open);
+/* Whether a rate axis from lo to hi (> 0) is drawn on a log scale: when it spans more than
+ * PLOT_RATE_LOG_SPAN (10x), so that the low rates do not crowd into the first tic. Pure. */
+#define PLOT_RATE_LOG_SPAN 10.0
+int plot_rate_logx(double lo, double hi);
+int plot_latency_rate(plot_t *p);
 
 /* plot_replicas.c: replicas_SLUG, each cluster run's per-replica load over time */
 int plot_replicas(plot_t *p);

@@ -1,5 +1,6 @@
-/* plot_latency: the latency figures (plot.h): the CDFs of the requests' TTFT, TPOT and E2E,
- * the per-token figures from the tokens table (cdf_itl, tbt_SLUG) and latency vs rate. */
+/* plot_latency: the latency figures (plot.h): the CDFs of the requests' TTFT, TPOT and E2E
+ * and the per-token figures from the tokens table (cdf_itl, tbt_SLUG); latency vs rate is
+ * plot_rate.c's. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -30,12 +31,15 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
     snprintf(gp, sizeof gp, "%s.gp", fig);
     FILE *f = plot_open(p, dat);
     if (!f) return -1;
-    int *block = calloc(p->n, sizeof *block), nblocks = 0, logx = 1, rc = -1;
+    int *block = calloc(p->n, sizeof *block), *drawn = calloc(p->n, sizeof *drawn);
+    int nblocks = 0, logx = 1, rc = -1;
+    unsigned char *seen = calloc(p->n, 1);
     double lo = INFINITY, hi = -INFINITY;   /* over every run, ms */
     size_t maxlen = 0;
-    if (!block) {
+    if (!block || !drawn || !seen) {
         fclose(f);
-        return plot_fail(p, "out of memory");
+        plot_fail(p, "out of memory");
+        goto done;
     }
     for (size_t i = 0; i < p->n; i++) {
         double *v = NULL;
@@ -63,7 +67,7 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
             fprintf(f, "%.9g %.9g\n", v[k] * 1e3, (double)(k + 1) / (double)n);
         }
         block[i] = nblocks++;
-        if (strlen(p->runs[i].name) > maxlen) maxlen = strlen(p->runs[i].name);
+        drawn[i] = 1;
         free(v);
     }
     if (plot_close(p, f, dat)) goto done;
@@ -73,7 +77,8 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
         goto done;
     }
     if (!(f = plot_open(p, gp))) goto done;
-    plot_key_t key = plot_key_fit((size_t)nblocks, maxlen, 900, PLOT_KEY_INSIDE);
+    size_t entries = plot_key_entries(p, drawn, &maxlen);
+    plot_key_t key = plot_key_fit(entries, maxlen, 900, PLOT_KEY_INSIDE);
     int h = 560 + key.px;
     plot_gp_header(f, fig, 900, h);
     fprintf(f, "set title \"CDF of %s\"\nset xlabel \"%s (ms%s)\"\n"
@@ -92,15 +97,15 @@ static int plot_cdf(plot_t *p, const char *metric, const char *label, const char
         if (block[i] < 0) continue;
         fprintf(f, "%s    \"%s\" index %d using 1:2 with steps lw 2", first ? "" : ", \\\n",
                 dat, block[i]);
-        plot_gp_style(f, (size_t)block[i]);
-        fprintf(f, " title ");
-        plot_gp_str(f, p->runs[i].name);
+        plot_gp_run_curve(f, p, i, seen);
         first = 0;
     }
     fprintf(f, "\n");
     if (plot_close(p, f, gp) == 0) rc = plot_add_fig(p, fig);
 done:
     free(block);
+    free(drawn);
+    free(seen);
     return rc;
 }
 
@@ -298,164 +303,5 @@ done:
     for (size_t i = 0; s.v && i < p->n; i++) free(s.v[i]);
     free(s.v);
     free(s.n);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ latency vs rate */
-
-/* A point of a sweep, from its run. */
-typedef struct {
-    const plot_run_t *run;
-    report_t rep;           /* report_load_summary's: the summary and the SLO figures */
-    int passes;             /* done, and attainment >= target */
-} rate_point_t;
-
-static int rate_cmp(const void *a, const void *b) {
-    const plot_run_t *x = ((const rate_point_t *)a)->run, *y = ((const rate_point_t *)b)->run;
-    int c = strcmp(x->sweep, y->sweep);
-    if (c) return c;
-    return x->rate < y->rate ? -1 : x->rate > y->rate;
-}
-
-/* The capacity of the sweep v[0..m) (ascending rate), as `sweep --capacity` brackets it:
- * the highest passing rate below the lowest failing one. NAN when no rate passes; *open
- * set when none fails (the capacity is at least the highest rate). */
-static double capacity(const rate_point_t *v, size_t m, int *open) {
-    size_t hi = m;
-    for (size_t i = 0; i < m && hi == m; i++)
-        if (!v[i].passes) hi = i;
-    *open = hi == m;
-    for (size_t i = hi; i-- > 0;)
-        if (v[i].passes) return v[i].run->rate;
-    return NAN;
-}
-
-/* The panels: metric, its columns in latency_rate.dat (p50; p99 next) and its SLO. */
-typedef struct {
-    const char *label;
-    int col;
-    double slo_s;
-} rate_panel_t;
-
-static void write_panel(FILE *f, const rate_panel_t *pn, int tag, const rate_point_t *v,
-                        size_t m) {
-    fprintf(f, "set ylabel \"%s (ms)\"\n", pn->label);
-    if (pn->slo_s > 0)
-        fprintf(f, "set label %d \"SLO %g ms\" at graph 0.01, first %.9g offset 0,0.7 "
-                   "tc rgb \"#d62728\" front\n", tag, pn->slo_s * 1e3, pn->slo_s * 1e3);
-    fprintf(f, "plot \\\n");
-    int b = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (i > 0 && !strcmp(v[i].run->sweep, v[i - 1].run->sweep)) continue;
-        fprintf(f, "%s    \"latency_rate.dat\" index %d using 1:%d with linespoints lw 2 "
-                   "pt 7 lc %d title ", b ? ", \\\n" : "", b, pn->col, b % 8 + 1);
-        plot_gp_str(f, v[i].run->sweep);
-        fprintf(f, " . \" p50\", \\\n    \"latency_rate.dat\" index %d using 1:%d with "
-                   "linespoints lw 2 dt 2 pt 6 lc %d title ", b, pn->col + 1, b % 8 + 1);
-        plot_gp_str(f, v[i].run->sweep);
-        fprintf(f, " . \" p99\"");
-        b++;
-    }
-    /* A constant, so that autoscaling keeps the SLO in view. */
-    if (pn->slo_s > 0)
-        fprintf(f, ", \\\n    %.9g with lines dt 3 lw 2 lc rgb \"#d62728\" notitle",
-                pn->slo_s * 1e3);
-    fprintf(f, "\n");
-    if (pn->slo_s > 0) fprintf(f, "unset label %d\n", tag);
-}
-
-int plot_latency_rate(plot_t *p) {
-    rate_point_t *v = calloc(p->n, sizeof *v);
-    size_t m = 0, maxlen = 0;
-    int nsweeps = 0, rc = -1;
-    const report_slo_t *slo = p->o->has_slo ? &p->o->slo : NULL;
-    double target = p->o->target > 0 ? p->o->target : 0.9;
-    if (!v) return plot_fail(p, "out of memory");
-    for (size_t i = 0; i < p->n; i++)
-        if (!isnan(p->runs[i].rate)) v[m++].run = &p->runs[i];
-    if (m < 2) {
-        if (m == 1)
-            fprintf(p->notes, "plot: latency_rate needs at least two runs of a sweep "
-                              "(twinserve sweep); not drawn\n");
-        free(v);
-        return 0;
-    }
-    qsort(v, m, sizeof *v, rate_cmp);
-    for (size_t i = 0; i < m; i++) {
-        char e[512];
-        if (report_load_summary(p->db, v[i].run->id, slo, &v[i].rep, e, sizeof e) != 0) {
-            plot_fail(p, "%s", e);
-            goto done;
-        }
-        v[i].passes = slo && !strcmp(v[i].run->status, "done") && v[i].rep.attainment >= target;
-        if (i == 0 || strcmp(v[i].run->sweep, v[i - 1].run->sweep)) {
-            nsweeps++;
-            if (strlen(v[i].run->sweep) > maxlen) maxlen = strlen(v[i].run->sweep);
-        }
-    }
-    FILE *f = plot_open(p, "latency_rate.dat");
-    if (!f) goto done;
-    for (size_t i = 0; i < m; i++) {
-        const summary_t *s = &v[i].rep.base;
-        if (i == 0 || strcmp(v[i].run->sweep, v[i - 1].run->sweep))
-            fprintf(f, "%s# sweep %s\n# rate_rps ttft_p50_ms ttft_p99_ms tpot_p50_ms "
-                       "tpot_p99_ms e2e_p50_ms e2e_p99_ms attainment run\n",
-                    i ? "\n\n" : "", v[i].run->sweep);
-        /* NAN (no finished request, no SLO) is written as "NaN", which gnuplot skips. */
-        fprintf(f, "%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.6g %s\n", v[i].run->rate,
-                s->ttft.p50 * 1e3, s->ttft.p99 * 1e3, s->tpot.p50 * 1e3, s->tpot.p99 * 1e3,
-                s->e2e.p50 * 1e3, s->e2e.p99 * 1e3, v[i].rep.attainment, v[i].run->name);
-    }
-    if (plot_close(p, f, "latency_rate.dat")) goto done;
-
-    rate_panel_t panels[3] = { { "TTFT", 2, slo ? slo->ttft_s : 0 },
-                               { "TPOT", 4, slo ? slo->tpot_s : 0 },
-                               { "E2E", 6, slo ? slo->e2e_s : 0 } };
-    int npanels = panels[2].slo_s > 0 ? 3 : 2; /* E2E only to show its SLO */
-    int w = 550 * npanels;
-    /* gnuplot fits the key's columns to the panel it is drawn with, not to the page */
-    plot_key_t key = plot_key_fit(2 * (size_t)nsweeps, maxlen + 4, w / npanels - 40, 0);
-    int h = 520 + key.px;
-    if (!(f = plot_open(p, "latency_rate.gp"))) goto done;
-    plot_gp_header(f, "latency_rate", w, h);
-    fprintf(f, "set multiplot layout 1,%d margins %.4f,0.98,%.4f,%.4f spacing %.4f,0 "
-               "title \"Latency vs request rate (solid p50, dashed p99)\"\n"
-               "set xlabel \"request rate (req/s)\"\n"
-               "# from 0 on both axes, so that the knee looks as steep as it is\n"
-               "set xrange [0:*]\nset yrange [0:*]\nset offsets 0, graph 0.04, graph 0.05, 0\n"
-               "set datafile missing \"NaN\"\nunset key\n",
-            npanels, 70.0 / w, plot_key_bottom(&key, h), 1 - 45.0 / h, 80.0 / w);
-    if (!slo)
-        fprintf(p->notes, "plot: latency_rate: no --slo given: no SLO line, no capacity\n");
-    /* Each sweep's capacity: a vertical line in its colour, labelled, in every panel. */
-    int b = 0, tag = 10;
-    for (size_t a = 0, e; slo && a < m; a = e) {
-        for (e = a; e < m && !strcmp(v[e].run->sweep, v[a].run->sweep); e++) {}
-        int open;
-        double cap = capacity(v + a, e - a, &open);
-        if (isnan(cap)) {
-            fprintf(p->notes, "plot: latency_rate: sweep %s: no rate met %.0f%% attainment: "
-                              "no capacity\n", v[a].run->sweep, 100 * target);
-        } else {
-            fprintf(f, "# sweep %s: capacity %s%.6g req/s (attainment >= %.0f%%)\n"
-                       "set arrow %d from first %.9g, graph 0 to first %.9g, graph 1 nohead "
-                       "dt 4 lw 1.5 lc %d\n"
-                       "set label %d \"capacity %s%.4g req/s\" at first %.9g, graph %.3f "
-                       "right offset -0.5,0 tc lt %d front\n",
-                    v[a].run->sweep, open ? ">= " : "", cap, 100 * target, tag, cap, cap,
-                    b % 8 + 1, tag, open ? ">= " : "", cap, cap, 0.95 - 0.06 * b, b % 8 + 1);
-            tag++;
-        }
-        b++;
-    }
-    for (int i = 0; i < npanels; i++) {
-        if (i == npanels - 1) plot_gp_key(f, &key, "left top", h);
-        write_panel(f, &panels[i], 2, v, m);
-    }
-    fprintf(f, "unset multiplot\n");
-    if (plot_close(p, f, "latency_rate.gp")) goto done;
-    rc = plot_add_fig(p, "latency_rate");
-done:
-    free(v);
     return rc;
 }

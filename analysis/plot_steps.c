@@ -26,8 +26,8 @@ static int step_kind(double prefill, double decode) {
  * blocks, KV total, waiting, width (the step's duration, or the bin's), duration in ms and
  * the largest one in ms (equal unless binned), kind (step_kind; binned: the share of the
  * bin's steps that carried prefill). Block 1, when the run has at most PLOT_MAX_POINTS
- * steps: each step's start, duration in ms and kind, the points of the timeline's upper
- * panel (points stay readable where boxes would not). */
+ * steps: each step's start, duration in ms, kind, and prefill, decode and pad tokens: the
+ * points of the timeline's panels (points stay readable where boxes would not). */
 static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
     plot_run_t *r = &p->runs[k];
     char dat[PLOT_FIG_LEN];
@@ -52,8 +52,8 @@ static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
     /* per bin: steps, sums of prefill, decode, pad, kv%, kv_used, waiting, dur; kv_total,
      * the largest dur, steps with prefill */
     double (*acc)[11] = nb ? calloc((size_t)nb, sizeof *acc) : NULL;
-    /* block 1: start, duration, kind */
-    double (*pts)[3] = n <= PLOT_MAX_POINTS ? calloc((size_t)n + 1, sizeof *pts) : NULL;
+    /* block 1: start, duration, kind, prefill, decode, pad */
+    double (*pts)[6] = n <= PLOT_MAX_POINTS ? calloc((size_t)n + 1, sizeof *pts) : NULL;
     if ((nb && !acc) || (n <= PLOT_MAX_POINTS && !pts)) {
         free(acc);
         free(pts);
@@ -91,6 +91,7 @@ static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
         if (wait > r->max_waiting) r->max_waiting = wait;
         if (pts && npts < n) {
             pts[npts][0] = t, pts[npts][1] = d, pts[npts][2] = kind;
+            pts[npts][3] = pf, pts[npts][4] = dc, pts[npts][5] = pad;
             npts++;
             in->kinds[kind]++;
         }
@@ -116,9 +117,11 @@ static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
                 a[7] / a[0] * 1e3, a[9] * 1e3, a[10] / a[0]);
     }
     if (pts) {
-        fprintf(f, "\n\n# each step\n# start_s dur_ms kind(0_decode_1_mixed_2_prefill)\n");
+        fprintf(f, "\n\n# each step\n# start_s dur_ms kind(0_decode_1_mixed_2_prefill) "
+                   "prefill decode pad\n");
         for (int64_t j = 0; j < npts; j++)
-            fprintf(f, "%.9g %.6g %d\n", pts[j][0], pts[j][1] * 1e3, (int)pts[j][2]);
+            fprintf(f, "%.9g %.6g %d %g %g %g\n", pts[j][0], pts[j][1] * 1e3, (int)pts[j][2],
+                    pts[j][3], pts[j][4], pts[j][5]);
     }
     free(acc);
     free(pts);
@@ -128,7 +131,9 @@ static int write_steps(plot_t *p, size_t k, steps_info_t *in) {
 
 /* timeline_SLUG.gp: two panels on one time axis. Above, each step's duration as a point
  * coloured by its kind, so a long step lines up with the prompt tokens that made it long;
- * below, the tokens of each step, stacked by kind. */
+ * below, the tokens of each step by kind, each from the axis (never stacked): the decode
+ * tokens a line through the steps, the prompt tokens a point per step that had any (per
+ * time bin when the run is too long for points: each kind's mean a line). */
 static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
     const plot_run_t *r = &p->runs[k];
     char fig[PLOT_FIG_LEN], gp[PLOT_FIG_LEN + 8], dat[PLOT_FIG_LEN];
@@ -174,43 +179,62 @@ static int plot_timeline(plot_t *p, size_t k, const steps_info_t *in) {
         fprintf(f, "\n");
     }
     fprintf(f, "set format x \"%% h\"\nset xlabel \"time since the run's start (s)\"\n");
-    if (in->bin_s > 0)
-        fprintf(f, "set ylabel \"tokens per step (log scale)\\nmean per %.3g s bin\"\n",
-                in->bin_s);
-    else
-        fprintf(f, "set ylabel \"tokens per step (log scale)\"\n");
-    /* Log y: a prompt step holds thousands of tokens, a decode step a handful; on a linear
-     * axis the decodes would vanish. */
-    fprintf(f, "set style fill solid 0.9 noborder\nset autoscale y\nset offsets 0, 0, 0, 0\n"
-               "set ytics autofreq\n"
-               "set yrange [0.8:*]\n"
-               "# stacked from the bottom: decode, prefill, padding; each series is drawn as\n"
-               "# its cumulative sum, tallest first\n"
-               "plot \\\n");
-    if (in->pads)
-        fprintf(f, "    \"%s\" index 0 using ($1+$9/2):($2+$3+$4):9 with boxes lc rgb \"#bbbbbb\" "
-                   "title \"padding\", \\\n", dat);
-    fprintf(f, "    \"%s\" index 0 using ($1+$9/2):($2+$3):9 with boxes lc rgb \"#ff7f0e\" "
-               "title \"prefill\", \\\n"
-               "    \"%s\" index 0 using ($1+$9/2):3:9 with boxes lc rgb \"#1f77b4\" "
-               "title \"decode\"\nunset multiplot\n", dat, dat);
+    /* Log y, since a prompt step holds thousands of tokens and a decode step a handful;
+     * and so each kind is drawn from the axis on its own, never stacked (a stack on a log
+     * axis shows the upper series shorter than it is). */
+    fprintf(f, "set autoscale yfix\nset offsets 0, 0, graph 0.06, graph 0.04\n"
+               "set ytics (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, "
+               "50000, 100000)\n");
+    if (in->kinds[0] + in->kinds[1] + in->kinds[2] > 0) {
+        /* every step: its decode tokens (the running batch) as a line through the steps,
+         * its prompt tokens as a point where it had any */
+        char series[PLOT_FIG_LEN + 64];
+        fprintf(f, "set ylabel \"tokens in the step (log scale)\"\nplot \\\n"
+                   "    \"%s\" index 1 using 1:($5 > 0 ? $5 : 1/0) with steps lw 1.5 "
+                   "lc rgb \"#1f77b4\" title \"decode tokens\", \\\n    ", dat);
+        snprintf(series, sizeof series, "\"%s\" index 1 using 1:($4 > 0 ? $4 : 1/0)", dat);
+        plot_gp_points(f, series, 7, 0.5, "rgb \"#ff7f0e\"", "prefill tokens");
+        if (in->pads) {
+            fprintf(f, ", \\\n    ");
+            snprintf(series, sizeof series, "\"%s\" index 1 using 1:($6 > 0 ? $6 : 1/0)",
+                     dat);
+            plot_gp_points(f, series, 5, 0.4, "rgb \"#999999\"", "padding");
+        }
+        fprintf(f, "\nunset multiplot\n");
+    } else {
+        /* binned: each kind's mean tokens per step in the bin, a line apiece */
+        fprintf(f, "set ylabel \"tokens per step (log scale)\\nmean per %.3g s bin\"\nplot \\\n"
+                   "    \"%s\" index 0 using 1:($3 > 0 ? $3 : 1/0) with steps lw 1.5 "
+                   "lc rgb \"#1f77b4\" title \"decode tokens\", \\\n"
+                   "    \"%s\" index 0 using 1:($2 > 0 ? $2 : 1/0) with steps lw 1.5 "
+                   "lc rgb \"#ff7f0e\" title \"prefill tokens\"", in->bin_s, dat, dat);
+        if (in->pads)
+            fprintf(f, ", \\\n    \"%s\" index 0 using 1:($4 > 0 ? $4 : 1/0) with steps "
+                       "lw 1 lc rgb \"#999999\" title \"padding\"", dat);
+        fprintf(f, "\nunset multiplot\n");
+    }
     if (plot_close(p, f, gp)) return -1;
     return plot_add_fig(p, fig);
 }
 
 static int plot_kv_queue(plot_t *p) {
-    size_t curves = 0, maxlen = 0;
-    int queued = 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->runs[i].has_steps) {
-            curves++;
-            queued |= p->runs[i].max_waiting > 0;
-            if (strlen(p->runs[i].name) > maxlen) maxlen = strlen(p->runs[i].name);
-        }
-    plot_key_t key = plot_key_fit(curves, maxlen, 1000, PLOT_KEY_INSIDE);
+    size_t maxlen = 0;
+    int queued = 0, rc = -1;
+    int *drawn = calloc(p->n, sizeof *drawn);
+    unsigned char *seen = calloc(p->n, 1);
+    FILE *f = NULL;
+    if (!drawn || !seen) {
+        plot_fail(p, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        drawn[i] = p->runs[i].has_steps;
+        queued |= drawn[i] && p->runs[i].max_waiting > 0;
+    }
+    size_t entries = plot_key_entries(p, drawn, &maxlen);
+    plot_key_t key = plot_key_fit(entries, maxlen, 1000, PLOT_KEY_INSIDE);
     int h = 750 + key.px;
-    FILE *f = plot_open(p, "kv_queue.gp");
-    if (!f) return -1;
+    if (!(f = plot_open(p, "kv_queue.gp"))) goto done;
     plot_gp_header(f, "kv_queue", 1000, h);
     fprintf(f, "set multiplot layout 2,1 margins 0.08,0.97,%.4f,%.4f spacing 0,0.1 "
                "title \"KV cache and queue over time\"\n"
@@ -221,6 +245,7 @@ static int plot_kv_queue(plot_t *p) {
     fprintf(f, "unset key\nplot \\\n");
     for (int pass = 0; pass < 2; pass++) {
         int first = 1;
+        memset(seen, 0, p->n);
         if (pass == 1) {
             /* runs that never queued have only zeros: an empty range to gnuplot, which
              * warns (a [0:1<*] constraint does not stop it inside a multiplot) */
@@ -232,18 +257,22 @@ static int plot_kv_queue(plot_t *p) {
         }
         for (size_t i = 0; i < p->n; i++) {
             if (!p->runs[i].has_steps) continue;
-            fprintf(f, "%s    \"steps_%s.dat\" index 0 using 1:%d with lines lw 2",
+            fprintf(f, "%s    \"steps_%s.dat\" index 0 using 1:%d with steps lw 2",
                     first ? "" : ", \\\n", p->runs[i].slug, pass ? 8 : 5);
-            plot_gp_style(f, i);
-            fprintf(f, " title ");
-            plot_gp_str(f, p->runs[i].name);
+            plot_gp_run_curve(f, p, i, seen);
             first = 0;
         }
         fprintf(f, "\n");
     }
     fprintf(f, "unset multiplot\n");
-    if (plot_close(p, f, "kv_queue.gp")) return -1;
-    return plot_add_fig(p, "kv_queue");
+    rc = plot_close(p, f, "kv_queue.gp");
+    f = NULL;
+    if (rc == 0) rc = plot_add_fig(p, "kv_queue");
+done:
+    if (f) fclose(f);
+    free(drawn);
+    free(seen);
+    return rc;
 }
 
 int plot_steps(plot_t *p) {

@@ -59,10 +59,26 @@ done:
     return ret;
 }
 
-/* "no run named 'X' in DB; runs: a, b, c", with the list cut to fit err. */
+const char *summary_db_name(sqlite3 *db, char *buf, size_t len) {
+    const char *f = sqlite3_db_filename(db, "main");
+    char cwd[4096];
+    if (!f || !*f) {
+        snprintf(buf, len, "the database");
+        return buf;
+    }
+    size_t n = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    if (n > 0 && !strncmp(f, cwd, n) && f[n] == '/' && f[n + 1]) f += n + 1;
+    snprintf(buf, len, "%s", f);
+    return buf;
+}
+
+/* "no run named 'X' in DB; runs: a, b, c" (DB: summary_db_name), with the list cut to fit
+ * err. */
 static void unknown_run(sqlite3 *db, const char *what, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
-    size_t used = (size_t)snprintf(err, errlen, "no run named '%s' in DB", what);
+    char name[4096];
+    size_t used = (size_t)snprintf(err, errlen, "no run named '%s' in %s", what,
+                                   summary_db_name(db, name, sizeof name));
     if (used >= errlen) return;
     if (sqlite3_prepare_v2(db, "SELECT name FROM runs ORDER BY id", -1, &st, NULL) != SQLITE_OK)
         goto done;
@@ -256,7 +272,9 @@ int summary_find_run(sqlite3 *db, const char *name_or_id, int64_t *run_id, char 
     if (!name_or_id || !*name_or_id) {
         found = lookup_id(db, "SELECT id FROM runs ORDER BY id DESC LIMIT 1", NULL, 0, &id, err,
                           errlen);
-        if (found == 0) snprintf(err, errlen, "no runs in DB");
+        char name[4096];
+        if (found == 0)
+            snprintf(err, errlen, "no runs in %s", summary_db_name(db, name, sizeof name));
         goto done;
     }
     /* A name wins over an id, so a run named "7" stays reachable by its name. */
@@ -379,7 +397,8 @@ static const char SQL_RUN[] =
     " json_extract(config, '$.oracle_lengths'), json_extract(config, '$.max_output_tokens'),"
     " json_extract(config, '$.clip_to_context'), json_extract(config, '$.max_model_len'),"
     " json_extract(config, '$.serving.name'), json_extract(config, '$.serving.engine'),"
-    " json_extract(config, '$.cost_scale') "
+    " json_extract(config, '$.cost_scale'),"
+    " json_extract(config, '$.replicas'), json_extract(config, '$.router') "
     "FROM runs WHERE id = ?1";
 /* Rejections by reason class (SUMMARY_REJ_*), from the messages' fixed wording. */
 static const char SQL_REJECTED[] =
@@ -452,7 +471,9 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     sqlite3_bind_int64(st, 1, run_id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) {
-        snprintf(err, errlen, "no run with id %lld in DB", (long long)run_id);
+        char name[4096];
+        snprintf(err, errlen, "no run with id %lld in %s", (long long)run_id,
+                 summary_db_name(db, name, sizeof name));
         goto done;
     }
     if (rc != SQLITE_ROW) goto sql_error;
@@ -480,6 +501,8 @@ int summary_load(sqlite3 *db, int64_t run_id, summary_t *out, char *err, size_t 
     copy_col(out->serving_engine, sizeof out->serving_engine, st, 19);
     out->cost_scale = sqlite3_column_type(st, 20) == SQLITE_NULL ? 1
                     : sqlite3_column_double(st, 20);
+    out->replicas = sqlite3_column_int(st, 21);
+    copy_col(out->router, sizeof out->router, st, 22);
     sqlite3_finalize(st);
     st = NULL;
 
@@ -721,6 +744,10 @@ void summary_print(FILE *f, const summary_t *s) {
     else if (s->serving[0])
         fprintf(f, "serving   %s%s%s\n", s->serving, s->serving_engine[0] ? ": " : "",
                 s->serving_engine);
+    if (s->replicas > 0)
+        fprintf(f, "cluster   %d replica%s, router %s%s\n", (int)s->replicas,
+                s->replicas == 1 ? "" : "s", s->router[0] ? s->router : "?",
+                s->replicas > 1 ? ": the figures below are the whole cluster's" : "");
     if (s->cost_scale != 1)
         fprintf(f, "cost      every step's time x %.4g (a prediction band's side)\n",
                 s->cost_scale);
@@ -789,9 +816,13 @@ void summary_table_row(FILE *f, const summary_t *s) {
             fmt_num(span, sizeof span, s->makespan_s, 2), fmt_num(rps, sizeof rps, s->req_per_s, 2),
             fmt_num(tps, sizeof tps, s->out_tok_per_s, 1), fmt_ms_pair(ttft, sizeof ttft, &s->ttft),
             fmt_ms_pair(tpot, sizeof tpot, &s->tpot));
-    if (s->error[0] && strlen(s->error) > SUMMARY_TABLE_ERROR)
-        fprintf(f, "  %.*s...", SUMMARY_TABLE_ERROR - 3, s->error);
-    else if (s->error[0])
-        fprintf(f, "  %s", s->error);
+    /* one line a run: an error's own line breaks and tabs are shown as spaces */
+    char e[SUMMARY_TABLE_ERROR + 1];
+    size_t n = strlen(s->error), k = 0;
+    for (; k < n && k < SUMMARY_TABLE_ERROR; k++)
+        e[k] = (unsigned char)s->error[k] < 0x20 ? ' ' : s->error[k];
+    e[k] = '\0';
+    if (n > SUMMARY_TABLE_ERROR) fprintf(f, "  %.*s...", SUMMARY_TABLE_ERROR - 3, e);
+    else if (n) fprintf(f, "  %s", e);
     fputc('\n', f);
 }

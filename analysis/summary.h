@@ -98,6 +98,10 @@ typedef struct {
      * "" when the run does not say) and its step-time factor (a band's side; 1 otherwise). */
     char serving[64], serving_engine[128];
     double cost_scale;
+    /* A simulated cluster's size and router (its config's "replicas" and "router"; set for
+     * --replicas N, even 1, and --cluster); 0 and "" for a single-replica run. */
+    int32_t replicas;
+    char router[256];
 } summary_t;
 
 /* Why requests were aborted: the run's end, as its error says (policies/replay.h). */
@@ -138,8 +142,12 @@ int summary_copy_temp(const char *from, const char *what, char *to, size_t tolen
  * on db). */
 int summary_free_name(struct sqlite3 *db, const char *base, char *out, size_t len);
 
+/* The database's path for messages (buf[len], returned): as SQLite resolved it, relative
+ * to the working directory when it lies below it; "the database" for one in memory. */
+const char *summary_db_name(struct sqlite3 *db, char *buf, size_t len);
+
 /* name_or_id: a run name, else a numeric id; NULL or "" means the latest run (highest id).
- * Unknown: "no run named 'X' in DB; runs: a, b, c". */
+ * Unknown: "no run named 'X' in DB; runs: a, b, c", DB being summary_db_name's. */
 int summary_find_run(struct sqlite3 *db, const char *name_or_id, int64_t *run_id, char *err,
                      size_t errlen);
 

@@ -28,6 +28,10 @@ static void usage(FILE *f) {
             "rejected and aborted counts are shown side by side. When a side verified\n"
             "speculative drafts, two more rows: the acceptance rate (redrawn by request)\n"
             "and tokens per decoding request-step (one figure per run, as throughput).\n"
+            "When a side is a cluster run (or its prefix cache served tokens): the prefix\n"
+            "hit rate (cached over prompt tokens, redrawn by request) and, for clusters,\n"
+            "the load imbalance (the busiest replica's held request-time over the mean,\n"
+            "1 = even; one figure per run, lower is better).\n"
             "\n"
             "The bootstrap redraws requests with replacement N times and takes the 2.5th and\n"
             "97.5th percentiles of the redrawn differences (percentile method). An experiment's\n"
@@ -115,8 +119,8 @@ int cmd_compare(int argc, char **argv) {
     }
     if (optind < argc) path = argv[optind++];
     if (optind < argc) {
-        fprintf(stderr, "twinserve compare: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        fprintf(stderr, "twinserve compare: unexpected argument '%s'%s\n", argv[optind],
+                " (the runs are named with --runs A,B; twinserve compare --help shows the usage)");
         return 2;
     }
     if (!path) {

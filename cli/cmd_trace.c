@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "traces/trace.h"
 #include "traces/trace_gen.h"
+#include "traces/trace_reuse.h"
 
 static const char usage_text[] =
     "usage: twinserve trace gen [--n N | --duration S] [--rate R] [--arrival poisson|gamma:CV]\n"
@@ -31,7 +32,10 @@ static const char usage_text[] =
     "        columns prefix_group,prefix_tokens, which sim --prefix-caching reuses\n"
     "\n"
     "info prints format, request count, skipped failures, duration, mean rate and the mean,\n"
-    "p50, p99 and max of prompt and output lengths.\n"
+    "p50, p99 and max of prompt and output lengths; for a trace with prefix hash ids\n"
+    "(Mooncake) or prefix groups (plain), its own prefix reuse: the share of prompt blocks\n"
+    "(and tokens) a request could take from an earlier request's KV given an unlimited\n"
+    "cache, the leading blocks it shares with one (the bound of --prefix-caching's hits).\n"
     "  F: auto (default; from the header) | azure | burstgpt | mooncake | plain\n"
     "  --rate-scale X divides arrival gaps by X; --start/--duration select a time window\n"
     "  (seconds from the first request); --limit keeps the first N requests.\n";
@@ -274,6 +278,7 @@ static int cmd_info(int argc, char **argv)
 {
     trace_opts_t o;
     trace_t *t = NULL;
+    trace_reuse_t *reuse = NULL;
     trace_req_t r;
     lenstat_t ps, os;
     const char *path = NULL, *v;
@@ -326,7 +331,8 @@ static int cmd_info(int argc, char **argv)
     ps.count = calloc(LEN_HIST, sizeof *ps.count);
     os.count = calloc(LEN_HIST, sizeof *os.count);
     t = trace_open(path, &o);
-    if (!ps.count || !os.count || !t) {
+    reuse = trace_reuse_new();
+    if (!ps.count || !os.count || !t || !reuse) {
         fprintf(stderr, "twinserve trace info: out of memory\n");
         goto out;
     }
@@ -334,7 +340,8 @@ static int cmd_info(int argc, char **argv)
         if (ps.n == 0) first = r.arrival_s;
         last = r.arrival_s;
         hash_refs += r.n_hash;
-        if (lenstat_add(&ps, r.prompt_tokens) < 0 || lenstat_add(&os, r.output_tokens) < 0) {
+        if (lenstat_add(&ps, r.prompt_tokens) < 0 || lenstat_add(&os, r.output_tokens) < 0 ||
+            trace_reuse_add(reuse, &r) < 0) {
             fprintf(stderr, "twinserve trace info: out of memory\n");
             goto out;
         }
@@ -358,8 +365,20 @@ static int cmd_info(int argc, char **argv)
     if (trace_format(t) == TRACE_FMT_MOONCAKE && ps.n > 0)
         printf("%-10s %lld hash ids (%.1f per request)\n", "prefix", (long long)hash_refs,
                (double)hash_refs / (double)ps.n);
+    trace_reuse_stats_t ru;
+    trace_reuse_stats(reuse, &ru);
+    if (ru.blocks > 0)
+        printf("%-10s %.1f%% of the %lld prompt blocks (%.1f%% of the prompt tokens) repeat an "
+               "earlier request's prefix: an unlimited prefix cache's hit rate\n", "reuse",
+               100.0 * (double)ru.reused_blocks / (double)ru.blocks, (long long)ru.blocks,
+               ru.prompt_tokens > 0 ? 100.0 * (double)ru.reused_tokens / (double)ru.prompt_tokens
+                                    : 0.0);
+    else
+        printf("%-10s - (the trace names no shared prefixes: no hash ids, no prefix groups)\n",
+               "reuse");
     rc = 0;
 out:
+    trace_reuse_free(reuse);
     trace_close(t);
     free(ps.count);
     free(ps.big);

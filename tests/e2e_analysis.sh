@@ -207,7 +207,9 @@ end
 begin "report and compare: unknown run name lists the runs"
 run rep_unknown "$BIN" report "$DB" --run nosuch
 want_rc 1
-want_err "no run named 'nosuch'" "cont" "static"
+# named by the database's path, not the literal "DB" (issue #28)
+want_err "twinserve report: no run named 'nosuch' in $DB; runs: " "cont" "static"
+grep -q " in DB" "$T/rep_unknown.err" && bad " the message says 'in DB'"
 run cmp_unknown "$BIN" compare "$DB" --runs cont,nosuch
 want_rc 1
 want_err "no run named 'nosuch'"

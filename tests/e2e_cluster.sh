@@ -11,7 +11,10 @@
 #     (SKIP when absent); both rates and the unlimited-cache bound are printed.
 #  4. Records (schema 6): one replicas row per replica, requests and steps name their
 #     replica (a router's rejection none); report prints a per-replica breakdown for a
-#     cluster only; plot writes the per-replica load figure.
+#     cluster only, and its header says how many replicas; plot writes the per-replica
+#     load figure (a heatmap and the spread across replicas past 4 of them); compare of
+#     cluster runs adds the prefix hit rate and the load imbalance (4.00 when one of 4
+#     replicas holds everything), and a single-replica compare neither.
 #  5. --cluster FILE: groups with their own model, hardware, tp and params, the router
 #     from the file; bad files (an unknown key, a role without replicas, a bad links
 #     value) exit 2 naming file:line and record nothing.
@@ -140,6 +143,35 @@ print(round(hit / tot, 4))' 2>/dev/null)
 fi
 end
 
+begin "compare of cluster runs: prefix hit and load imbalance rows (one replica holding all reads 4)"
+D=$T/cmp.db
+printf 'return { route = function(c, r) return 1 end }\n' >"$T/one_replica.lua"
+head -n 301 "$T/one.csv" >"$T/cmp.csv"
+for r in round_robin one_replica; do
+    rf=$RT/$r.lua
+    [ "$r" = one_replica ] && rf=$T/one_replica.lua
+    sim "c_$r" --trace "$T/cmp.csv" --policy "$POL/continuous.lua" --db "$D" --name "$r" \
+        --replicas 4 --router "$rf"
+    want_rc 0
+done
+sim c_single --trace "$T/cmp.csv" --policy "$POL/continuous.lua" --db "$D" --name single
+run cmp "$BIN" compare "$D" --runs round_robin,one_replica --json
+want_rc 0
+python3 - "$T/cmp.out" >"$T/cmp.check" 2>&1 <<'EOF2' || bad " $(cat "$T/cmp.check")"
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+bal, hit = m["load_imbalance"], m["prefix_hit_rate"]
+assert 1 <= bal["a"] < 1.5, bal          # round robin: near even
+assert abs(bal["b"] - 4) < 1e-9, bal     # one of 4 replicas holds everything
+assert bal["higher_is_better"] is False, bal
+assert hit["a"] == 0 and hit["b"] == 0, hit  # no shared prefixes, no caching
+EOF2
+run cmpt "$BIN" compare "$D" --runs round_robin,one_replica
+grep -qE '^imbalance +1\.[0-9]+ +4\.00 ' "$T/cmpt.out" || bad " no imbalance row: $(grep -i imbal "$T/cmpt.out")"
+run cmp1 "$BIN" compare "$D" --runs single,single
+grep -qE '^(imbalance|prefix hit)' "$T/cmp1.out" && bad " cluster rows for single-replica runs"
+end
+
 begin "records: replicas, replica columns, report and plot per replica"
 D=$T/routers.db
 want_sql "$D" "select count(*) from replicas r join runs u on u.id = r.run_id
@@ -154,6 +186,8 @@ want_sql "$D" "select count(*) = max(step) + 1 from steps s join runs u on u.id 
 run rep "$BIN" report "$D" --run least_loaded
 want_rc 0
 want_out "replicas  4 (requests each served" "cache hit"
+# the header says it is a cluster, how many replicas and which router (issue #28)
+want_out_re "^cluster   4 replicas, router .*/least_loaded.lua: the figures below are the whole cluster's$"
 [ "$(grep -cE '^ +[0-3] mixed +[0-9]+' "$T/rep.out")" = 4 ] || bad " not 4 replica rows"
 run repj "$BIN" report "$D" --run least_loaded --json
 want_rc 0
@@ -162,9 +196,34 @@ assert sum(x["requests"] for x in d["replicas"]) == 2000' "$T/repj.out" || bad "
 run rep1 "$BIN" report "$T/one.db" --run plain
 want_rc 0
 grep -q '^replicas' "$T/rep1.out" && bad " a one-replica run got a per-replica table"
+grep -q '^cluster' "$T/rep1.out" && bad " a one-replica run's header says cluster"
 run plot "$BIN" plot "$D" --runs least_loaded --out "$T/plots"
 [ -f "$T/plots/replicas_least_loaded.gp" ] || bad " no replicas_least_loaded figure"
 [ "$(grep -c '^# replica' "$T/plots/replicas_least_loaded.dat")" = 4 ] || bad " not 4 replica blocks"
+grep -q "with image" "$T/plots/replicas_least_loaded.gp" && bad " 4 replicas drawn as a heatmap"
+end
+
+begin "16 replicas: report's header counts them; plot draws a heatmap and the spread"
+sim r16 --trace "$T/four.csv" --policy "$POL/continuous.lua" --db "$T/r16.db" --name r16 \
+    --replicas 16 --rate-scale 4 --limit 2000
+want_rc 0
+run rep16 "$BIN" report "$T/r16.db"
+want_rc 0
+want_out "cluster   16 replicas, router (round robin)"
+# the figure's scripts are written with or without gnuplot (exit 1 without it)
+run plot16 "$BIN" plot "$T/r16.db" --runs r16 --out "$T/p16" --format png
+g=$T/p16/replicas_r16.gp
+[ -f "$g" ] || bad " no replicas_r16.gp"
+grep -q 'index 0 using 1:2:3 with image' "$g" || bad " no heatmap in replicas_r16.gp"
+grep -q 'with filledcurves' "$g" || bad " no least-to-most band"
+grep -q 'set ytics ("0" 0, "1" 1,' "$g" || bad " the replicas are not labelled one by one"
+# block 0: 16 replicas x 300 bins; block 1: 300 bins of least <= mean <= most
+awk '/^# across/ { b = 1; next } /^#/ || NF == 0 { next }
+     !b { n0++; r[$2] = 1 } b { n1++; if (!($2 <= $3 + 1e-3 && $3 <= $4 + 1e-3)) bad++ }
+     END { m = 0; for (k in r) m++
+           if (n0 != 16 * 300 || m != 16 || n1 != 300 || bad) {
+               print n0 " grid rows, " m " replicas, " n1 " spread rows, " bad + 0 " out of order"; exit 1 } }' \
+    "$T/p16/replicas_r16_bins.dat" >"$T/p16.cmp" || bad " replicas_r16_bins.dat: $(cat "$T/p16.cmp")"
 end
 
 cat >"$T/reject.lua" <<'L'

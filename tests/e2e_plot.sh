@@ -4,7 +4,8 @@
 # Real PNG and SVG files (magic bytes, sizes), data files with the expected row counts
 # (one CDF row per request with a TTFT, one steps row per step or per non-empty bin),
 # per-run figures named after their runs, the ITL figures only for runs recorded with
-# --save-tokens (a note otherwise), a sweep's name selecting its runs for the
+# --save-tokens (a note otherwise), an experiment's name selecting its runs (one colour, one
+# key entry), a sweep's name selecting its runs for the
 # latency-vs-rate figure (from 0, with the SLO and the capacity of `sweep --capacity`), a
 # 15-run key below the plot, and gnuplot rendering every script without a warning; bad input
 # (unknown run, a database without our tables, a missing database, a bad --format, --slo or
@@ -156,10 +157,14 @@ else
     run plotcap "$BIN" plot "$T/cap.db" --runs cap --out "$T/pc" --slo ttft=300ms,tpot=30ms --format png
     want_rc 0
     magic "$T/pc/latency_rate.png" 89504e470d0a1a0a || bad " latency_rate.png is not a PNG"
-    grep -q "\"capacity $cap req/s\"" "$T/pc/latency_rate.gp" ||
-        bad " the plot's capacity is not sweep's $cap: $(grep -o '"capacity[^"]*"' "$T/pc/latency_rate.gp")"
-    grep -q '"SLO 300 ms"' "$T/pc/latency_rate.gp" && grep -q '"SLO 30 ms"' "$T/pc/latency_rate.gp" ||
-        bad " the SLO lines are not labelled"
+    grep -q "\"cap: capacity $cap req/s\"" "$T/pc/latency_rate.gp" ||
+        bad " the plot's capacity is not sweep's $cap: $(grep -o '"[^"]*capacity[^"]*"' "$T/pc/latency_rate.gp")"
+    # the SLOs are named in the panels' titles and the capacity in the key, not inside the
+    # plot area, where a label could sit on a curve or an SLO line
+    grep -q 'set title "TTFT, SLO 300 ms (red dotted line)"' "$T/pc/latency_rate.gp" &&
+        grep -q 'set title "TPOT, SLO 30 ms (red dotted line)"' "$T/pc/latency_rate.gp" ||
+        bad " the SLO lines are not named in the panels' titles"
+    grep -q '^set label' "$T/pc/latency_rate.gp" && bad " a label inside the plot area"
     clean_log "$T/pc"
     run plote2e "$BIN" plot "$T/cap.db" --runs cap --out "$T/pe2e" --slo e2e=5 --format png
     want_rc 0
@@ -184,6 +189,20 @@ else
 fi
 end
 
+begin "an experiment's name selects its runs (as compare): one colour and key entry for them"
+"$BIN" sim -q --trace "$T/t.csv" --policy "$POL/speculative.lua" --db "$DB" --name spec \
+    --repeat 3 >/dev/null 2>&1
+run plotexp "$BIN" plot "$DB" --runs spec,cont --out "$T/pexp" --format png
+[ $have_gnuplot -eq 1 ] && want_rc 0
+for r in spec-r0 spec-r1 spec-r2 cont; do
+    [ -f "$T/pexp/timeline_$r.gp" ] || bad " no timeline_$r (the experiment's runs not all found)"
+done
+[ "$(grep -c 'title "spec (3 runs)"' "$T/pexp/cdf_ttft.gp")" = 1 ] || bad " the experiment's runs are not one key entry"
+[ "$(grep -c 'lc 1 dt 1 notitle' "$T/pexp/cdf_ttft.gp")" = 2 ] || bad " the experiment's other runs not in its colour, untitled"
+grep -q 'lc 2 dt 1 title "cont"' "$T/pexp/cdf_ttft.gp" || bad " the plain run is not the second colour"
+[ $have_gnuplot -eq 1 ] && clean_log "$T/pexp"
+end
+
 begin "gnuplot missing from PATH: clear message, exit 1, data and scripts still written"
 mkdir -p "$T/emptybin"
 run nognu env PATH="$T/emptybin" "$BIN" plot "$DB" --runs cont --out "$T/pno"
@@ -202,7 +221,8 @@ end
 begin "bad input: unknown run, no such database, not our database, bad --format"
 run unknown "$BIN" plot "$DB" --runs cont,nosuch --out "$T/px"
 want_rc 1
-want_err "no run named 'nosuch'"
+# the message names the database by its path, not "DB"
+want_err "no run, experiment or sweep named 'nosuch' in $DB; runs: "
 run nodb "$BIN" plot "$T/none.db" --runs cont --out "$T/px"
 want_rc 1
 want_err "no such database"

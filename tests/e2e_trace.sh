@@ -5,7 +5,8 @@
 # trace gen: format, defaults, the --n/--duration/--rate/--arrival/--prompt/--output options
 # checked on the generated numbers, same seed = same bytes, --out, bad distributions (exit
 # 2 and a message). trace info: on a generated file and on the real traces, against the
-# counts and means in ${TWIN_DATA:-../shared/data}/README.md (SKIP when the data is absent).
+# counts and means in ${TWIN_DATA:-../shared/data}/README.md (SKIP when the data is absent),
+# and a trace's own prefix reuse (prefix groups by hand; Mooncake's conversation trace).
 # runs: the listing after sim runs; a missing DB (exit 1, not created) and a non-twinserve
 # file. kv/roofline/presets: known answers for llama-2-70b; error exits.
 #
@@ -242,6 +243,33 @@ real_info BurstGPT_1_first400.csv burstgpt 383 17 543.6 288.8 37269.0 353 1960
 real_info BurstGPT_3_first400.csv burstgpt 399 1 618.9 171.3 41453.0
 real_info mooncake_conversation_trace.jsonl mooncake 12031 0 12035.1 342.6 3537.0 6909 85401
 real_info mooncake_synthetic_trace.jsonl mooncake 3993 0 15325.5 149.1 1022.0 11587 66458
+
+begin "trace info: a trace's own prefix reuse (an unlimited cache's hit rate)"
+# plain trace, 10 requests, prefix groups: 0 (300 tokens) 4 times, 1 (200 tokens) 3 times,
+# the rest none: 5 of the 7 grouped prompts repeat a group, 3 x 300 + 2 x 200 of 5000 tokens
+awk 'BEGIN { print "arrival_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens";
+             for (i = 0; i < 10; i++) {
+                 g = i < 4 ? 0 : i < 7 ? 1 : -1
+                 if (g < 0) printf "%d,500,5,,\n", i
+                 else printf "%d,500,5,%d,%d\n", i, g, g ? 200 : 300 } }' >"$T/groups.csv"
+run info_groups "$BIN" trace info "$T/groups.csv"
+want_rc 0
+[ "$(field "$T/info_groups.out" reuse)" = "71.4% of the 7 prompt blocks (26.0% of the prompt tokens) repeat an earlier request's prefix: an unlimited prefix cache's hit rate" ] ||
+    bad " reuse '$(field "$T/info_groups.out" reuse)'"
+run info_nogroups "$BIN" trace info "$T/gen50.csv"
+[ "$(field "$T/info_nogroups.out" reuse)" = "- (the trace names no shared prefixes: no hash ids, no prefix groups)" ] ||
+    bad " reuse without groups '$(field "$T/info_nogroups.out" reuse)'"
+MOON=$DATA/traces/mooncake_conversation_trace.jsonl
+if [ -f "$MOON" ]; then
+    run info_moon "$BIN" trace info "$MOON"
+    want_rc 0
+    # issue #28: the Mooncake conversation trace reuses about 37% of its prompt
+    field "$T/info_moon.out" reuse | grep -q "^36.6% of the 288500 prompt blocks (37.4% of the prompt tokens)" ||
+        bad " Mooncake reuse '$(field "$T/info_moon.out" reuse)', expected 36.6% of blocks, 37.4% of tokens"
+else
+    echo "SKIP: $MOON absent: the Mooncake prefix reuse not checked"
+fi
+end
 
 if [ -f "$AZ" ]; then
     begin "trace info --limit 100 on the Azure conv trace: 100 requests"

@@ -4,8 +4,13 @@
  *  - every figure written is rendered, however many runs (the figure list once stopped at
  *    64 entries, so runs past the 58th got a timeline script but no image);
  *  - per-run figures are named after their runs (file name and title);
- *  - latency vs rate starts at 0 on both axes, draws the SLO and marks the capacity by the
- *    rule of `sweep --capacity` (the highest passing rate below the lowest failing one);
+ *  - latency vs rate starts at 0 on both axes (a log rate axis past a 10x span), draws the
+ *    SLO named in its panel's title and the capacity named in the key (no text inside the
+ *    plot) by the rule of `sweep --capacity` (the highest passing rate below the lowest
+ *    failing one); a rate's repeated runs are one row, its range drawn as bars;
+ *  - an experiment's runs are one curve family (one colour, one key entry "E (N runs)"),
+ *    and plot finds runs by experiment name as compare does;
+ *  - the timeline's lower panel draws each kind of token from the axis (never stacked);
  *  - a key of 15 runs goes below the plot in columns; a key of 3 stays inside;
  *  - the ITL figures appear only for runs with tokens, with a note otherwise, and take
  *    tokens sharing a time as one emission (no zero gap). */
@@ -18,6 +23,8 @@
 #include <unistd.h>
 
 #include "analysis/plot.h"
+#include "analysis/plot_internal.h"
+#include "analysis/summary.h"
 #include "tests/testutil.h"
 #include "traces/recorder.h"
 
@@ -180,6 +187,15 @@ START_TEST(test_named_after_runs) {
     ASSERT_HAS(t1, "title \"prefill only\"");
     ASSERT_HAS(t1, "title \"decode only\"");
     ASSERT_LACKS(t1, "title \"prefill + decode\""); /* no such step: no empty series */
+    /* below: decode tokens a line, prefill tokens points, each from the axis: no stack */
+    ASSERT_HAS(t1, "index 1 using 1:($5 > 0 ? $5 : 1/0) with steps");
+    ASSERT_HAS(t1, "index 1 using 1:($4 > 0 ? $4 : 1/0) with points");
+    ASSERT_LACKS(t1, "with boxes");
+    ASSERT_LACKS(t1, "$2+$3");
+    char *d1 = slurp(fx.out, "steps_a_b_c.dat");
+    ASSERT_HAS(d1, "# start_s dur_ms kind(0_decode_1_mixed_2_prefill) prefill decode pad\n"
+                   "0 50 2 20 0 0\n0.05 10 0 0 2 0\n");
+    free(d1);
     free(t1);
     free(t2);
     free(t3);
@@ -190,44 +206,58 @@ START_TEST(test_named_after_runs) {
 }
 END_TEST
 
+/* Four runs of sweep `sweep`, 10 requests each, run k at rates[k] named names[k] with
+ * slow[k] of its requests at a 1 s TTFT (the rest 0.1 s), plotted with a 0.5 s TTFT SLO. */
+static void sweep_fixture(fixture_t *fx, const char *sweep, const double rates[4],
+                          const char *const names[4], const int slow[4], plot_opts_t *o,
+                          plot_result_t *res) {
+    char cfg[4][160];
+    run_spec_t runs[4];
+    for (int k = 0; k < 4; k++) {
+        snprintf(cfg[k], sizeof cfg[k], "{\"sweep\":{\"name\":\"%s\",\"rate_rps\":%g,"
+                 "\"scale\":%g}}", sweep, rates[k], rates[k]);
+        runs[k] = (run_spec_t){ names[k], cfg[k], 10, slow[k], 0 };
+    }
+    setup_fixture(fx, runs, 4);
+    *o = (plot_opts_t){.has_slo = 1, .slo = {.ttft_s = 0.5}};
+    plot(fx, o, res);
+}
+
 START_TEST(test_latency_rate) {
     /* sweep sw: rates 1 and 2 meet the TTFT SLO (every request 0.1 s), rate 3 misses it
      * (6 of 10 at 1 s: 40% attainment), rate 4 meets it again: the capacity is 2, not 4 */
-    static const char *cfg[4] = {
-        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":1,\"scale\":1}}",
-        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":2,\"scale\":2}}",
-        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":3,\"scale\":3}}",
-        "{\"sweep\":{\"name\":\"sw\",\"rate_rps\":4,\"scale\":4}}",
-    };
-    run_spec_t runs[] = { {"sw@1rps", cfg[0], 10, 0, 0}, {"sw@2rps", cfg[1], 10, 0, 0},
-                          {"sw@3rps", cfg[2], 10, 6, 0}, {"sw@4rps", cfg[3], 10, 0, 0} };
+    static const double rates[4] = { 1, 2, 3, 4 };
+    static const char *const names[4] = { "sw@1rps", "sw@2rps", "sw@3rps", "sw@4rps" };
+    static const int slow[4] = { 0, 0, 6, 0 };
     fixture_t fx;
-    setup_fixture(&fx, runs, 4);
     plot_result_t res;
-    plot_opts_t o = {.has_slo = 1, .slo = {.ttft_s = 0.5}};
-    plot(&fx, &o, &res);
+    plot_opts_t o;
+    sweep_fixture(&fx, "sw", rates, names, slow, &o, &res);
     char *gp = slurp(fx.out, "latency_rate.gp");
     ck_assert_msg(gp != NULL, "no latency_rate.gp");
     ASSERT_HAS(gp, "set xrange [0:*]");
     ASSERT_HAS(gp, "set yrange [0:*]");
-    ASSERT_LACKS(gp, "logscale");
-    ASSERT_HAS(gp, "\"SLO 500 ms\"");
+    ASSERT_LACKS(gp, "set logscale x");         /* 1 to 4 req/s: a linear axis */
+    ASSERT_HAS(gp, "set title \"TTFT, SLO 500 ms (red dotted line)\"");
     ASSERT_HAS(gp, "500 with lines");           /* the TTFT SLO line */
-    ASSERT_HAS(gp, "\"capacity 2 req/s\"");
+    ASSERT_HAS(gp, "title \"sw: capacity 2 req/s\"");  /* in the key */
     ASSERT_HAS(gp, "from first 2, graph 0 to first 2, graph 1");
+    ASSERT_LACKS(gp, "\nset label");            /* no text inside the plot area */
+    ASSERT_LACKS(gp, "yerrorlines");            /* one run per rate: no bars */
     ASSERT_LACKS(gp, "capacity 4");
     ASSERT_LACKS(gp, "SLO 0 ms");                /* no TPOT SLO: no TPOT line */
     ASSERT_LACKS(gp, "E2E");                     /* E2E only with an e2e SLO */
     free(gp);
     char *dat = slurp(fx.out, "latency_rate.dat");
     ASSERT_HAS(dat, "0.4 sw@3rps");              /* attainment column */
+    ASSERT_HAS(dat, "\n3 1 ");                   /* rate 3, one run */
     free(dat);
 
     /* a target of 0.3 passes rate 3 too: no failing rate, so "at least" 4 */
     o.target = 0.3;
     plot(&fx, &o, &res);
     gp = slurp(fx.out, "latency_rate.gp");
-    ASSERT_HAS(gp, "\"capacity >= 4 req/s\"");
+    ASSERT_HAS(gp, "\"sw: capacity >= 4 req/s\"");
     free(gp);
 
     /* without an SLO: no line, no capacity, and a note saying why */
@@ -239,6 +269,88 @@ START_TEST(test_latency_rate) {
     char *notes = slurp(fx.dir, "notes.txt");
     ASSERT_HAS(notes, "no --slo given");
     free(notes);
+    teardown_fixture(&fx);
+}
+END_TEST
+
+/* A sweep over 1 to 30 req/s: a log rate axis labelled 1-2-5; the two runs of rate 2 (a
+ * repeated sweep) are one row with their range, and one of them missing the SLO fails the
+ * rate: the capacity is 1. */
+START_TEST(test_latency_rate_log_repeats) {
+    static const double rates[4] = { 1, 2, 2, 30 };
+    static const char *const names[4] = { "w@1rps", "w@2rps-r0", "w@2rps-r1", "w@30rps" };
+    static const int slow[4] = { 0, 0, 6, 0 };
+    fixture_t fx;
+    plot_result_t res;
+    plot_opts_t o;
+    sweep_fixture(&fx, "w", rates, names, slow, &o, &res);
+    char *gp = slurp(fx.out, "latency_rate.gp");
+    ASSERT_HAS(gp, "set logscale x");
+    ASSERT_HAS(gp, "set xtics (1, 2, 5, 10, 20)");
+    ASSERT_HAS(gp, "log scale: the rates span 30x");
+    ASSERT_LACKS(gp, "set xrange [0:*]");
+    ASSERT_HAS(gp, "using 1:3:4:5 with yerrorlines");  /* TTFT p50 with its range */
+    ASSERT_HAS(gp, "bars: the range over the seeds of a rate");
+    ASSERT_HAS(gp, "\"w: capacity 1 req/s\"");
+    free(gp);
+    char *dat = slurp(fx.out, "latency_rate.dat");
+    /* rate 2: two runs, TTFT p50 mean of 100 and 1000 ms, min 100, max 1000 */
+    ASSERT_HAS(dat, "\n2 2 550 100 1000 ");
+    ASSERT_LACKS(dat, "w@2rps-r1");              /* one row per rate */
+    free(dat);
+    teardown_fixture(&fx);
+
+    /* the rules themselves */
+    plot_rate_row_t v[3] = { {.rate = 1, .passes = 1}, {.rate = 2, .passes = 0},
+                             {.rate = 3, .passes = 1} };
+    int open;
+    ck_assert(plot_rate_capacity(v, 3, &open) == 1 && !open);
+    v[1].passes = 1;
+    ck_assert(plot_rate_capacity(v, 3, &open) == 3 && open);
+    v[0].passes = 0;
+    ck_assert(isnan(plot_rate_capacity(v, 3, &open)));
+    ck_assert(!plot_rate_logx(1, 10) && plot_rate_logx(1, 10.01) && !plot_rate_logx(0, 5));
+}
+END_TEST
+
+/* An experiment's runs: one colour and one key entry; found by the experiment's name. */
+START_TEST(test_experiment_runs) {
+    static const char *cfg[2] = {
+        "{\"experiment\":{\"name\":\"E\",\"index\":0,\"of\":2,\"seed\":0}}",
+        "{\"experiment\":{\"name\":\"E\",\"index\":1,\"of\":2,\"seed\":1}}",
+    };
+    run_spec_t runs[] = { {"E-r0", cfg[0], 3, 0, 0}, {"E-r1", cfg[1], 3, 1, 0},
+                          {"solo", NULL, 3, 0, 0} };
+    fixture_t fx;
+    setup_fixture(&fx, runs, 3);
+    plot_result_t res;
+    plot(&fx, NULL, &res);
+    char *gp = slurp(fx.out, "cdf_ttft.gp");
+    ASSERT_HAS(gp, "index 0 using 1:2 with steps lw 2 lc 1 dt 1 title \"E (2 runs)\"");
+    ASSERT_HAS(gp, "index 1 using 1:2 with steps lw 2 lc 1 dt 1 notitle");
+    ASSERT_HAS(gp, "index 2 using 1:2 with steps lw 2 lc 2 dt 1 title \"solo\"");
+    free(gp);
+    gp = slurp(fx.out, "kv_queue.gp");
+    ASSERT_HAS(gp, "title \"E (2 runs)\"");
+    ASSERT_HAS(gp, "notitle");
+    free(gp);
+
+    sqlite3 *db;
+    char err[1024], want[600];
+    int64_t ids[8];
+    size_t n = 0;
+    ck_assert_int_eq(sqlite3_open_v2(fx.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(plot_find_runs(db, "E", ids, &n, 8, err, sizeof err), 0);
+    ck_assert(n == 2 && ids[0] == fx.ids[0] && ids[1] == fx.ids[1]);
+    ck_assert_int_eq(plot_find_runs(db, "solo", ids, &n, 8, err, sizeof err), 0);
+    ck_assert(n == 3 && ids[2] == fx.ids[2]);
+    ck_assert_int_eq(plot_find_runs(db, "E-r1", ids, &n, 8, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 3);                      /* listed already */
+    ck_assert_int_eq(plot_find_runs(db, "nope", ids, &n, 8, err, sizeof err), -1);
+    snprintf(want, sizeof want, "no run, experiment or sweep named 'nope' in %s; runs: E-r0, "
+             "E-r1, solo", fx.db);
+    ck_assert_str_eq(err, want);
+    sqlite3_close(db);
     teardown_fixture(&fx);
 }
 END_TEST
@@ -394,6 +506,8 @@ int main(void) {
     tcase_add_test(tc, test_every_figure_rendered);
     tcase_add_test(tc, test_named_after_runs);
     tcase_add_test(tc, test_latency_rate);
+    tcase_add_test(tc, test_latency_rate_log_repeats);
+    tcase_add_test(tc, test_experiment_runs);
     tcase_add_test(tc, test_key_of_15_runs);
     tcase_add_test(tc, test_itl_only_with_tokens);
     tcase_add_test(tc, test_long_run_binned);

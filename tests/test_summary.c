@@ -136,7 +136,9 @@ START_TEST(test_load_hand_computed) {
     ck_assert_int_eq(s.requests, 0);
 
     ck_assert_int_eq(summary_load(db, 42, &s, err, sizeof err), -1);
-    ck_assert_str_eq(err, "no run with id 42 in DB");
+    char want[600];
+    snprintf(want, sizeof want, "no run with id 42 in %s", path); /* the database's path */
+    ck_assert_str_eq(err, want);
     sqlite3_close(db);
     testutil_unlink_db(path);
 }
@@ -192,15 +194,22 @@ START_TEST(test_find_run) {
     id = 0;
     ck_assert(summary_find_run(db, "", &id, err, sizeof err) == 0 && id == 3);
     id = 77;
+    /* the message names the database by its path (as SQLite resolved it) */
+    char want[600], name[512];
+    ck_assert_str_eq(summary_db_name(db, name, sizeof name), path);
     ck_assert_int_eq(summary_find_run(db, "zzz", &id, err, sizeof err), -1);
-    ck_assert_str_eq(err, "no run named 'zzz' in DB; runs: a, b, 1");
+    snprintf(want, sizeof want, "no run named 'zzz' in %s; runs: a, b, 1", path);
+    ck_assert_str_eq(err, want);
     ck_assert_int_eq(id, 77);
     ck_assert_int_eq(summary_find_run(db, "9", &id, err, sizeof err), -1);
-    ck_assert_str_eq(err, "no run named '9' in DB; runs: a, b, 1");
+    snprintf(want, sizeof want, "no run named '9' in %s; runs: a, b, 1", path);
+    ck_assert_str_eq(err, want);
     /* A small buffer cuts the list, never the C string. */
-    char small[40];
-    ck_assert_int_eq(summary_find_run(db, "zzz", &id, small, sizeof small), -1);
-    ck_assert_str_eq(small, "no run named 'zzz' in DB; runs: a, ...");
+    char small[600];
+    size_t fit = strlen("no run named 'zzz' in ") + strlen(path) + 16; /* "; runs: a, ..." fits */
+    ck_assert_int_eq(summary_find_run(db, "zzz", &id, small, fit), -1);
+    snprintf(want, sizeof want, "no run named 'zzz' in %s; runs: a, ...", path);
+    ck_assert_str_eq(small, want);
 
     int64_t *ids;
     size_t n;
@@ -216,9 +225,11 @@ START_TEST(test_find_run) {
     rec_close(rec_open(path));
     ck_assert_msg(summary_open(path, &db, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(summary_find_run(db, NULL, &id, err, sizeof err), -1);
-    ck_assert_str_eq(err, "no runs in DB");
+    snprintf(want, sizeof want, "no runs in %s", path);
+    ck_assert_str_eq(err, want);
     ck_assert_int_eq(summary_find_run(db, "x", &id, err, sizeof err), -1);
-    ck_assert_str_eq(err, "no run named 'x' in DB; it has no runs");
+    snprintf(want, sizeof want, "no run named 'x' in %s; it has no runs", path);
+    ck_assert_str_eq(err, want);
     ck_assert(summary_list(db, &ids, &n, err, sizeof err) == 0);
     ck_assert(n == 0 && ids == NULL);
     sqlite3_close(db);

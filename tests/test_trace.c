@@ -10,6 +10,7 @@
 
 #include "policies/rng.h"
 #include "traces/trace.h"
+#include "traces/trace_reuse.h"
 #include "tests/testutil.h"
 
 #define MAXR 64
@@ -539,6 +540,75 @@ START_TEST(test_fuzz) {
 }
 END_TEST
 
+/* Prefix reuse: a request reuses its leading ids an earlier one held, up to its first new
+ * one; tokens are capped by the prompt; requests without ids count no block. */
+START_TEST(test_reuse_rows) {
+    trace_reuse_t *u = trace_reuse_new();
+    ck_assert_ptr_nonnull(u);
+    static const int64_t a[] = { 1, 2, 3 }, b[] = { 1, 2, 7, 3 }, c[] = { 9, 1 },
+                         d[] = { INT64_MIN, 1 }, e[] = { INT64_MIN };
+    trace_req_t r = { .prompt_tokens = 1500, .hash_block = 512, .n_hash = 3, .hash_ids = a };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* nothing before it */
+    r = (trace_req_t){ .prompt_tokens = 1800, .hash_block = 512, .n_hash = 4, .hash_ids = b };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* 1, 2 reused; 7 new stops it */
+    r = (trace_req_t){ .prompt_tokens = 700, .hash_block = 512, .n_hash = 2, .hash_ids = c };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* 9 new: 1 after it does not count */
+    r = (trace_req_t){ .prompt_tokens = 300, .hash_block = 512, .n_hash = 1, .hash_ids = a };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* 1 reused, 300 tokens (the prompt) */
+    r = (trace_req_t){ .prompt_tokens = 50 };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* no ids */
+    r = (trace_req_t){ .prompt_tokens = 600, .hash_block = 512, .n_hash = 2, .hash_ids = d };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);      /* INT64_MIN is an id like another */
+    r = (trace_req_t){ .prompt_tokens = 600, .hash_block = 512, .n_hash = 1, .hash_ids = e };
+    ck_assert_int_eq(trace_reuse_add(u, &r), 0);
+    trace_reuse_stats_t st;
+    trace_reuse_stats(u, &st);
+    ck_assert_int_eq(st.requests, 7);
+    ck_assert_int_eq(st.hashed_requests, 6);
+    ck_assert_int_eq(st.blocks, 3 + 4 + 2 + 1 + 2 + 1);
+    ck_assert_int_eq(st.reused_blocks, 0 + 2 + 0 + 1 + 0 + 1);
+    ck_assert_int_eq(st.prompt_tokens, 1500 + 1800 + 700 + 300 + 50 + 600 + 600);
+    ck_assert_int_eq(st.reused_tokens, 1024 + 300 + 512);
+    trace_reuse_free(u);
+
+    /* many distinct ids: the set grows, every one is found again */
+    u = trace_reuse_new();
+    int64_t ids[1];
+    for (int64_t i = 0; i < 100000; i++) {
+        ids[0] = i * 7919;
+        r = (trace_req_t){ .prompt_tokens = 16, .hash_block = 16, .n_hash = 1, .hash_ids = ids };
+        ck_assert_int_eq(trace_reuse_add(u, &r), 0);
+    }
+    for (int64_t i = 0; i < 100000; i++) {
+        ids[0] = i * 7919;
+        r = (trace_req_t){ .prompt_tokens = 16, .hash_block = 16, .n_hash = 1, .hash_ids = ids };
+        ck_assert_int_eq(trace_reuse_add(u, &r), 0);
+    }
+    trace_reuse_stats(u, &st);
+    ck_assert_int_eq(st.reused_blocks, 100000);
+    trace_reuse_free(u);
+}
+END_TEST
+
+/* The Mooncake conversation trace reuses about 37% of its prompt blocks (issue #28). */
+START_TEST(test_reuse_mooncake_real) {
+    char p[512];
+    if (!testutil_data_path("traces/mooncake_conversation_trace.jsonl", p, sizeof p)) return;
+    trace_t *t = trace_open(p, NULL);
+    trace_reuse_t *u = trace_reuse_new();
+    trace_req_t q;
+    while (trace_next(t, &q) == 1) ck_assert_int_eq(trace_reuse_add(u, &q), 0);
+    ck_assert_ptr_null(trace_errmsg(t));
+    trace_close(t);
+    trace_reuse_stats_t st;
+    trace_reuse_stats(u, &st);
+    ck_assert_int_eq(st.blocks, 288500);
+    ck_assert_double_eq_tol((double)st.reused_blocks / (double)st.blocks, 0.366, 0.001);
+    ck_assert_double_eq_tol((double)st.reused_tokens / (double)st.prompt_tokens, 0.374, 0.001);
+    trace_reuse_free(u);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -548,6 +618,7 @@ static Suite *trace_suite(void)
     tcase_add_test(real, test_mooncake_real);
     tcase_add_test(real, test_burstgpt_real);
     tcase_add_test(real, test_replay_window_real);
+    tcase_add_test(real, test_reuse_mooncake_real);
     suite_add_tcase(s, real);
     TCase *tc = tcase_create("rows");
     tcase_add_test(tc, test_plain_basic);
@@ -559,6 +630,7 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_mooncake_rows);
     tcase_add_test(tc, test_mooncake_deep_and_long);
+    tcase_add_test(tc, test_reuse_rows);
     suite_add_tcase(s, tc);
     TCase *fz = tcase_create("fuzz");
     tcase_set_timeout(fz, 60);
