@@ -2,7 +2,9 @@
  * item 3). The main thread runs the engine (engine_run with a live arrival source,
  * engine/live.h): the scheduler core and the Lua policy plan every step, as in a trace
  * replay, and the run is recorded like one (runs.kind 'serve', config "serve"; arrival =
- * when the request was received). HTTP threads (cli/serve_http.c) only hand requests over. */
+ * when the request was received). HTTP threads (cli/serve_http.c) only hand requests over.
+ * Signals drain the server (cli/serve_drain.h, issue #28 item 5): the first stops new
+ * requests and lets those in flight finish within --grace seconds. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +17,9 @@
 #include "cli/cli_engine.h"
 #include "cli/cli_experiment.h"
 #include "cli/cli_signal.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
+#include "cli/serve_drain.h"
 #include "cli/serve_http.h"
 #include "engine/engine.h"
 #include "engine/live.h"
@@ -23,18 +27,24 @@
 #include "engine/tokenizer.h"
 #include "traces/json.h"
 
+#define SERVE_GRACE_S 30.0        /* --grace's default */
+#define SERVE_FLUSH_S 5.0         /* how long the answers' last events may take to go out */
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: twinserve serve --model FILE [options]\n"
         "\n"
-        "Serves the model over an OpenAI-compatible HTTP API: POST /v1/completions and\n"
-        "/v1/chat/completions (stream: true as server-sent events; max_tokens, temperature,\n"
-        "top_p, seed, stop; usage counts), GET /v1/models, /health and /metrics (Prometheus\n"
-        "text). The shared scheduler core and the Lua policy plan every step, as in\n"
-        "`twinserve engine`, and the requests are recorded as a run of kind serve (arrival =\n"
-        "when a request was received), so report, compare and validate read it.\n"
-        "Ctrl-C or SIGTERM stops the server: with nothing in flight the run is recorded as\n"
-        "done; otherwise the requests in flight are aborted and the run is marked failed.\n"
+        "Serves the model over an OpenAI-compatible HTTP API: POST /v1/completions (prompt:\n"
+        "text or token ids) and /v1/chat/completions (stream: true as server-sent events,\n"
+        "one per token; max_tokens, temperature, top_p, seed, stop, n, logprobs; usage\n"
+        "counts), GET /v1/models, /health and /metrics (Prometheus text). The shared\n"
+        "scheduler core and the Lua policy plan every step, as in `twinserve engine`, and the\n"
+        "requests are recorded as a run of kind serve (arrival = when a request was\n"
+        "received), so report, compare and validate read it.\n"
+        "SIGTERM, SIGINT (Ctrl-C) or SIGHUP drains the server: new connections are refused,\n"
+        "the requests in flight finish (within --grace), then it exits and the run is\n"
+        "recorded as done. Requests still unfinished when the grace period ends, or at a\n"
+        "second signal, are aborted and the run is marked failed; a third signal kills.\n"
         "\n"
         "  --model FILE          llama2.c .bin (with tok<V>.bin or tokenizer.bin next to it)\n"
         "                        or GGUF (its own tokenizer)\n"
@@ -44,6 +54,8 @@ static void usage(FILE *f) {
         "  --host ADDR           IPv4 address to listen on (default 127.0.0.1: this machine\n"
         "                        only; 0.0.0.0 opens it to the network)\n"
         "  --port N              TCP port (default 8000; 0: any free one, printed)\n"
+        "  --grace S             seconds the requests in flight get to finish after SIGTERM\n"
+        "                        or SIGINT (default 30; 0: abort them at once)\n"
         "  --seed N              sampling of requests without a seed, policy randomness (0)\n"
         "  --prefix-caching      reuse the KV of prompts that open alike (the core's prefix\n"
         "                        cache over each prompt's full blocks of tokens)\n"
@@ -54,17 +66,19 @@ static void usage(FILE *f) {
     fprintf(f,
         "  -q, --quiet           no start line or summary\n"
         "\n"
-        "Exit status: 0 stopped with nothing in flight, 1 the run failed, 2 usage error or\n"
-        "the address cannot be bound (nothing recorded), 130/143 stopped by SIGINT/SIGTERM\n"
-        "with requests in flight (aborted, the run marked failed).\n");
+        "Exit status: 0 stopped with nothing left in flight (drained), 1 the run failed, 2\n"
+        "usage error or the address cannot be bound (nothing recorded), 129/130/143 stopped\n"
+        "by SIGHUP/SIGINT/SIGTERM with requests still in flight (the grace period ended, or\n"
+        "a second signal: aborted, the run marked failed).\n");
 }
 
 /* serve's own options; the shared ones are cli_engine.h's */
-enum { O_TOK = 256, O_SERVED, O_HOST, O_PORT, O_TRACEOUT, O_HELP };
+enum { O_TOK = 256, O_SERVED, O_HOST, O_PORT, O_TRACEOUT, O_GRACE, O_HELP };
 
 static const struct option opts[] = {
     { "tokenizer", 1, 0, O_TOK }, { "served-model-name", 1, 0, O_SERVED },
     { "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT }, { "trace-out", 1, 0, O_TRACEOUT },
+    { "grace", 1, 0, O_GRACE },
     CLI_ENGINE_OPTIONS,
     { "quiet", 0, 0, 'q' }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
 };
@@ -72,6 +86,7 @@ static const struct option opts[] = {
 typedef struct {
     const char *tokenizer, *served, *host, *trace_out;
     int32_t port;
+    double grace;
 } serve_opts_t;
 
 /* One of serve's own options; 1 applied, 0 a bad value. */
@@ -82,6 +97,7 @@ static int apply(int c, const char *a, serve_opts_t *so) {
     case O_HOST: so->host = a; return 1;
     case O_PORT: return cli_int(a, 0, 65535, &so->port);
     case O_TRACEOUT: so->trace_out = a; return *a != '\0';
+    case O_GRACE: return cli_double(a, 0, 86400, &so->grace);
     }
     return 0;
 }
@@ -129,16 +145,19 @@ int cmd_serve(int argc, char **argv) {
     o.version = TWIN_VERSION;
     o.policy_path = "policies/continuous.lua";
     o.idle_sleep = 1; /* a server waits for clients without holding the cores */
-    serve_opts_t so = { .host = "127.0.0.1", .port = 8000 };
+    serve_opts_t so = { .host = "127.0.0.1", .port = 8000, .grace = SERVE_GRACE_S };
     int quiet = 0, rc = 2, c;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     tok_t *tok = NULL;
     live_t *live = NULL;
     serve_http_t *http = NULL;
+    serve_drain_t *drain = NULL;
+    serve_drain_result_t dr = { 0 };
     char err[8192] = "", extra[600];
     if (!sets) return 1;
     o.sets = sets;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
         if (c == 'q') {
             quiet = 1;
@@ -147,13 +166,15 @@ int cmd_serve(int argc, char **argv) {
             rc = 0;
             goto done;
         } else if (c == '?' || c == ':') {
-            usage(stderr);
+            rc = cli_bad_option("serve", argv, opts);
             goto done;
         } else if (c >= CLI_ENG_FIRST && c < CLI_ENG_END) {
             if (!cli_engine_apply("serve", c, optarg, &o)) goto done;
         } else if (!apply(c, optarg, &so)) {
-            fprintf(stderr, "twinserve serve: bad value '%s' for --%s\n", optarg,
-                    opts[c - O_TOK].name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", opts[c - O_TOK].name);
+            if (c == O_GRACE) snprintf(cli_want, sizeof cli_want, "seconds, 0 to 86400");
+            cli_bad_value("serve", opt, optarg);
             goto done;
         }
     }
@@ -210,16 +231,27 @@ int cmd_serve(int argc, char **argv) {
     }
     o.config_extra = extra;
     o.live = live;
-    o.interrupt = &cli_signal_caught;
+    o.interrupt = serve_drain_flag();
+    if (serve_drain_start(live, http, so.grace, quiet, &drain) != 0) {
+        fprintf(stderr, "twinserve serve: cannot start the signal watcher\n");
+        rc = 1;
+        goto done;
+    }
     if (!quiet)
         fprintf(stderr, "twinserve serve: listening on http://%s:%d (model %s, policy %s); "
-                        "Ctrl-C stops\n", so.host, port, ctx.model, o.policy_path);
-    cli_signal_watch();
+                        "Ctrl-C drains and stops\n", so.host, port, ctx.model, o.policy_path);
     engine_result_t res;
     int failed = engine_run(&o, &res, err, sizeof err) != 0;
+    serve_drain_stop(drain, &dr);
+    drain = NULL;
     live_engine_close(live, "the server stopped");
+    /* the last events of every answer go out before the connections close */
+    serve_http_wait_idle(http, SERVE_FLUSH_S);
     serve_http_stop(http); /* waits for the connection threads, whose channels are ended */
     http = NULL;
+    if (dr.drained && !quiet && res.run_id >= 0)
+        fprintf(stderr, "twinserve serve: drained: %lld requests in flight finished in %.3f "
+                "s\n", (long long)dr.in_flight_at_signal, dr.drain_s);
     if (res.run_id >= 0) {
         char terr[512];
         if (live_write_trace(live, trace, terr, sizeof terr) != 0)
@@ -233,7 +265,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (res.run_id < 0) { /* a signal while the model loaded */
         fprintf(stderr, "twinserve serve: stopped before the engine started: nothing recorded\n");
-        rc = cli_signal_caught ? cli_signal_exit_code(cli_signal_caught) : 1;
+        rc = dr.sig ? cli_signal_exit_code(dr.sig) : 1;
         goto done;
     }
     if (!quiet) {
@@ -244,7 +276,7 @@ int cmd_serve(int argc, char **argv) {
     }
     rc = 0;
 done:
-    cli_signal_unwatch();
+    serve_drain_stop(drain, NULL);
     serve_http_stop(http);
     live_free(live);
     tok_free(tok);

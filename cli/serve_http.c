@@ -2,13 +2,18 @@
 #include "cli/serve_http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/serve_api.h"
 
@@ -18,6 +23,11 @@
 struct serve_http {
     struct MHD_Daemon *d;
     const serve_ctx_t *ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int active;                   /* completions received and not yet completely answered */
+    int quiesced;                 /* serve_http_drain: the listening socket is shut */
+    MHD_socket listen_fd;         /* closed after MHD_stop_daemon (MHD's rule) */
 };
 
 /* A connection's request body, gathered across MHD's calls. */
@@ -25,6 +35,7 @@ typedef struct {
     char *body;
     size_t len;
     int too_big;
+    int active;                   /* counted in serve_http.active until on_completed */
 } conn_t;
 
 /* ------------------------------------------------------------------ plain answers */
@@ -118,10 +129,11 @@ typedef struct {
     live_req_t *q;
     serve_meta_t meta;
     char id[32];
-    int include_usage, first, finished, ended;
-    char *pend;                  /* events not yet handed to MHD */
+    int include_usage, logprobs, finished, ended;
+    int32_t n, ends;               /* choices, and how many have ended */
+    int32_t prompt_tokens, completion_tokens;
+    char *pend;                    /* events not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
-    char text[8192];
 } stream_t;
 
 static int pend_add(stream_t *s, const char *a, const char *b, const char *c) {
@@ -144,6 +156,42 @@ static int pend_event(stream_t *s, char *json) {
     return rc;
 }
 
+/* One piece as its event: a token's chunk (its text and logprobs), or a choice's final
+ * chunk; after the last choice's end (or an error), the usage chunk and [DONE]. 0, or -1
+ * out of memory. */
+static int stream_piece(stream_t *s, const live_piece_t *p) {
+    if (!p->end) {
+        serve_lp_t *lp = NULL;
+        if (s->logprobs && (!(lp = serve_lp_new(s->meta.chat)) || serve_lp_add(lp, p))) {
+            serve_lp_free(lp);
+            return -1;
+        }
+        int rc = pend_event(s, serve_chunk_json(&s->meta, p->index, p->text, NULL, 0, lp));
+        serve_lp_free(lp);
+        return rc;
+    }
+    s->ends++;
+    s->prompt_tokens = p->st.prompt_tokens;
+    s->completion_tokens += p->st.completion_tokens;
+    if (p->st.error[0]) { /* the request failed: the client hears it once, and the rest stop */
+        s->ended = 1;
+        s->finished = 1;
+        if (s->ends < s->n) live_cancel(s->q);
+        if (pend_event(s, serve_error_json(p->st.error, "server_error", NULL))) return -1;
+        return pend_add(s, "data: [DONE]\n\n", "", "");
+    }
+    if (pend_event(s, serve_chunk_json(&s->meta, p->index, p->text, p->st.finish_reason, 0,
+                                       NULL)))
+        return -1;
+    if (s->ends < s->n) return 0;
+    s->ended = 1;
+    s->finished = 1;
+    if (s->include_usage &&
+        pend_event(s, serve_usage_chunk_json(&s->meta, s->prompt_tokens, s->completion_tokens)))
+        return -1;
+    return pend_add(s, "data: [DONE]\n\n", "", "");
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_t *s = cls;
@@ -155,31 +203,18 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (s->finished) return MHD_CONTENT_READER_END_OF_STREAM;
-        size_t n;
-        live_status_t st;
-        if (!live_read(s->q, s->text, sizeof s->text, &n, &st, SERVE_POLL_S)) {
-            if (pend_add(s, ": keep-alive\n\n", "", "")) return MHD_CONTENT_READER_END_WITH_ERROR;
-            continue;
-        }
-        if (n > 0 || (s->first && s->meta.chat && !st.done)) {
-            if (pend_event(s, serve_chunk_json(&s->meta, s->text, NULL, s->first)))
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            s->first = 0;
-        }
-        if (!st.done) continue;
-        s->ended = 1;
-        int bad = 0;
-        if (st.error[0]) {
-            bad = pend_event(s, serve_error_json(st.error, "server_error", NULL));
-        } else {
-            bad = pend_event(s, serve_chunk_json(&s->meta, "", st.finish_reason, s->first));
-            if (!bad && s->include_usage)
-                bad = pend_event(s, serve_usage_chunk_json(&s->meta, st.prompt_tokens,
-                                                           st.completion_tokens));
-        }
-        if (bad || pend_add(s, "data: [DONE]\n\n", "", ""))
+        /* every piece ready now, one event each; the first may be waited for */
+        live_piece_t p;
+        int got = live_next(s->q, &p, SERVE_POLL_S);
+        if (got == 0 && pend_add(s, ": keep-alive\n\n", "", ""))
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        s->finished = 1;
+        while (got > 0) {
+            int rc = stream_piece(s, &p);
+            live_piece_clear(&p);
+            if (rc) return MHD_CONTENT_READER_END_WITH_ERROR;
+            got = s->finished ? 0 : live_next(s->q, &p, 0);
+        }
+        if (got < 0) s->finished = 1; /* cannot happen before the last end was seen */
     }
 }
 
@@ -203,43 +238,98 @@ static int client_gone(struct MHD_Connection *c) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* One choice of a whole answer as it is gathered. */
+typedef struct {
+    FILE *f;
+    char *text;
+    size_t len;
+    serve_lp_t *lp;
+    live_status_t st;
+} gathered_t;
+
 static enum MHD_Result whole_answer(struct MHD_Connection *c, live_req_t *q,
-                                    const serve_meta_t *meta) {
-    char *text = NULL, chunk[8192];
-    size_t len = 0, n;
-    FILE *f = open_memstream(&text, &len);
-    live_status_t st = { 0 };
-    int gone = 0;
-    while (f && !st.done) {
-        if (live_read(q, chunk, sizeof chunk, &n, &st, SERVE_POLL_S)) fwrite(chunk, 1, n, f);
-        else if (!gone && client_gone(c)) {
-            gone = 1;
-            live_cancel(q);
+                                    const serve_meta_t *meta, int logprobs) {
+    int32_t n = live_req_choices(q), failed = -1;
+    gathered_t g[LIVE_MAX_N];
+    serve_choice_t ch[LIVE_MAX_N];
+    memset(g, 0, sizeof g);
+    int oom = 0, gone = 0, got;
+    for (int32_t i = 0; i < n; i++) {
+        g[i].f = open_memstream(&g[i].text, &g[i].len);
+        if (!g[i].f || (logprobs && !(g[i].lp = serve_lp_new(meta->chat)))) oom = 1;
+    }
+    live_piece_t p;
+    while ((got = live_next(q, &p, SERVE_POLL_S)) >= 0) {
+        if (got == 0) {
+            if (!gone && client_gone(c)) {
+                gone = 1;
+                live_cancel(q);
+            }
+            continue;
         }
+        gathered_t *x = &g[p.index];
+        if (!oom) fputs(p.text, x->f);
+        if (!p.end && logprobs && !oom && serve_lp_add(x->lp, &p)) oom = 1;
+        if (p.end) {
+            x->st = p.st;
+            if (p.st.error[0] && failed < 0) {
+                failed = p.index;
+                live_cancel(q); /* the other choices are of no use now */
+            }
+        }
+        live_piece_clear(&p);
     }
     live_release(q);
-    if (!f || fclose(f) != 0) {
-        free(text);
-        return send_json(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
+    int32_t prompt = 0, completion = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (g[i].f && fclose(g[i].f) != 0) oom = 1;
+        ch[i] = (serve_choice_t){ .text = g[i].text ? g[i].text : "",
+                                  .finish_reason = g[i].st.finish_reason, .logprobs = g[i].lp };
+        prompt = g[i].st.prompt_tokens;
+        completion += g[i].st.completion_tokens;
     }
     enum MHD_Result rc;
-    if (st.error[0])
-        rc = send_error(c, !strncmp(st.error, "rejected", 8) ? MHD_HTTP_BAD_REQUEST
-                                                             : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                        "server_error", NULL, "%s", st.error);
-    else
-        rc = send_json(c, MHD_HTTP_OK, serve_answer_json(meta, text, st.finish_reason,
-                                                         st.prompt_tokens, st.completion_tokens));
-    free(text);
+    if (oom) {
+        rc = send_json(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
+    } else if (failed >= 0) {
+        const char *e = g[failed].st.error;
+        rc = send_error(c, !strncmp(e, "rejected", 8) ? MHD_HTTP_BAD_REQUEST
+                                                      : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                        "server_error", NULL, "%s", e);
+    } else {
+        rc = send_json(c, MHD_HTTP_OK, serve_answer_json(meta, ch, n, prompt, completion));
+    }
+    for (int32_t i = 0; i < n; i++) {
+        free(g[i].text);
+        serve_lp_free(g[i].lp);
+    }
     return rc;
 }
 
-static enum MHD_Result completion(const serve_ctx_t *ctx, struct MHD_Connection *c,
-                                  const conn_t *b, int chat) {
+/* The request's prompt as token ids: the given ids, or the text encoded. *ids is malloc'd.
+ * 0, or -1 with a message (an encoding error) or none (out of memory). */
+static int prompt_ids(const serve_ctx_t *ctx, const serve_req_t *r, int32_t **ids,
+                      int32_t *n, char *err, size_t errlen) {
+    err[0] = '\0';
+    if (!r->prompt) { /* token ids, checked by serve_parse */
+        if (!(*ids = malloc(sizeof **ids * (size_t)r->n_ids))) return -1;
+        memcpy(*ids, r->ids, sizeof **ids * (size_t)r->n_ids);
+        *n = r->n_ids;
+        return 0;
+    }
+    /* any encoding has at most one token per byte, plus BOS and the dummy prefix */
+    size_t cap = strlen(r->prompt) + 3;
+    if (cap > INT32_MAX || !(*ids = malloc(sizeof **ids * cap))) return -1;
+    return live_encode(ctx->live, r->prompt, *ids, (int32_t)cap, n, err, errlen);
+}
+
+static enum MHD_Result completion(serve_http_t *h, struct MHD_Connection *c, const conn_t *b,
+                                  int chat) {
+    const serve_ctx_t *ctx = h->ctx;
     serve_req_t r;
     char err[1024], param[64];
-    if (serve_parse(b->body ? b->body : "", b->len, chat, &r, err, sizeof err, param,
-                    sizeof param) != 0) {
+    if (serve_parse(b->body ? b->body : "", b->len, chat, live_vocab(ctx->live), &r, err,
+                    sizeof err, param, sizeof param) != 0) {
         serve_req_free(&r);
         return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", param, "%s", err);
     }
@@ -247,35 +337,37 @@ static enum MHD_Result completion(const serve_ctx_t *ctx, struct MHD_Connection 
     int32_t *ids = NULL;
     live_stats_t s;
     live_metrics(ctx->live, &s);
+    const char *pfield = chat ? "messages" : "prompt";
     if (r.model && strcmp(r.model, ctx->model)) {
         rc = send_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", "model",
                         "The model '%s' does not exist (this server serves '%s')", r.model,
                         ctx->model);
         goto done;
     }
-    if (!s.ready) {
-        rc = send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL,
-                        "the engine is not serving (still loading, or stopped)");
+    if (!s.ready || s.draining) {
+        rc = send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "%s",
+                        s.draining ? "the server is shutting down (draining): it takes no new "
+                                     "requests"
+                                   : "the engine is not serving (still loading, or stopped)");
         goto done;
     }
-    /* any encoding has at most one token per byte, plus BOS and the dummy prefix */
-    size_t cap = strlen(r.prompt) + 3;
-    int32_t n = 0;
-    ids = malloc(sizeof *ids * cap);
-    if (!ids || cap > INT32_MAX) {
-        rc = send_json(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
-        goto done;
-    }
-    if (live_encode(ctx->live, r.prompt, ids, (int32_t)cap, &n, err, sizeof err) != 0) {
+    if (r.logprobs && !s.logprobs) {
         rc = send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                        chat ? "messages" : "prompt", "%s", err);
+                        "logprobs", "logprobs are not available: this "
+                        "engine does not hand its logits to the server");
+        goto done;
+    }
+    int32_t n = 0;
+    if (prompt_ids(ctx, &r, &ids, &n, err, sizeof err) != 0) {
+        rc = err[0] ? send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", pfield, "%s",
+                                 err)
+                    : send_json(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
         goto done;
     }
     int32_t ctxlen = s.max_model_len;
     if (n >= ctxlen || (r.max_tokens > 0 && (int64_t)n + r.max_tokens > ctxlen)) {
         rc = send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                        r.max_tokens > 0 && n < ctxlen ? "max_tokens"
-                                                       : chat ? "messages" : "prompt",
+                        r.max_tokens > 0 && n < ctxlen ? "max_tokens" : pfield,
                         "This model's maximum context length is %d tokens; the prompt is %d "
                         "tokens%s%d%s", ctxlen, n, r.max_tokens > 0 ? " and max_tokens is " : "",
                         r.max_tokens > 0 ? r.max_tokens : 0,
@@ -285,7 +377,8 @@ static enum MHD_Result completion(const serve_ctx_t *ctx, struct MHD_Connection 
     live_params_t p = {
         .prompt = ids, .n_prompt = n, .max_tokens = r.max_tokens > 0 ? r.max_tokens : ctxlen - n,
         .temperature = (float)r.temperature, .top_p = (float)r.top_p, .has_seed = r.has_seed,
-        .seed = r.seed, .n_stop = r.n_stop,
+        .seed = r.seed, .n_stop = r.n_stop, .n = r.n, .logprobs = r.logprobs,
+        .top_logprobs = r.top_logprobs,
     };
     for (int i = 0; i < r.n_stop; i++) p.stop[i] = r.stop[i];
     live_req_t *q;
@@ -300,7 +393,7 @@ static enum MHD_Result completion(const serve_ctx_t *ctx, struct MHD_Connection 
     snprintf(id, sizeof id, "%s-%d", chat ? "chatcmpl" : "cmpl", live_req_id(q));
     serve_meta_t meta = { .chat = chat, .id = id, .model = ctx->model, .created = time(NULL) };
     if (!r.stream) {
-        rc = whole_answer(c, q, &meta);
+        rc = whole_answer(c, q, &meta, r.logprobs);
         goto done;
     }
     stream_t *st = calloc(1, sizeof *st);
@@ -318,7 +411,11 @@ static enum MHD_Result completion(const serve_ctx_t *ctx, struct MHD_Connection 
     snprintf(st->id, sizeof st->id, "%s", id);
     st->meta.id = st->id;
     st->include_usage = r.include_usage;
-    st->first = 1;
+    st->logprobs = r.logprobs;
+    st->n = live_req_choices(q);
+    /* chat: each choice opens with the assistant's role (and no text yet), as OpenAI's */
+    for (int32_t i = 0; chat && i < st->n; i++)
+        if (pend_event(st, serve_chunk_json(&st->meta, i, "", NULL, 1, NULL))) break;
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     rc = MHD_queue_response(c, MHD_HTTP_OK, resp);
@@ -335,7 +432,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
-    const serve_ctx_t *ctx = ((serve_http_t *)cls)->ctx;
+    serve_http_t *h = cls;
+    const serve_ctx_t *ctx = h->ctx;
     conn_t *b = *con_cls;
     if (!b) { /* the first call: headers only */
         if (!(b = calloc(1, sizeof *b))) return MHD_NO;
@@ -365,7 +463,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (b->too_big)
             return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", NULL,
                               "the body exceeds %d bytes", SERVE_MAX_BODY);
-        return completion(ctx, c, b, chat);
+        pthread_mutex_lock(&h->mu);
+        h->active++;
+        b->active = 1;
+        pthread_mutex_unlock(&h->mu);
+        return completion(h, c, b, chat);
     }
     int models = !strcmp(url, "/v1/models"), health = !strcmp(url, "/health"),
         metrics = !strcmp(url, "/metrics");
@@ -381,15 +483,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_text(c, MHD_HTTP_OK, metrics_text(ctx), "text/plain; version=0.0.4");
     live_stats_t s;
     live_metrics(ctx->live, &s);
-    return send_json(c, s.ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-                     strdup(s.ready ? "{\"status\":\"ok\"}" : "{\"status\":\"unavailable\"}"));
+    int ok = s.ready && !s.draining;
+    return send_json(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     strdup(ok ? "{\"status\":\"ok\"}" : s.draining ? "{\"status\":\"draining\"}"
+                                                          : "{\"status\":\"unavailable\"}"));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
-    (void)cls, (void)c, (void)code;
+    (void)c, (void)code;
+    serve_http_t *h = cls;
     conn_t *b = *con_cls;
     if (!b) return;
+    if (b->active) {
+        pthread_mutex_lock(&h->mu);
+        if (--h->active == 0) pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
     free(b->body);
     free(b);
     *con_cls = NULL;
@@ -409,8 +519,11 @@ int serve_http_start(const serve_ctx_t *ctx, const char *host, int port, serve_h
         return -1;
     }
     h->ctx = ctx;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    /* ITC: MHD_quiesce_daemon (serve_http_drain) needs it with the internal thread */
     h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                            MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                            MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
                             0, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
@@ -418,6 +531,8 @@ int serve_http_start(const serve_ctx_t *ctx, const char *host, int port, serve_h
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this "
                  "machine)", host, port);
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
         free(h);
         return -1;
     }
@@ -427,8 +542,35 @@ int serve_http_start(const serve_ctx_t *ctx, const char *host, int port, serve_h
     return 0;
 }
 
+void serve_http_drain(serve_http_t *h) {
+    if (!h || h->quiesced) return;
+    MHD_socket fd = MHD_quiesce_daemon(h->d);
+    h->quiesced = 1;
+    h->listen_fd = fd;
+    /* the socket stays open until MHD_stop_daemon, but listens no more: on Linux a
+     * listening socket shut for reading drops its backlog and refuses new connections */
+    if (fd != MHD_INVALID_SOCKET) shutdown(fd, SHUT_RD);
+}
+
+int serve_http_wait_idle(serve_http_t *h, double timeout_s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double end = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (timeout_s > 0 ? timeout_s : 0);
+    ts.tv_sec = (time_t)end;
+    ts.tv_nsec = (long)((end - floor(end)) * 1e9);
+    pthread_mutex_lock(&h->mu);
+    while (h->active > 0)
+        if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) break;
+    int idle = h->active == 0;
+    pthread_mutex_unlock(&h->mu);
+    return idle;
+}
+
 void serve_http_stop(serve_http_t *h) {
     if (!h) return;
     MHD_stop_daemon(h->d);
+    if (h->quiesced && h->listen_fd != MHD_INVALID_SOCKET) close(h->listen_fd);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
     free(h);
 }

@@ -240,6 +240,20 @@ static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
     return 0;
 }
 
+/* The target's logits rows [row0, row0 + n) on the host in e->lp_rows: the distributions
+ * the emitted tokens were drawn from (a live request's log-probabilities). */
+static int logits_rows(engine_t *e, int32_t row0, int32_t n) {
+    size_t need = (size_t)n * (size_t)e->vocab;
+    if (need > e->lp_cap) {
+        float *p = realloc(e->lp_rows, sizeof *p * need);
+        if (!p) return FAIL(e, "out of memory (logits of %d rows for log-probabilities)", n);
+        e->lp_rows = p, e->lp_cap = need;
+    }
+    if (fwd_logits_rows(e->fwd, row0, n, e->lp_rows))
+        return FAIL(e, "log-probabilities: %s", fwd_errmsg(e->fwd));
+    return 0;
+}
+
 /* Appends each sampled entry's emitted tokens (the sampled token, after accepted drafts)
  * and records them; fills e->accepted for sched_commit. */
 static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
@@ -261,8 +275,14 @@ static int take_tokens(engine_t *e, const sched_plan_t *p, double t_end) {
         e->spec_proposed += k;
         e->spec_accepted += emit - 1;
         /* a live request that ended inside the step keeps its tokens through the ending */
-        int32_t keep = e->o->live ? live_engine_emit(e->o->live, en->req_id, sampled, emit)
-                                  : emit;
+        int32_t keep = emit;
+        if (e->o->live && live_engine_logprobs(e->o->live, en->req_id)) {
+            if (logits_rows(e, e->drafts_at[i], emit)) return -1;
+            keep = live_engine_emit_logits(e->o->live, en->req_id, sampled, emit, e->lp_rows,
+                                           e->vocab);
+        } else if (e->o->live) {
+            keep = live_engine_emit(e->o->live, en->req_id, sampled, emit);
+        }
         e->accepted[i] = keep < emit ? keep - 1 : a;
         emit = keep;
         for (int32_t j = 0; j < emit; j++) {
@@ -414,7 +434,10 @@ static int run_loop(engine_t *e) {
     if (have < 0) return -1;
     if (warm_up(e)) return -1;
     e->t0 = replay_wall();
-    if (live) live_engine_ready(live, e->t0, e->max_model_len, e->num_blocks);
+    if (live) {
+        live_engine_offer_logprobs(live); /* every backend hands its logits rows over */
+        live_engine_ready(live, e->t0, e->max_model_len, e->num_blocks);
+    }
     for (;;) {
         double now = now_s(e);
         while (have > 0 && next.arrival_s <= now) {
@@ -590,7 +613,7 @@ done:
     if (e.bk) e.bk->destroy(e.bk);
     model_free(e.model);
     free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);
-    free(e.block_table), free(e.sample_rows), free(e.ids), free(e.sample);
+    free(e.block_table), free(e.sample_rows), free(e.ids), free(e.sample), free(e.lp_rows);
     free(e.scratch_table), free(e.accepted), free(e.drafts_at);
     free(config);
     return rc;

@@ -61,9 +61,10 @@ typedef struct {
     int64_t hashed_requests;         /* arrivals that named a shared prefix (prefix caching) */
     draft_t *draft;                  /* --draft FILE|dummy:PRESET; NULL: n-gram drafts */
     spec_curve_t curve;              /* per-position acceptance, to the run's config */
+    float *lp_rows;                  /* a live request's logits rows on the host, for its
+                                      * log-probabilities [lp_cap] (grown on demand) */
+    size_t lp_cap;
 } engine_t;
-
-#define FAIL(e, ...) replay_fail(&(e)->rp, __VA_ARGS__)
 
 #define FAIL(e, ...) replay_fail(&(e)->rp, __VA_ARGS__)
 

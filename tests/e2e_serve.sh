@@ -9,6 +9,12 @@
 # package (tests/serve_openai.cjs; installed into BUILD/npm-openai, skipped with a message
 # when npm cannot install it), and the run as recorded: done after SIGTERM with nothing in
 # flight, failed with its requests aborted when stopped mid-request; report reads it.
+# Issue #28 item 5: one SSE event per token (events counted: tokens + final + [DONE]),
+# token-id prompts, n = 2 (seed + i per choice, streamed by index), logprobs' layout
+# (both formats, streamed and not; the raw distribution: a hot request reads as a greedy one),
+# and draining at SIGTERM (a request in flight finishes while new connections are refused,
+# the run done; the grace period ending and a second signal abort, the run failed; SIGINT
+# drains too).
 #
 # Not timed: every wait polls a condition (the server's port line, /health, /metrics) under
 # the $LIMIT bound. Servers listen on a free port (--port 0) and run with job control
@@ -30,6 +36,9 @@ want_err "--model is required"
 run notok "$BIN" serve --model dummy:llama-3.2-1b
 want_rc 2
 want_err "has no tokenizer"
+run badgrace "$BIN" serve --model dummy:llama-3.2-1b --grace -1
+want_rc 2
+want_err "bad value '-1' for --grace (seconds, 0 to 86400)"
 end
 
 if [ ! -f "$MODEL" ]; then
@@ -127,6 +136,133 @@ assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] 
 EOF
 end
 
+begin serve_one_event_per_token
+# every generated token is its own event as soon as its step ends: 40 tokens are 40
+# events, then the final chunk and [DONE] (a stop string that holds text back changes no
+# count: a held-back token's event has empty text)
+run ev40 curl -sSN -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true}' "$URL/v1/completions"
+run evstop curl -sSN -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true,"stop":["zzzz"]}' "$URL/v1/completions"
+run evchat curl -sSN -H 'Content-Type: application/json' --data-binary \
+    '{"messages":[{"role":"user","content":"Tell me about a cat"}],"max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' "$URL/v1/chat/completions"
+want_rc 0
+python3 - "$T/ev40.out" "$T/evstop.out" "$T/evchat.out" "$got" >"$T/ev.check" 2>&1 <<'EOF2' || bad " $(cat "$T/ev.check")"
+import json, sys
+def events(path):
+    body = open(path).read()
+    return [e[6:] for e in body.split("\n\n") if e.startswith("data: ")]
+for path in sys.argv[1:3]:
+    ev = events(path)
+    assert len(ev) == 40 + 2, (path, len(ev))
+    assert ev[-1] == "[DONE]", ev[-1]
+    chunks = [json.loads(e) for e in ev[:-1]]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:40]), path
+    assert chunks[40]["choices"][0]["finish_reason"] == "length", chunks[40]
+    text = "".join(c["choices"][0]["text"] for c in chunks)
+    assert text.startswith(sys.argv[4]), (text, sys.argv[4])
+ev = events(sys.argv[3])
+# the role chunk, 12 tokens, the final chunk, the usage chunk, [DONE]
+assert len(ev) == 1 + 12 + 1 + 1 + 1, len(ev)
+chunks = [json.loads(e) for e in ev[:-1]]
+assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}, chunks[0]
+assert all("content" in c["choices"][0]["delta"] for c in chunks[1:13]), chunks[1:13]
+assert chunks[13]["choices"][0]["finish_reason"] == "length" and chunks[14]["usage"]["completion_tokens"] == 12
+print(len(ev))
+EOF2
+end
+
+begin serve_token_id_prompt
+# a prompt of token ids goes to the engine as given (no BOS added): [1] is BOS alone, the
+# text "" encodes to it too, so both answer the same greedy story
+api ids POST /v1/completions '{"prompt":[1],"max_tokens":20,"temperature":0}'
+want_status 200
+api idsempty POST /v1/completions '{"prompt":"","max_tokens":20,"temperature":0}'
+want_status 200
+[ "$(jget ids 'j["choices"][0]["text"]')" = "$(jget idsempty 'j["choices"][0]["text"]')" ] || bad " [1] answered $(jget ids 'j["choices"][0]["text"]'), '' $(jget idsempty 'j["choices"][0]["text"]')"
+[ "$(jget ids 'j["choices"][0]["text"].startswith("Once upon a time"), j["usage"]["prompt_tokens"]')" = "(True, 1)" ] || bad " $(cat "$T/ids.body")"
+api ids3 POST /v1/completions '{"prompt":[[1,400,300,259]],"max_tokens":4,"temperature":0}'
+want_status 200
+[ "$(jget ids3 'j["usage"]')" = "{'prompt_tokens': 4, 'completion_tokens': 4, 'total_tokens': 8}" ] || bad " $(cat "$T/ids3.body")"
+end
+
+begin serve_n_choices
+# n = 2: two sequences through the scheduler, indices 0 and 1; a seeded request's choice i
+# samples with seed + i, so choice 0 is the n = 1 answer of the same seed
+api n1 POST /v1/completions '{"prompt":"Once upon a time","max_tokens":20,"temperature":1,"seed":42}'
+api n2 POST /v1/completions '{"prompt":"Once upon a time","max_tokens":20,"temperature":1,"seed":42,"n":2}'
+want_status 200
+[ "$(jget n2 '[c["index"] for c in j["choices"]], j["usage"]["completion_tokens"], j["usage"]["prompt_tokens"]')" = "([0, 1], 40, 5)" ] || bad " $(cat "$T/n2.body")"
+[ "$(jget n2 'j["choices"][0]["text"]')" = "$(jget n1 'j["choices"][0]["text"]')" ] || bad " choice 0 differs from the n=1 answer of seed 42"
+[ "$(jget n2 'j["choices"][0]["text"] != j["choices"][1]["text"]')" = True ] || bad " the two choices are the same text"
+run n2s curl -sSN -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":20,"temperature":1,"seed":42,"n":2,"stream":true}' "$URL/v1/completions"
+python3 - "$T/n2s.out" "$T/n2.body" >"$T/n2s.check" 2>&1 <<'EOF2' || bad " $(cat "$T/n2s.check")"
+import json, sys
+ev = [e[6:] for e in open(sys.argv[1]).read().split("\n\n") if e.startswith("data: ")]
+whole = json.load(open(sys.argv[2]))
+assert ev[-1] == "[DONE]" and len(ev) == 2 * 20 + 2 + 1, len(ev)
+chunks = [json.loads(e) for e in ev[:-1]]
+for i in (0, 1):
+    mine = [c["choices"][0] for c in chunks if c["choices"][0]["index"] == i]
+    assert len(mine) == 21 and mine[-1]["finish_reason"] == "length", (i, len(mine))
+    assert "".join(c["text"] for c in mine) == whole["choices"][i]["text"], i
+EOF2
+api nchat POST /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me about a cat"}],"max_tokens":8,"n":3}'
+want_status 200
+[ "$(jget nchat '[c["index"] for c in j["choices"]], j["usage"]["completion_tokens"]')" = "([0, 1, 2], 24)" ] || bad " $(cat "$T/nchat.body")"
+end
+
+begin serve_logprobs
+api lp POST /v1/completions '{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":3}'
+want_status 200
+api lpchat POST /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me about a cat"}],"max_tokens":6,"temperature":0.8,"seed":5,"logprobs":true,"top_logprobs":2}'
+want_status 200
+# the raw distribution: a hot sampled request reports the greedy one's figures at its first
+# position (same prompt, same logits), whatever its temperature
+api lphot POST /v1/completions '{"prompt":"Once upon a time","max_tokens":2,"temperature":1.7,"seed":9,"logprobs":3}'
+want_status 200
+run lps curl -sSN -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logprobs":1,"stream":true}' "$URL/v1/completions"
+python3 - "$T/lp.body" "$T/lpchat.body" "$T/lps.out" "$T/lphot.body" >"$T/lp.check" 2>&1 <<'EOF2' || bad " $(cat "$T/lp.check")"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+c = j["choices"][0]
+lp = c["logprobs"]
+assert set(lp) == {"tokens", "token_logprobs", "top_logprobs", "text_offset"}, lp.keys()
+n = j["usage"]["completion_tokens"]
+assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) == n == 12
+assert "".join(lp["tokens"]) == c["text"], (lp["tokens"], c["text"])
+off = 0
+for i, t in enumerate(lp["tokens"]):
+    assert lp["text_offset"][i] == off, (i, lp["text_offset"])
+    off += len(t)
+    top = lp["top_logprobs"][i]
+    assert len(top) in (3, 4) and all(v <= 0 for v in top.values()), top
+    assert sum(math.exp(v) for v in top.values()) <= 1 + 1e-5, top
+    # greedy: the sampled token is the most likely one
+    assert abs(lp["token_logprobs"][i] - max(top.values())) < 1e-6, (i, lp["token_logprobs"][i], top)
+ch = json.load(open(sys.argv[2]))
+content = ch["choices"][0]["logprobs"]["content"]
+assert len(content) == ch["usage"]["completion_tokens"], len(content)
+for e in content:
+    assert set(e) == {"token", "logprob", "bytes", "top_logprobs"}, e
+    assert len(e["top_logprobs"]) == 2 and e["logprob"] <= 0, e
+    assert bytes(e["bytes"]).decode("utf-8", "replace") == e["token"] or "\ufffd" in e["token"], e
+    assert e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"], e
+ev = [x[6:] for x in open(sys.argv[3]).read().split("\n\n") if x.startswith("data: ")]
+chunks = [json.loads(x) for x in ev[:-1]]
+assert len(chunks) == 13, len(chunks)
+toks = [x["choices"][0]["logprobs"]["tokens"] for x in chunks[:12]]
+assert all(len(t) == 1 for t in toks), toks
+assert [t[0] for t in toks] == lp["tokens"], (toks, lp["tokens"])
+assert chunks[12]["choices"][0]["logprobs"] is None
+hot = json.load(open(sys.argv[4]))["choices"][0]["logprobs"]["top_logprobs"][0]
+for t, v in lp["top_logprobs"][0].items():
+    assert t in hot and abs(hot[t] - v) < 1e-6, (t, v, hot)
+EOF2
+end
+
 begin serve_chat
 api chat POST /v1/chat/completions '{"messages":[{"role":"system","content":"A story."},{"role":"user","content":"Tell me about a cat"}],"max_tokens":12,"temperature":0}'
 want_status 200
@@ -167,7 +303,12 @@ err wrongtype 400 max_tokens "must be an integer" POST /v1/completions '{"prompt
 err negative 400 max_tokens "at least 1 (got -3)" POST /v1/completions '{"prompt":"x","max_tokens":-3}'
 err temp 400 temperature "between 0 and 2" POST /v1/completions '{"prompt":"x","temperature":5}'
 err noprompt 400 prompt "'prompt' must be a string" POST /v1/completions '{"max_tokens":3}'
-err nmany 400 n "'n' must be 1" POST /v1/completions '{"prompt":"x","n":2}'
+err nmany 400 n "'n' must be between 1 and 16 (got 17)" POST /v1/completions '{"prompt":"x","n":17}'
+err nzero 400 n "(got 0)" POST /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"n":0}'
+err badid 400 prompt "prompt[2] is 512, not a token id of this model (its vocabulary is 0..511)" POST /v1/completions '{"prompt":[1,400,512]}'
+err twoprompts 400 prompt "this server takes one per request" POST /v1/completions '{"prompt":[[1,2],[3]]}'
+err lpmany 400 logprobs "between 0 and 20 (got 21)" POST /v1/completions '{"prompt":"x","logprobs":21}'
+err toplp 400 top_logprobs "'top_logprobs' needs" POST /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
 err stopmany 400 stop "at most 4 strings" POST /v1/completions '{"prompt":"x","stop":["a","b","c","d","e"]}'
 err badrole 400 "messages[0]" "role 'robot'" POST /v1/chat/completions '{"messages":[{"role":"robot","content":"x"}]}'
 err nomsgs 400 messages "non-empty array" POST /v1/chat/completions '{"messages":[]}'
@@ -274,10 +415,11 @@ want_status 200
 [ "$(jget c1 'j["choices"][0]["text"]')" = "$(jget c2 'j["choices"][0]["text"]')" ] || bad " the cached request answered differently"
 prompt=$(jget c1 'j["usage"]["prompt_tokens"]')
 [[ "$prompt" =~ ^[0-9]+$ ]] || { bad " no usage in $(cat "$T/c1.body")"; prompt=0; }
-kill -TERM "$spid"
+kill -INT "$spid" # SIGINT drains as SIGTERM does
 wait "$spid"; rc=$?
 last=cached
 want_rc 0
+want_err "SIGINT: draining"
 want_sql "$T/cached.db" "SELECT group_concat(cached_tokens) FROM requests" "0,$(((prompt - 1) / 16 * 16))"
 want_sql "$T/cached.db" "SELECT json_extract(config, '\$.prefix_caching') FROM runs" "1"
 end
@@ -308,22 +450,93 @@ want_status 200
 [ "$(metric twinserve_kv_blocks_used)" = 0 ] || bad " KV blocks still used"
 end
 
-begin serve_interrupted_mid_request
-# the queued server again: a request waits in the queue when SIGTERM comes; the run is
-# marked failed, the request aborted, and its client gets an error event
+begin serve_grace_ends
+# the queued server again, started with --grace 1: a request waits in the queue (static
+# batching, 60 s) when SIGTERM comes; the grace period ends first: the request is aborted,
+# its client gets an error event, the run is marked failed and the exit status is 143
+kill -TERM "$spid"
+wait "$spid"
+serve grace --db "$T/grace.db" --policy "$POL/static.lua" --set batch=2 --set timeout_s=60 \
+    --grace 1 || bad " the server did not come up: $(cat "$T/grace.err")"
 run q1 curl -sSN --max-time "$LIMIT" -H 'Content-Type: application/json' --data-binary \
     '{"prompt":"Once upon a time","max_tokens":20,"stream":true}' "$URL/v1/completions" &
 qcurl=$!
 wait_metric twinserve_requests_waiting 1
+t0=$(date +%s.%N)
 kill -TERM "$spid"
 wait "$qcurl"
 wait "$spid"; rc=$?
-last=queued
+t1=$(date +%s.%N)
+last=grace
 [ "$rc" = 143 ] || bad " exit status $rc, expected 143 (SIGTERM with a request in flight)"
-want_err "interrupted by SIGTERM"
+want_err "the grace period of 1 s ended with 1 requests in flight" "interrupted by SIGTERM"
 grep -q '"error"' "$T/q1.out" || bad " the client got no error event: $(cat "$T/q1.out")"
-want_sql "$T/queued.db" "SELECT status, error LIKE 'interrupted by SIGTERM%' FROM runs" "failed|1"
-want_sql "$T/queued.db" "SELECT status, reason LIKE 'interrupted by SIGTERM%' FROM requests ORDER BY req_id DESC LIMIT 1" "aborted|1"
+want_sql "$T/grace.db" "SELECT status, error LIKE 'interrupted by SIGTERM%' FROM runs" "failed|1"
+want_sql "$T/grace.db" "SELECT status, reason LIKE 'interrupted by SIGTERM%' FROM requests ORDER BY req_id DESC LIMIT 1" "aborted|1"
+python3 -c "import sys; d = float(sys.argv[2]) - float(sys.argv[1]); sys.exit(not 0.9 < d < 10)" "$t0" "$t1" \
+    || bad " stopped $(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1") s after SIGTERM, expected the 1 s grace period"
+end
+
+begin serve_drains_on_sigterm
+# a request in flight at SIGTERM finishes: static batching holds a lone request for 2 s,
+# then runs it to its 100 tokens; meanwhile new connections are refused; every token's
+# event reaches the client, the server exits 0 and the run is done
+serve drain --db "$T/drain.db" --policy "$POL/static.lua" --set batch=2 --set timeout_s=2 \
+    || bad " the server did not come up: $(cat "$T/drain.err")"
+run d1 curl -sSN --max-time "$LIMIT" -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":100,"temperature":0,"stream":true}' "$URL/v1/completions" &
+dcurl=$!
+wait_metric twinserve_requests_waiting 1
+t0=$(date +%s.%N)
+kill -TERM "$spid"
+for ((i = 0; i < LIMIT * 20; i++)); do
+    grep -q "SIGTERM: draining" "$T/drain.err" && break
+    sleep 0.05
+done
+run refused curl -sS -o /dev/null --max-time 5 -w '%{http_code}' "$URL/health"
+[ "$rc" = 7 ] || bad " a new connection while draining: curl exit $rc, HTTP $(cat "$T/refused.out"), expected 7 (refused)"
+wait "$dcurl"
+wait "$spid"; rc=$?
+t1=$(date +%s.%N)
+last=drain
+want_rc 0
+want_err "SIGTERM: draining: new connections refused, 1 requests in flight" "drained: 1 requests in flight finished in"
+python3 - "$T/d1.out" >"$T/d1.check" 2>&1 <<'EOF2' || bad " $(cat "$T/d1.check")"
+import json, sys
+ev = [e[6:] for e in open(sys.argv[1]).read().split("\n\n") if e.startswith("data: ")]
+assert len(ev) == 100 + 2 and ev[-1] == "[DONE]", len(ev)
+assert json.loads(ev[-2])["choices"][0]["finish_reason"] == "length", ev[-2]
+EOF2
+want_sql "$T/drain.db" "SELECT status FROM runs" "done"
+want_sql "$T/drain.db" "SELECT status, generated_tokens FROM requests" "finished|100"
+drain_s=$(sed -n 's/.*drained: 1 requests in flight finished in \([0-9.]*\) s/\1/p' "$T/drain.err")
+python3 -c "import sys; sys.exit(not 1.0 < float(sys.argv[1]) < 10)" "${drain_s:-0}" \
+    || bad " drained in '$drain_s' s, expected the static batch's 2 s wait"
+echo "  drain: the request in flight finished ${drain_s} s after SIGTERM; exit after $(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$t0" "$t1") s"
+end
+
+begin serve_second_signal_stops_now
+# draining with a request held for 60 s: a second SIGTERM stops at once, as the grace
+# period's end would (run failed, request aborted, exit 143)
+serve again --db "$T/again.db" --policy "$POL/static.lua" --set batch=2 --set timeout_s=60 \
+    || bad " the server did not come up: $(cat "$T/again.err")"
+run a1 curl -sSN --max-time "$LIMIT" -H 'Content-Type: application/json' --data-binary \
+    '{"prompt":"Once upon a time","max_tokens":20,"stream":true}' "$URL/v1/completions" &
+acurl=$!
+wait_metric twinserve_requests_waiting 1
+kill -TERM "$spid"
+for ((i = 0; i < LIMIT * 20; i++)); do
+    grep -q "SIGTERM: draining" "$T/again.err" && break
+    sleep 0.05
+done
+kill -TERM "$spid"
+wait "$acurl"
+wait "$spid"; rc=$?
+last=again
+[ "$rc" = 143 ] || bad " exit status $rc, expected 143"
+want_err "SIGTERM again: stopping now, 1 requests in flight aborted"
+grep -q '"error"' "$T/a1.out" || bad " the client got no error event: $(cat "$T/a1.out")"
+want_sql "$T/again.db" "SELECT status, error LIKE 'interrupted by SIGTERM%' FROM runs" "failed|1"
 end
 
 e2e_finish e2e_serve
