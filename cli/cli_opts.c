@@ -16,23 +16,25 @@ int cli_bad_value(const char *cmd, const char *opt, const char *value) {
 }
 
 int cli_edit_distance(const char *a, const char *b) {
+    /* optimal string alignment: a swap of two neighbours ("--prot" for --port) is one edit,
+     * the commonest typo */
     size_t n = strlen(a), m = strlen(b);
-    int row[65];
+    int d[65][65];
     if (n > 64) n = 64;
     if (m > 64) m = 64;
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
         for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return row[m] > 64 ? 64 : row[m];
+    return d[n][m] > 64 ? 64 : d[n][m];
 }
 
 int cli_bad_option(const char *cmd, char *const *argv, const struct option *opts) {

@@ -19,7 +19,8 @@ int cli_bad_option(const char *cmd, char *const *argv, const struct option *opts
  * Clears cli_want. Returns 0 (the apply functions' "bad value"). */
 int cli_bad_value(const char *cmd, const char *opt, const char *value);
 
-/* Levenshtein distance between a and b (bytes), capped at 64. */
+/* Edit distance between a and b (bytes: insertions, deletions, substitutions and swaps of
+ * two neighbours, each one edit; optimal string alignment), capped at 64. */
 int cli_edit_distance(const char *a, const char *b);
 
 #endif

@@ -9,6 +9,7 @@
 #include "analysis/report.h"
 #include "analysis/report_by.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -75,6 +76,7 @@ int cmd_report(int argc, char **argv) {
     };
     int c;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
@@ -94,13 +96,13 @@ int cmd_report(int argc, char **argv) {
             by = optarg;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("report", argv, opts);
         }
     }
     if (optind < argc) path = argv[optind++];
     if (optind < argc) {
-        fprintf(stderr, "twinserve report: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        fprintf(stderr, "twinserve report: unexpected argument '%s'%s\n", argv[optind],
+                " (twinserve report --help shows the usage)");
         return 2;
     }
     if (!path) {
@@ -120,8 +122,12 @@ int cmd_report(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         goto done;
     }
-    if (summary_find_run(db, run, &id, err, sizeof err) != 0 ||
-        report_by_ready(db, id, by, err, sizeof err) != 0 ||
+    /* its message names the database already */
+    if (summary_find_run(db, run, &id, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve report: %s\n", err);
+        goto done;
+    }
+    if (report_by_ready(db, id, by, err, sizeof err) != 0 ||
         report_load(db, id, slo_spec ? &slo : NULL, &rep, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", path, err);
         goto done;

@@ -76,8 +76,8 @@ int cmd_runs(int argc, char **argv) {
         } else if (!path) {
             path = a;
         } else {
-            fprintf(stderr, "twinserve runs: unexpected argument '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "twinserve runs: unexpected argument '%s'%s\n", a,
+                    " (twinserve runs --help shows the usage)");
             return 2;
         }
     }

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/cli_signal.h"
 #include "cli/cli_sim.h"
+#include "cli/cli_opts.h"
 #include "cli/cli_util.h"
 
 enum { MAX_RATES = 256 };
@@ -277,6 +278,7 @@ int cmd_sweep(int argc, char **argv) {
     }
     sw.sim.sets = sets;
     optind = 1;
+    opterr = 0;   /* cli_bad_option says it, in one line */
     while ((c = getopt_long(argc, argv, "j:q", opts, NULL)) != -1) {
         int ok = 1;
         switch (c) {
@@ -298,7 +300,7 @@ int cmd_sweep(int argc, char **argv) {
         case O_HELP: usage(stdout); rc = 0; goto done;
         default:
             if (c < CLI_SIM_FIRST) {
-                usage(stderr);
+                rc = cli_bad_option("sweep", argv, opts);
                 goto done;
             }
             if (!cli_sim_apply("sweep", c, optarg, &sw.sim)) goto done;
@@ -309,8 +311,10 @@ int cmd_sweep(int argc, char **argv) {
             }
         }
         if (!ok) {
-            fprintf(stderr, "twinserve sweep: bad value '%s' for %s\n", optarg,
-                    c == 'j' ? "-j (1..64)" : opts[c - O_TRACE].name);
+            char opt[64];
+            snprintf(opt, sizeof opt, "%s%s", c == 'j' ? "-" : "--",
+                     c == 'j' ? "j" : opts[c - O_TRACE].name);
+            cli_bad_value("sweep", opt, optarg);
             goto done;
         }
     }

@@ -20,6 +20,12 @@ want_err "twinserve sim: unknown option '--polcy'; did you mean --policy? (twins
 run typo2 "$BIN" report "$DB" --sloo ttft=1
 want_rc 2
 want_err "did you mean --slo?"
+run swap "$BIN" sweep --trace "$T/t.csv" --plicy "$POL/continuous.lua" --rtaes 1,2
+want_rc 2
+want_err "did you mean --policy?"
+run swap2 "$BIN" serve --prot 8001
+want_rc 2
+want_err "unknown option '--prot'; did you mean --port?"
 run far "$BIN" compare "$DB" --zzz
 want_rc 2
 want_err "unknown option '--zzz' (twinserve compare --help lists them)"
@@ -29,6 +35,15 @@ want_err "option '--policy' needs a value"
 end
 
 begin "a bad value names what the option takes"
+run jz "$BIN" sweep --trace "$T/t.csv" --policy "$POL/continuous.lua" -j 0
+want_rc 2
+want_err "bad value '0' for -j (a whole number in 1..64)"
+run port "$BIN" serve --port 99999
+want_rc 2
+want_err "bad value '99999' for --port (a whole number in 0..65535)"
+run extra "$BIN" compare "$DB" a b
+want_rc 2
+want_err "unexpected argument 'a' (the runs are named with --runs A,B"
 run tp "$BIN" sim --trace "$T/t.csv" --policy "$POL/continuous.lua" --tp 0
 want_rc 2
 want_err "bad value '0' for --tp (a whole number in 1..1024)"
