@@ -97,43 +97,40 @@ static char *chat_prompt(json_t *msgs, char *err, size_t errlen, char *param, si
 
 /* logprobs (completions: an integer 0..LIVE_MAX_LOGPROBS; chat: a boolean, with
  * top_logprobs 0..LIVE_MAX_LOGPROBS) into r. */
+/* An alternatives count (completions' logprobs, chat's top_logprobs): 0..LIVE_MAX_LOGPROBS. */
+static int get_alternatives(json_t *v, const char *key, int32_t *out, char *err, size_t errlen,
+                            char *param, size_t plen) {
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) <= LIVE_MAX_LOGPROBS) {
+        *out = (int32_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_integer(v))
+        return bad(err, errlen, param, plen, key, "'%s' must be an integer between 0 and %d "
+                   "(got %lld)", key, LIVE_MAX_LOGPROBS, (long long)json_integer_value(v));
+    return bad(err, errlen, param, plen, key, "'%s' must be an integer between 0 and %d (the "
+               "alternatives per token)", key, LIVE_MAX_LOGPROBS);
+}
+
 static int get_logprobs(json_t *o, int chat, serve_req_t *r, char *err, size_t errlen,
                         char *param, size_t plen) {
     json_t *v = json_object_get(o, "logprobs"), *t = json_object_get(o, "top_logprobs");
     int have = v && !json_is_null(v);
     if (!chat) {
         if (!have) return 0;
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > LIVE_MAX_LOGPROBS) {
-            if (json_is_integer(v))
-                return bad(err, errlen, param, plen, "logprobs", "'logprobs' must be an integer "
-                           "between 0 and %d (got %lld)", LIVE_MAX_LOGPROBS,
-                           (long long)json_integer_value(v));
-            return bad(err, errlen, param, plen, "logprobs", "'logprobs' must be an integer "
-                       "between 0 and %d (the alternatives per token)", LIVE_MAX_LOGPROBS);
-        }
         r->logprobs = 1;
-        r->top_logprobs = (int32_t)json_integer_value(v);
-        return 0;
+        return get_alternatives(v, "logprobs", &r->top_logprobs, err, errlen, param, plen);
     }
     if (have && !json_is_boolean(v))
         return bad(err, errlen, param, plen, "logprobs", "'logprobs' must be true or false "
                    "(the alternatives per token are 'top_logprobs')");
     r->logprobs = have && json_is_true(v);
     if (!t || json_is_null(t)) return 0;
-    if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-        json_integer_value(t) > LIVE_MAX_LOGPROBS) {
-        if (json_is_integer(t))
-            return bad(err, errlen, param, plen, "top_logprobs", "'top_logprobs' must be an "
-                       "integer between 0 and %d (got %lld)", LIVE_MAX_LOGPROBS,
-                       (long long)json_integer_value(t));
-        return bad(err, errlen, param, plen, "top_logprobs", "'top_logprobs' must be an "
-                   "integer between 0 and %d", LIVE_MAX_LOGPROBS);
-    }
+    if (get_alternatives(t, "top_logprobs", &r->top_logprobs, err, errlen, param, plen))
+        return -1;
     if (!r->logprobs)
         return bad(err, errlen, param, plen, "top_logprobs", "'top_logprobs' needs "
                    "\"logprobs\": true");
-    r->top_logprobs = (int32_t)json_integer_value(t);
     return 0;
 }
 
