@@ -25,6 +25,7 @@ int cli_engine_apply(const char *cmd, int code, const char *arg, engine_opts_t *
         break;
     case CLI_ENG_KVTYPE: ok = cli_kv_type_ok(o->kv_type = arg); break;
     case CLI_ENG_INVARIANT: o->batch_invariant = 1; break;
+    case CLI_ENG_PCOST: o->policy_cost = arg; ok = *arg != '\0'; break;
     case CLI_ENG_DRAFT: o->draft = arg; ok = *arg != '\0'; break;
     case CLI_ENG_DB: o->db_path = arg; break;
     case CLI_ENG_NAME: o->run_name = arg; break;
@@ -92,5 +93,8 @@ void cli_engine_usage(FILE *f) {
         "                        leaves after weights and activations (default 0.9 on cuda,\n"
         "                        as vLLM's gpu_memory_utilization)\n"
         "  --watermark F         fraction of KV blocks kept free when admitting (0.01)\n"
-        "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n");
+        "  --policy-time-limit S, --policy-mem-mb M   policy sandbox limits (2 s, 256 MB)\n"
+        "  --policy-cost FILE    a cost file (twinserve calibrate of this engine's profile)\n"
+        "                        that prices steps for policies' s:step_cost (default: a\n"
+        "                        fit of the last 64 steps)\n");
 }

@@ -21,7 +21,7 @@ enum {
     CLI_ENG_DB, CLI_ENG_NAME, CLI_ENG_SEED, CLI_ENG_SAVE, CLI_ENG_PREFIX, CLI_ENG_BLOCK,
     CLI_ENG_MAXTOK, CLI_ENG_MAXSEQ, CLI_ENG_MAXLEN, CLI_ENG_KVB, CLI_ENG_KVMEM,
     CLI_ENG_GPUUTIL, CLI_ENG_WM, CLI_ENG_PTIME, CLI_ENG_PMEM, CLI_ENG_KVTYPE,
-    CLI_ENG_END
+    CLI_ENG_PCOST, CLI_ENG_END
 };
 
 /* In the enum's order: cli_engine_apply names a bad value's option by its code. */
@@ -38,7 +38,7 @@ enum {
     { "kv-blocks", 1, 0, CLI_ENG_KVB }, { "kv-mem", 1, 0, CLI_ENG_KVMEM }, \
     { "gpu-util", 1, 0, CLI_ENG_GPUUTIL }, { "watermark", 1, 0, CLI_ENG_WM }, \
     { "policy-time-limit", 1, 0, CLI_ENG_PTIME }, { "policy-mem-mb", 1, 0, CLI_ENG_PMEM }, \
-    { "kv-type", 1, 0, CLI_ENG_KVTYPE }
+    { "kv-type", 1, 0, CLI_ENG_KVTYPE }, { "policy-cost", 1, 0, CLI_ENG_PCOST }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */

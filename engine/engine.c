@@ -240,6 +240,15 @@ static int build_batch(engine_t *e, const sched_plan_t *p, bk_batch_t *b) {
     return 0;
 }
 
+/* s:step_cost with --policy-cost: the file's pass and host time of the shape. */
+static double policy_estimate(void *ud, const sched_shape_t *seqs, int32_t n) {
+    const cost_model_t *m = ud;
+    cost_features_t f = {0};
+    for (int32_t i = 0; i < n; i++)
+        cost_features_add(&f, seqs[i].n_new, seqs[i].ctx, seqs[i].n_sampled);
+    return cost_pass_time(m, &f) + cost_host_time(m, &f);
+}
+
 /* The target's logits rows [row0, row0 + n) on the host in e->lp_rows: the distributions
  * the emitted tokens were drawn from (a live request's log-probabilities). */
 static int logits_rows(engine_t *e, int32_t row0, int32_t n) {
@@ -540,6 +549,8 @@ int engine_run(const engine_opts_t *o, engine_result_t *res, char *err, size_t e
             .clip_to_context = o->clip_to_context, .prefix_caching = o->prefix_caching,
         };
         setup_rc = replay_start_sched(&e.rp, &cfg);
+        if (setup_rc == 0 && e.policy_cost)
+            sched_set_cost_fn(e.rp.sched, policy_estimate, e.policy_cost);
     }
     if (setup_rc == 0 && !o->live)
         setup_rc = replay_open_trace(&e.rp, o->trace_path, &o->trace_opts);
@@ -614,6 +625,7 @@ done:
     model_free(e.model);
     free(e.tokens), free(e.pos), free(e.seq_start), free(e.seq_len), free(e.bt_start);
     free(e.block_table), free(e.sample_rows), free(e.ids), free(e.sample), free(e.lp_rows);
+    cost_free(e.policy_cost);
     free(e.scratch_table), free(e.accepted), free(e.drafts_at);
     free(config);
     return rc;

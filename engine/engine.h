@@ -62,6 +62,9 @@ typedef struct {
     const char *dtype;        /* GPU weight type (NULL = backend default) */
     const char *weights;      /* bk_opts_t.weights: "native" (NULL) or "f32" */
     const char *kv_type;      /* bk_opts_t.kv_type: "f32" (NULL) or "f16" (CPU) */
+    const char *policy_cost;  /* a cost file (`calibrate` of this engine's profile or runs)
+                               * that prices steps for policies (s:step_cost, source
+                               * "executor"); NULL: a fit of the recent steps (sched.h) */
     int batch_invariant;      /* bk_opts_t.batch_invariant: outputs independent of batching */
     int idle_sleep;           /* 1: idle waits sleep; 0 (default): they spin, and so do the
                                * backend's threads (keep_warm), because a core that sleeps

@@ -61,6 +61,7 @@ typedef struct {
     int64_t hashed_requests;         /* arrivals that named a shared prefix (prefix caching) */
     draft_t *draft;                  /* --draft FILE|dummy:PRESET; NULL: n-gram drafts */
     spec_curve_t curve;              /* per-position acceptance, to the run's config */
+    cost_model_t *policy_cost;       /* o->policy_cost's model, or NULL */
     float *lp_rows;                  /* a live request's logits rows on the host, for its
                                       * log-probabilities [lp_cap] (grown on demand) */
     size_t lp_cap;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "sim/cost_file.h"
 #include "traces/json.h"
 
 int engine_grow_i32(engine_t *e, int32_t **p, int64_t n) {
@@ -51,11 +52,29 @@ static void describe_hw(const engine_t *e, const engine_opts_t *o, char *hw_desc
              o->kv_type && !strcmp(o->kv_type, "f16") ? ", f16 KV" : "");
 }
 
+/* --policy-cost: the cost model a policy's s:step_cost reads (one device: a linear file is
+ * fitted at one degree, as the engine runs). */
+static int engine_load_policy_cost(engine_t *e) {
+    char err[1024];
+    cost_file_t *cf = malloc(sizeof *cf);
+    int rc = -1;
+    if (!cf) return FAIL(e, "out of memory (--policy-cost)");
+    if (cost_file_read(e->o->policy_cost, cf, err, sizeof err) != 0)
+        FAIL(e, "--policy-cost: %s", err);
+    else if (!(e->policy_cost = cost_file_model(cf, 1, err, sizeof err)))
+        FAIL(e, "--policy-cost %s: %s", e->o->policy_cost, err);
+    else
+        rc = 0;
+    free(cf);
+    return rc;
+}
+
 int engine_setup(engine_t *e, char *hw_desc, size_t hw_len) {
     const engine_opts_t *o = e->o;
     char err[1024];
     if (o->block_size < 1 || o->max_tokens < 1 || o->max_seqs < 1)
         return FAIL(e, "--block-size, --max-tokens and --max-seqs must be >= 1");
+    if (o->policy_cost && engine_load_policy_cost(e) != 0) return -1;
     if (model_open(o->model, o->seed, MODEL_SHAPE_ONLY | MODEL_LAZY, &e->model, err,
                    sizeof err) != 0)
         return FAIL(e, "--model: %s", err);
@@ -168,6 +187,10 @@ char *engine_config_json(const engine_t *e) {
     /* native: the products read a GGUF's stored types where the backend can (weight_type) */
     fprintf(cf, ",\"weights\":\"%s\"", o->weights ? o->weights : "native");
     fprintf(cf, ",\"kv_type\":\"%s\"", o->kv_type ? o->kv_type : "f32");
+    if (o->policy_cost) {
+        fputs(",\"policy_cost\":", cf);
+        json_write_str(cf, o->policy_cost);
+    }
     /* What policies were shown of output lengths (validate replays it, report shows it). */
     fprintf(cf, ",\"oracle_lengths\":%s", o->oracle_lengths ? "true" : "false");
     fprintf(cf, ",\"clip_to_context\":%s", o->clip_to_context ? "true" : "false");

@@ -7,7 +7,9 @@
 #     compare pairs two such experiments by run; bad window specs are refused.
 #  3. validate --repeat N of a vLLM benchmark import (regenerated arrivals) replays N more
 #     arrival seeds and shows the predictions' range; with recorded arrivals it is refused.
-#  4. policies/slo_admission.lua sheds what would miss its TTFT SLO, and report says why.
+#  4. policies/slo_admission.lua sheds what would miss its TTFT SLO, and report says why;
+#     the engine's s:step_cost is a fit of its recent steps, or with --policy-cost FILE
+#     that calibration's figure (source "executor"), recorded in the run's config.
 . "$(dirname "$0")/lib_e2e.sh"
 e2e_setup e2e_repeat
 DB=$T/r.db
@@ -80,6 +82,77 @@ want_out_re "other reasons: [0-9]+ 'rejected by policy: shed' \(e\.g\. 'rejected
 [ "$(sql "$DB" "select count(*) from requests where run_id = (select id from runs where
       name = 'shed') and reason like 'rejected by policy: shed:%'")" -gt 10 ] ||
     bad " fewer than 10 requests shed"
+end
+
+begin "the engine's s:step_cost: a fit of its recent steps, or its calibration with --policy-cost"
+# a policy that schedules as continuous batching and checks the source and the figure
+# (import finds lib/ beside the policy)
+ln -s "$POL/lib" "$T/lib"
+cat >"$T/probe.lua" <<'EOF2'
+local batching = import("batching")
+return {
+    params = { want = { "recent steps" }, lo = { 0.0 }, hi = { 1e9 } },
+    schedule = function(s)
+        local t, src = s:step_cost { { n = 32, ctx = 0 } }
+        if t then
+            assert(src == s.params.want, "source " .. tostring(src))
+            assert(t >= s.params.lo and t <= s.params.hi, "estimate " .. t)
+        end
+        local budget = batching.decode_running(s, s.max_tokens, s.max_seqs)
+        batching.admit(s, budget, s.max_seqs, false, s.max_tokens)
+    end,
+}
+EOF2
+"$BIN" trace gen --n 12 --rate 50 --seed 1 --prompt uniform:8:40 --output uniform:4:12 \
+    --out "$T/small.csv" >/dev/null
+run erec "$BIN" engine -q --trace "$T/small.csv" --policy "$T/probe.lua" --model dummy:stories260k \
+    --db "$T/e.db" --name erec --kv-blocks 64
+want_rc 0
+# a linear cost file: 0.25 s a step, nothing else, so the estimate is 0.25 s whatever the shape
+cat >"$T/flat.cost" <<'EOF2'
+format = 1
+kind = linear
+fitted_for = a test: a flat 0.25 s a step
+name = flat
+n_layers = 5
+d_model = 64
+n_heads = 8
+n_kv_heads = 4
+head_dim = 8
+d_ff = 172
+vocab = 512
+max_seq = 512
+tied_embeddings = 1
+dtype_bytes = 4
+step_s = 0.25
+seq_s = 0
+sampled_s = 0
+kv_token_s = 0
+attn_pair_s = 0
+layer_params = 226560
+lm_params = 32768
+gemm_rows = 1
+gemm_s_per_param = 0
+EOF2
+run ecal "$BIN" engine -q --trace "$T/small.csv" --policy "$T/probe.lua" --model dummy:stories260k \
+    --db "$T/e.db" --name ecal --kv-blocks 64 --policy-cost "$T/flat.cost" \
+    --set want=executor --set lo=0.2499 --set hi=0.2501
+want_rc 0
+[ "$(sql "$T/e.db" "select json_extract(config, '$.policy_cost') like '%flat.cost' from runs where name = 'ecal'")" = 1 ] ||
+    bad " the run's config lacks policy_cost"
+# the checks can fail: a bound the figure does not meet fails the run at the policy's line
+run ewrong "$BIN" engine -q --trace "$T/small.csv" --policy "$T/probe.lua" --model dummy:stories260k \
+    --db "$T/e.db" --name ewrong --kv-blocks 64 --policy-cost "$T/flat.cost" --set want=executor --set lo=0.3
+want_rc 1
+want_err "probe.lua:8: estimate 0.25"
+run ewrong2 "$BIN" engine -q --trace "$T/small.csv" --policy "$T/probe.lua" --model dummy:stories260k \
+    --db "$T/e.db" --name ewrong2 --kv-blocks 64 --set hi=0
+want_rc 1
+want_err "probe.lua:8: estimate"
+run ebad "$BIN" engine -q --trace "$T/small.csv" --policy "$T/probe.lua" --model dummy:stories260k \
+    --db "$T/e.db" --name ebad --policy-cost "$T/none.cost"
+want_rc 2
+want_err "--policy-cost: "
 end
 
 e2e_finish e2e_repeat
