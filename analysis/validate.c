@@ -101,6 +101,7 @@ static int rerun_engine(const validate_opts_t *o, const workload_t *w, const cha
     /* the products and the KV cache as the run had them (absent: the defaults then) */
     eo.weights = w->weights[0] ? w->weights : NULL;
     eo.kv_type = w->kv_type[0] ? w->kv_type : NULL;
+    eo.policy_cost = w->policy_cost[0] ? w->policy_cost : NULL; /* the policy's estimates too */
     eo.batch_invariant = w->batch_invariant;
     eo.db_path = o->db_path;
     eo.run_name = name;

@@ -35,6 +35,7 @@ typedef struct {
     /* the engine's own options, for repeats */
     char model_spec[PATH_MAX], backend[32], dtype[16];
     char weights[16], kv_type[8];   /* "" in runs recorded before the options existed */
+    char policy_cost[4096];         /* engine --policy-cost, "" when none */
     int threads, batch_invariant;
     double temperature, top_p;
     int32_t top_k;

@@ -172,6 +172,7 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
         "coalesce(json_extract(config, '$.clip_to_context'), 0)",
         "coalesce(json_extract(config, '$.prefix_caching'), 0)",
         "json_extract(config, '$.weights')", "json_extract(config, '$.kv_type')",
+        "json_extract(config, '$.policy_cost')",
     };
     char sql[4096] = "SELECT ";
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
@@ -237,6 +238,7 @@ int validate_load_workload(sqlite3 *db, const char *path, int64_t id, workload_t
     w->prefix_caching = sqlite3_column_int(st, 32) != 0;   /* the same cache on both sides */
     validate_copy_text(w->weights, sizeof w->weights, st, 33);
     validate_copy_text(w->kv_type, sizeof w->kv_type, st, 34);
+    validate_copy_text(w->policy_cost, sizeof w->policy_cost, st, 35);
     struct stat sb;
     if (stat(w->trace, &sb) != 0) {
         errf(err, errlen, "run '%s' replayed the trace %s, which is gone: validate needs the "
