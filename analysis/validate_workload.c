@@ -91,10 +91,8 @@ static int read_shape(sqlite3 *db, int64_t id, const char *member, const char *w
             errf(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
             goto done;
         }
-        /* a dense shape records no expert keys (preset_model_json): they are 0 */
-        int moe_key = !strcmp(k->key, "n_experts") || !strcmp(k->key, "experts_per_tok") ||
-                      !strcmp(k->key, "moe_d_ff");
-        if (sqlite3_column_type(st, 0) == SQLITE_NULL && !moe_key) {
+        /* a dense shape records no expert keys, nor the later ones at 0 (preset_model_json) */
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL && !preset_model_key_may_be_absent(i)) {
             errf(err, errlen, "run '%s' does not record %s shape (%s)", run, what, k->key);
             goto done;
         }

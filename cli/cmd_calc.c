@@ -127,6 +127,9 @@ static const char *fmt_count(double v, char *buf) {
 
 /* ---- kv ------------------------------------------------------------------------------- */
 
+static void kv_counterparts(const preset_model_t *m, double per_tok);
+static void kv_window_saving(const preset_model_t *m, double ctx);
+
 static void kv_usage(FILE *f) {
     fputs("usage: twinserve kv --model NAME --seq N [--batch B] [--dtype fp16|bf16|fp8|fp32]\n"
           "                    [--tp N]\n"
@@ -187,26 +190,56 @@ int cmd_kv(int argc, char **argv) {
     preset_model_t mk = m;  /* the KV-cache view: element size from --dtype */
     if (kvb) mk.dtype_bytes = kvb;
     double per_tok = preset_model_kv_bytes_per_token(&mk);
-    double per_seq = per_tok * (double)seq, per_batch = per_seq * (double)batch;
+    double per_seq = preset_model_kv_bytes_at(&mk, (double)seq), per_batch = per_seq * (double)batch;
 
     printf("KV cache of %s, %s elements (%d byte%s)\n", m.name, dtype_name(mk.dtype_bytes),
            (int)mk.dtype_bytes, mk.dtype_bytes == 1 ? "" : "s");
-    printf("  %d layers, %d KV heads, head_dim %d; %d query heads: %s\n", (int)m.n_layers,
-           (int)m.n_kv_heads, (int)m.head_dim, (int)m.n_heads,
-           m.n_kv_heads < m.n_heads ? "grouped-query attention caches only the KV heads"
-                                    : "every head caches its own K and V");
+    if (m.kv_lora_rank > 0)
+        printf("  %d layers, multi-head latent attention: %d query heads, and per token and "
+               "layer one\n  latent of %d plus a rope key of %d, shared by every head (keys and "
+               "values are\n  expanded from the latent when attention runs)\n", (int)m.n_layers,
+               (int)m.n_heads, (int)m.kv_lora_rank, (int)m.qk_rope_head_dim);
+    else
+        printf("  %d layers, %d KV heads, head_dim %d; %d query heads: %s\n", (int)m.n_layers,
+               (int)m.n_kv_heads, (int)m.head_dim, (int)m.n_heads,
+               m.n_kv_heads < m.n_heads ? "grouped-query attention caches only the KV heads"
+                                        : "every head caches its own K and V");
+    if (m.sliding_window > 0)
+        printf("  %d of the %d layers attend to the last %d tokens only (sliding window): they "
+               "hold\n  at most %d tokens of KV, the others the whole context\n",
+               (int)m.n_window_layers, (int)m.n_layers, (int)m.sliding_window,
+               (int)m.sliding_window);
     if (preset_model_is_moe(&m))
         printf("  mixture of %d experts, %d per token (expert FFN %d): the cache holds\n"
                "  attention's K and V only, so the experts add to the weights, not to the cache\n",
                (int)m.n_experts, (int)m.experts_per_tok, (int)m.moe_d_ff);
     if (note[0]) printf("note: %s\n", note);
     putchar('\n');
-    printf("KV bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes\n");
-    printf("                   = 2 x %d x %d x %d x %d\n", (int)m.n_layers, (int)m.n_kv_heads,
-           (int)m.head_dim, (int)mk.dtype_bytes);
+    if (m.kv_lora_rank > 0) {
+        printf("KV bytes per token = n_layers x (kv_lora_rank + qk_rope_head_dim) x bytes\n");
+        printf("                   = %d x (%d + %d) x %d\n", (int)m.n_layers,
+               (int)m.kv_lora_rank, (int)m.qk_rope_head_dim, (int)mk.dtype_bytes);
+    } else {
+        printf("KV bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes\n");
+        printf("                   = 2 x %d x %d x %d x %d\n", (int)m.n_layers,
+               (int)m.n_kv_heads, (int)m.head_dim, (int)mk.dtype_bytes);
+    }
     printf("                   = %s B (%.1f KiB)\n", fmt_int(per_tok, a), per_tok / 1024);
-    printf("per sequence       = %s B x %s tokens\n", fmt_int(per_tok, a),
-           fmt_int((double)seq, b));
+    kv_counterparts(&mk, per_tok);
+    if (m.sliding_window > 0) {
+        kv_window_saving(&mk, (double)seq);
+        char d[32];
+        double layer = per_tok / m.n_layers;
+        printf("per sequence       = %s B (%d full layers) x %s tokens\n"
+               "                     + %s B (%d window layers) x %s tokens\n",
+               fmt_int(layer * (m.n_layers - m.n_window_layers), a),
+               (int)(m.n_layers - m.n_window_layers), fmt_int((double)seq, b),
+               fmt_int(layer * m.n_window_layers, c), (int)m.n_window_layers,
+               fmt_int(seq < m.sliding_window ? (double)seq : (double)m.sliding_window, d));
+    } else {
+        printf("per sequence       = %s B x %s tokens\n", fmt_int(per_tok, a),
+               fmt_int((double)seq, b));
+    }
     printf("                   = %s B = %.4g GB = %.4g GiB\n", fmt_int(per_seq, a),
            per_seq / 1e9, per_seq / 1073741824.0);
     printf("per batch          = %s B x %ld sequence%s\n", fmt_int(per_seq, a), batch,
@@ -240,6 +273,38 @@ int cmd_kv(int argc, char **argv) {
         }
     }
     return 0;
+}
+
+/* What the same model would cache with full heads (MHA) and with 8 KV heads (GQA-8), as
+ * the teaching comparison: MLA's latent against the per-head K and V it replaces, or GQA
+ * against MHA. Keys are head_dim wide, values v_head_dim (MLA) or head_dim. */
+static void kv_counterparts(const preset_model_t *m, double per_tok) {
+    char a[32], b[32];
+    double v = m->kv_lora_rank > 0 ? m->v_head_dim : m->head_dim;
+    double per_head = (m->head_dim + v) * m->n_layers * m->dtype_bytes;
+    double mha = per_head * m->n_heads, gqa8 = per_head * (m->n_heads < 8 ? m->n_heads : 8);
+    if (m->kv_lora_rank > 0 || m->n_kv_heads < m->n_heads)
+        printf("  the same model with MHA (%d KV heads) would cache %s B a token: %.1fx\n",
+               (int)m->n_heads, fmt_int(mha, a), mha / per_tok);
+    if (m->kv_lora_rank > 0 || m->n_kv_heads < 8)
+        printf("  with GQA of 8 KV heads (keys %d and values %d wide): %s B: %.1fx (%s)\n",
+               (int)m->head_dim, (int)v, fmt_int(gqa8, b), gqa8 / per_tok,
+               m->kv_lora_rank > 0 ? "the latent is what MLA saves" : "fewer heads save more");
+}
+
+/* A sliding window's saving: the KV of a sequence at ctx against the same layers without
+ * the window, at ctx and at 4k and 128k. */
+static void kv_window_saving(const preset_model_t *m, double ctx) {
+    preset_model_t full = *m;
+    full.sliding_window = full.n_window_layers = 0;
+    const double at[3] = {ctx, 4096, 131072};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && at[i] == ctx) continue;
+        char a[32], b[32], c[32];
+        double w = preset_model_kv_bytes_at(m, at[i]), f = preset_model_kv_bytes_at(&full, at[i]);
+        printf("  at %s tokens: %s B a sequence with the window, %s B without: %.1f%% saved\n",
+               fmt_int(at[i], a), fmt_int(w, b), fmt_int(f, c), 100 * (1 - w / f));
+    }
 }
 
 /* ---- roofline ------------------------------------------------------------------------- */
@@ -361,6 +426,13 @@ int cmd_roofline(int argc, char **argv) {
     printf("  They turn compute bound at B >= ridge x bytes / 2 = %.2f x %d / 2 -> B = %.0f\n",
            ridge, (int)m.dtype_bytes, ceil(ridge * m.dtype_bytes / 2));
 
+    if (preset_model_priced(&m, err, sizeof err) != 0) {
+        /* the bounds above hold; a step table from a cost model that misreads the shape
+         * would not */
+        printf("\n(no step-time table: %s)\n", err);
+        rc = 0;
+        goto done;
+    }
     cost_roofline_params_t p;
     cost_roofline_defaults(&p);
     if (cost_roofline_check(&m, &hw, &p, err, sizeof err) != 0) {
@@ -431,24 +503,31 @@ int cmd_presets(int argc, char **argv) {
         }
         return unknown_option("presets", argv[i]);
     }
-    printf("Models (weights at their dtype; KV per token = 2 x layers x kv heads x head_dim x "
-           "bytes;\nexperts = experts per layer / per token, \"-\" for dense; for a mixture of "
-           "experts d_ff is\neach expert's, and params and weights count every expert):\n");
-    printf("  %-14s %6s %7s %9s %8s %6s %7s %7s %8s %8s %9s %11s\n", "name", "layers",
-           "d_model", "heads/kv", "head_dim", "d_ff", "experts", "vocab", "context", "params",
-           "weights", "KV/token");
+    printf("Models (weights at their dtype; KV per token at a context inside every window:\n"
+           "2 x layers x kv heads x head_dim x bytes, MLA's layers x (latent + rope key) x bytes;\n"
+           "attn: MHA, GQA, MQA or MLA (latent attention); experts = routed experts per layer /\n"
+           "per token (+S shared), \"-\" for dense; for a mixture of experts d_ff is each\n"
+           "expert's, and params and weights count every expert; window = its tokens and the\n"
+           "layers that use it):\n");
+    printf("  %-16s %6s %7s %9s %8s %4s %6s %9s %10s %7s %8s %8s %10s %11s\n", "name",
+           "layers", "d_model", "heads/kv", "head_dim", "attn", "d_ff", "experts", "window",
+           "vocab", "context", "params", "weights", "KV/token");
     for (int i = 0; preset_model_at(i); i++) {
         const preset_model_t *m = preset_model_at(i);
         int moe = preset_model_is_moe(m);
-        char heads[24], experts[24], kv[32];
+        char heads[24], experts[32], kv[32], win[32];
         snprintf(heads, sizeof heads, "%d/%d", (int)m->n_heads, (int)m->n_kv_heads);
-        if (moe) snprintf(experts, sizeof experts, "%d/%d", (int)m->n_experts,
-                          (int)m->experts_per_tok);
+        if (moe) snprintf(experts, sizeof experts, "%d/%d%s", (int)m->n_experts,
+                          (int)m->experts_per_tok, m->shared_d_ff > 0 ? "+S" : "");
         else snprintf(experts, sizeof experts, "-");
-        printf("  %-14s %6d %7d %9s %8d %6d %7s %7d %8d %8s %6.2f GB %9s B\n", m->name,
+        if (m->sliding_window > 0)
+            snprintf(win, sizeof win, "%d x%d", (int)m->sliding_window, (int)m->n_window_layers);
+        else snprintf(win, sizeof win, "-");
+        printf("  %-16s %6d %7d %9s %8d %4s %6d %9s %10s %7d %8d %8s %7.2f GB %9s B\n", m->name,
                (int)m->n_layers, (int)m->d_model, heads, (int)m->head_dim,
-               (int)(moe ? m->moe_d_ff : m->d_ff), experts, (int)m->vocab, (int)m->max_seq,
-               fmt_count(preset_model_params(m), a), preset_model_weight_bytes(m) / 1e9,
+               preset_model_attention(m), (int)(moe ? m->moe_d_ff : m->d_ff), experts, win,
+               (int)m->vocab, (int)m->max_seq, fmt_count(preset_model_params(m), a),
+               preset_model_weight_bytes(m) / 1e9,
                fmt_int(preset_model_kv_bytes_per_token(m), kv));
     }
     /* what a token multiplies through, beside what must sit in memory */
@@ -457,11 +536,11 @@ int cmd_presets(int argc, char **argv) {
         char b[32];
         if (!preset_model_is_moe(m)) continue;
         double all = preset_model_params(m);
-        double active = all - preset_model_all_expert_params(m) +
-                        (double)m->n_layers * m->experts_per_tok * preset_model_expert_params(m);
-        printf("  %s: %s of its %s parameters are active per token (%d of %d experts)\n",
+        double active = preset_model_active_params(m);
+        printf("  %s: %s of its %s parameters are active per token (%d of %d experts%s%s)\n",
                m->name, fmt_count(active, a), fmt_count(all, b), (int)m->experts_per_tok,
-               (int)m->n_experts);
+               (int)m->n_experts, m->shared_d_ff > 0 ? ", a shared one" : "",
+               m->n_dense_layers > 0 ? ", dense first layers" : "");
     }
     printf("\nGPUs (datasheet figures; dense bf16; memory in decimal GB; link per direction):\n");
     printf("  %-10s %12s %12s %9s %10s %12s\n", "name", "bandwidth", "FLOP/s", "memory", "link",

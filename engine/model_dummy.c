@@ -102,6 +102,13 @@ int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out
     *out = NULL;
     preset_model_t p;
     if (preset_model_get(preset, &p, err, errlen) != 0) return -1;
+    if (p.kv_lora_rank > 0 || p.sliding_window > 0) {
+        snprintf(err, errlen, "dummy:%s: %s; the engine runs dense Llama-family models with full "
+                 "attention only (simulate it with `twinserve sim --model %s`)", preset,
+                 p.kv_lora_rank > 0 ? "multi-head latent attention" : "a sliding window",
+                 preset);
+        return -1;
+    }
     if (preset_model_is_moe(&p)) {
         snprintf(err, errlen, "dummy:%s: a mixture of %d experts; the engine runs dense "
                  "Llama-family models only (simulate it with `twinserve sim --model %s`)",

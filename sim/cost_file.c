@@ -170,6 +170,8 @@ static int same_layers(const preset_model_t *a, const preset_model_t *b) {
            a->head_dim == b->head_dim && a->d_ff == b->d_ff &&
            a->n_experts == b->n_experts && a->experts_per_tok == b->experts_per_tok &&
            a->moe_d_ff == b->moe_d_ff && a->dtype_bytes == b->dtype_bytes;
+    /* a sliding window is priced as full attention (preset_model_priced): a calibration
+     * holds for the model with or without it */
 }
 
 int cost_file_builtin_by_shape(const preset_model_t *m, const char *hw, int32_t tp, char *out,
@@ -374,6 +376,9 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     if (preset_model_is_moe(m))
         fprintf(f, "n_experts = %d\nexperts_per_tok = %d\nmoe_d_ff = %d\n", m->n_experts,
                 m->experts_per_tok, m->moe_d_ff);
+    if (m->sliding_window > 0)
+        fprintf(f, "sliding_window = %d\nn_window_layers = %d\n", m->sliding_window,
+                m->n_window_layers);
     if (cf->kind == COST_FILE_LINEAR) {
         const cost_linear_params_t *p = &cf->lin;
         fprintf(f, "\n# the forward pass (seconds; sim/cost.h has the formula)\n");

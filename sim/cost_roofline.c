@@ -209,6 +209,7 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (!isfinite(p->overhead_s) || p->overhead_s < 0)
         return errf(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
     if (p->tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
+    if (preset_model_priced(m, err, errlen) != 0) return -1;
     if (m->n_heads % p->tp != 0)
         return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
                     m->name, (int)m->n_heads);

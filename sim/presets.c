@@ -34,46 +34,131 @@
 
 static const preset_model_t builtin_models[] = {
     /* https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json */
-    {"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 0, 2, 0, 0, 0},
+    {.name = "llama-2-7b", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 32,
+     .head_dim = 128, .d_ff = 11008, .vocab = 32000, .max_seq = 4096, .dtype_bytes = 2},
     /* https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json */
-    {"llama-2-13b", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 0, 2, 0, 0, 0},
+    {.name = "llama-2-13b", .n_layers = 40, .d_model = 5120, .n_heads = 40, .n_kv_heads = 40,
+     .head_dim = 128, .d_ff = 13824, .vocab = 32000, .max_seq = 4096, .dtype_bytes = 2},
     /* https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json (GQA, 8 KV heads) */
-    {"llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 0, 2, 0, 0, 0},
+    {.name = "llama-2-70b", .n_layers = 80, .d_model = 8192, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 28672, .vocab = 32000, .max_seq = 4096, .dtype_bytes = 2},
     /* https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json */
-    {"llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 0, 2, 0, 0, 0},
+    {.name = "llama-3-8b", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 14336, .vocab = 128256, .max_seq = 8192, .dtype_bytes = 2},
     /* https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json */
-    {"llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 0, 2, 0, 0, 0},
+    {.name = "llama-3-70b", .n_layers = 80, .d_model = 8192, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 28672, .vocab = 128256, .max_seq = 8192, .dtype_bytes = 2},
     /* https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json
      * (head_dim 64, tie_word_embeddings true, max_position_embeddings 131072) */
-    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 1, 2, 0, 0, 0},
+    {.name = "llama-3.2-1b", .n_layers = 16, .d_model = 2048, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 64, .d_ff = 8192, .vocab = 128256, .max_seq = 131072, .tied_embeddings = 1,
+     .dtype_bytes = 2},
     /* https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json
      * (its 4096-token sliding window is not modelled: attention cost uses the full context) */
-    {"mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2, 0, 0, 0},
+    {.name = "mistral-7b", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 14336, .vocab = 32000, .max_seq = 32768, .dtype_bytes = 2},
     /* https://huggingface.co/HuggingFaceTB/SmolLM2-135M/blob/main/config.json
      * (head_dim 64, tied; max_position_embeddings 8192 in the current config, 2048 in the
      * first upload) */
-    {"smollm2-135m", 30, 576, 9, 3, 64, 1536, 49152, 8192, 1, 2, 0, 0, 0},
+    {.name = "smollm2-135m", .n_layers = 30, .d_model = 576, .n_heads = 9, .n_kv_heads = 3,
+     .head_dim = 64, .d_ff = 1536, .vocab = 49152, .max_seq = 8192, .tied_embeddings = 1,
+     .dtype_bytes = 2},
     /* Karpathy's stories260K (huggingface.co/karpathy/tinyllamas, stories260K/), the header of
      * /work/shared/data/models/stories260K.bin: dim 64, hidden 172, 5 layers, 8 heads, 4 KV
      * heads, vocab 512 (tied), seq_len 512. dtype 4: the checkpoint is fp32 and the engine's
      * CPU backend runs it in fp32, so sim-vs-engine comparisons on it need fp32 bytes. */
-    {"stories260k", 5, 64, 8, 4, 8, 172, 512, 512, 1, 4, 0, 0, 0},
+    {.name = "stories260k", .n_layers = 5, .d_model = 64, .n_heads = 8, .n_kv_heads = 4,
+     .head_dim = 8, .d_ff = 172, .vocab = 512, .max_seq = 512, .tied_embeddings = 1,
+     .dtype_bytes = 4},
     /* https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
      * (num_local_experts 8, num_experts_per_tok 2, intermediate_size 14336 per expert;
      * max_position_embeddings 32768; its sliding_window is null). 46.70B parameters. */
-    {"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 0, 2, 8, 2, 14336},
+    {.name = "mixtral-8x7b", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 14336, .vocab = 32000, .max_seq = 32768, .dtype_bytes = 2,
+     .n_experts = 8, .experts_per_tok = 2, .moe_d_ff = 14336},
     /* The other models Vidur profiled (its vidur/config/model_config.py, and the shapes in
      * the profiles' own columns), so that their shipped calibrations have a model:
      * https://huggingface.co/codellama/CodeLlama-34b-Instruct-hf/blob/main/config.json
      * (GQA, 8 KV heads; max_position_embeddings 16384) */
-    {"codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 16384, 0, 2, 0, 0, 0},
+    {.name = "codellama-34b", .n_layers = 48, .d_model = 8192, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 22016, .vocab = 32000, .max_seq = 16384, .dtype_bytes = 2},
     /* https://huggingface.co/internlm/internlm-20b/blob/main/config.json (60 layers, MHA;
      * 4096 positions, longer with its dynamic RoPE scaling, which is not modelled) */
-    {"internlm-20b", 60, 5120, 40, 40, 128, 13824, 103168, 4096, 0, 2, 0, 0, 0},
+    {.name = "internlm-20b", .n_layers = 60, .d_model = 5120, .n_heads = 40, .n_kv_heads = 40,
+     .head_dim = 128, .d_ff = 13824, .vocab = 103168, .max_seq = 4096, .dtype_bytes = 2},
     /* https://huggingface.co/Qwen/Qwen-72B/blob/main/config.json (MHA; its intermediate_size
      * 49152 counts both halves of the gated MLP: 24576 each; 32768 positions; the QKV bias
      * is not modelled) */
-    {"qwen-72b", 80, 8192, 64, 64, 128, 24576, 152064, 32768, 0, 2, 0, 0, 0},
+    {.name = "qwen-72b", .n_layers = 80, .d_model = 8192, .n_heads = 64, .n_kv_heads = 64,
+     .head_dim = 128, .d_ff = 24576, .vocab = 152064, .max_seq = 32768, .dtype_bytes = 2},
+    /* ---- the models people serve in 2026 (issue #29); each line cites its config.json.
+     * Llama 3.1: https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+     * (128k context through its llama3 RoPE scaling, which changes no cost) */
+    {.name = "llama-3.1-8b", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 14336, .vocab = 128256, .max_seq = 131072, .dtype_bytes = 2},
+    /* https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json */
+    {.name = "llama-3.1-70b", .n_layers = 80, .d_model = 8192, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 28672, .vocab = 128256, .max_seq = 131072, .dtype_bytes = 2},
+    /* https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json */
+    {.name = "llama-3.1-405b", .n_layers = 126, .d_model = 16384, .n_heads = 128,
+     .n_kv_heads = 8, .head_dim = 128, .d_ff = 53248, .vocab = 128256, .max_seq = 131072,
+     .dtype_bytes = 2},
+    /* https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json (its q/k norms are not
+     * modelled; 40960 positions) */
+    {.name = "qwen3-8b", .n_layers = 36, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 12288, .vocab = 151936, .max_seq = 40960, .dtype_bytes = 2},
+    /* https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json (head_dim 128 explicit:
+     * 64 heads x 128 > hidden 5120) */
+    {.name = "qwen3-32b", .n_layers = 64, .d_model = 5120, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 25600, .vocab = 151936, .max_seq = 40960, .dtype_bytes = 2},
+    /* https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json (128 experts of 768,
+     * 8 a token, every layer sparse; head_dim 128 explicit) */
+    {.name = "qwen3-30b-a3b", .n_layers = 48, .d_model = 2048, .n_heads = 32, .n_kv_heads = 4,
+     .head_dim = 128, .d_ff = 6144, .vocab = 151936, .max_seq = 40960, .dtype_bytes = 2,
+     .n_experts = 128, .experts_per_tok = 8, .moe_d_ff = 768},
+    /* https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json */
+    {.name = "qwen3-235b-a22b", .n_layers = 94, .d_model = 4096, .n_heads = 64,
+     .n_kv_heads = 4, .head_dim = 128, .d_ff = 12288, .vocab = 151936, .max_seq = 40960,
+     .dtype_bytes = 2, .n_experts = 128, .experts_per_tok = 8, .moe_d_ff = 1536},
+    /* https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json: MLA (latent 512,
+     * rope key 64, query rank 1536, 128 heads of 128 + 64, values of 128), the first 3 layers
+     * dense (18432), then 256 routed experts of 2048 (8 a token) and 1 shared. Its weights
+     * ship in fp8 (dtype 1 there); this preset is the bf16 shape. The multi-token-prediction
+     * layer (num_nextn_predict_layers 1) and the grouped routing are not modelled. */
+    {.name = "deepseek-v3", .n_layers = 61, .d_model = 7168, .n_heads = 128, .n_kv_heads = 128,
+     .head_dim = 192, .d_ff = 18432, .vocab = 129280, .max_seq = 163840, .dtype_bytes = 2,
+     .n_experts = 256, .experts_per_tok = 8, .moe_d_ff = 2048, .n_dense_layers = 3,
+     .shared_d_ff = 2048, .kv_lora_rank = 512, .q_lora_rank = 1536, .qk_nope_head_dim = 128,
+     .qk_rope_head_dim = 64, .v_head_dim = 128},
+    /* https://huggingface.co/mistralai/Mixtral-8x22B-v0.1/blob/main/config.json */
+    {.name = "mixtral-8x22b", .n_layers = 56, .d_model = 6144, .n_heads = 48, .n_kv_heads = 8,
+     .head_dim = 128, .d_ff = 16384, .vocab = 32000, .max_seq = 65536, .dtype_bytes = 2,
+     .n_experts = 8, .experts_per_tok = 2, .moe_d_ff = 16384},
+    /* https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json: 24 layers alternating
+     * a 128-token window and full attention, 32 experts of 2880 (4 a token), head_dim 64.
+     * Its experts ship in MXFP4; this is the bf16 shape. Attention sinks and biases are not
+     * modelled (a scalar per head, and vectors: no cost that matters). */
+    {.name = "gpt-oss-20b", .n_layers = 24, .d_model = 2880, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 64, .d_ff = 2880, .vocab = 201088, .max_seq = 131072, .dtype_bytes = 2,
+     .n_experts = 32, .experts_per_tok = 4, .moe_d_ff = 2880, .sliding_window = 128,
+     .n_window_layers = 12},
+    /* https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json (36 layers, 128
+     * experts) */
+    {.name = "gpt-oss-120b", .n_layers = 36, .d_model = 2880, .n_heads = 64, .n_kv_heads = 8,
+     .head_dim = 64, .d_ff = 2880, .vocab = 201088, .max_seq = 131072, .dtype_bytes = 2,
+     .n_experts = 128, .experts_per_tok = 4, .moe_d_ff = 2880, .sliding_window = 128,
+     .n_window_layers = 18},
+    /* https://huggingface.co/google/gemma-3-27b-it/blob/main/config.json, its text_config:
+     * 62 layers, 5 of every 6 with a 1024-token window (the 10 others global), head_dim 128,
+     * tied embeddings. The vision tower is not modelled. */
+    {.name = "gemma-3-27b", .n_layers = 62, .d_model = 5376, .n_heads = 32, .n_kv_heads = 16,
+     .head_dim = 128, .d_ff = 21504, .vocab = 262208, .max_seq = 131072, .tied_embeddings = 1,
+     .dtype_bytes = 2, .sliding_window = 1024, .n_window_layers = 52},
+    /* https://huggingface.co/mistralai/Mistral-Nemo-Base-2407/blob/main/config.json (head_dim
+     * 128 explicit; 1,024,000 positions in the config, 128k trained) */
+    {.name = "mistral-nemo-12b", .n_layers = 40, .d_model = 5120, .n_heads = 32,
+     .n_kv_heads = 8, .head_dim = 128, .d_ff = 14336, .vocab = 131072, .max_seq = 1024000,
+     .dtype_bytes = 2},
 };
 #define N_MODELS ((int)(sizeof builtin_models / sizeof builtin_models[0]))
 
@@ -132,40 +217,100 @@ const preset_hw_t *preset_hw_find(const char *name) {
 
 int preset_model_is_moe(const preset_model_t *m) { return m->n_experts > 0; }
 
+int32_t preset_model_moe_layers(const preset_model_t *m) {
+    return preset_model_is_moe(m) ? m->n_layers - m->n_dense_layers : 0;
+}
+
+const char *preset_model_attention(const preset_model_t *m) {
+    if (m->kv_lora_rank > 0) return "MLA";
+    if (m->n_kv_heads == m->n_heads) return "MHA";
+    return m->n_kv_heads == 1 ? "MQA" : "GQA";
+}
+
+int preset_model_priced(const preset_model_t *m, char *err, size_t errlen) {
+    if (m->kv_lora_rank > 0)
+        return errf(err, errlen, "%s uses multi-head latent attention, which the step-cost models "
+                    "do not price yet (its KV cache and parameters are modelled: twinserve kv "
+                    "--model %s, twinserve presets)", m->name, m->name);
+    if (m->shared_d_ff > 0 || m->n_dense_layers > 0)
+        return errf(err, errlen, "%s has %s, which the step-cost models do not price yet (its "
+                    "parameters and KV cache are modelled: twinserve kv --model %s)", m->name,
+                    m->shared_d_ff > 0 ? "a shared expert beside its routed ones"
+                                       : "dense layers before its layers of experts",
+                    m->name);
+    return 0;
+}
+
+/* One layer's attention projections: Q, K, V, O; with MLA, the query's low-rank pair (or
+ * its direct projection), the joint latent and rope key (kv_a), the latent's expansion into
+ * per-head keys and values (kv_b) and the output. */
+static double attn_params(const preset_model_t *m) {
+    double d = m->d_model, h = m->n_heads;
+    if (m->kv_lora_rank > 0) {
+        double qk = m->qk_nope_head_dim + (double)m->qk_rope_head_dim;
+        double q = m->q_lora_rank > 0 ? d * m->q_lora_rank + (double)m->q_lora_rank * h * qk
+                                      : d * h * qk;
+        double kv_a = d * (m->kv_lora_rank + (double)m->qk_rope_head_dim);
+        double kv_b = (double)m->kv_lora_rank * h * (m->qk_nope_head_dim + (double)m->v_head_dim);
+        return q + kv_a + kv_b + h * m->v_head_dim * d;
+    }
+    double q = h * m->head_dim, kv = (double)m->n_kv_heads * m->head_dim;
+    return d * q + 2.0 * d * kv + q * d;
+}
+
 double preset_model_expert_params(const preset_model_t *m) {
     return preset_model_is_moe(m) ? 3.0 * m->d_model * (double)m->moe_d_ff : 0.0;
 }
 
 double preset_model_all_expert_params(const preset_model_t *m) {
-    return (double)m->n_layers * m->n_experts * preset_model_expert_params(m);
+    return (double)preset_model_moe_layers(m) * m->n_experts * preset_model_expert_params(m);
 }
 
 double preset_model_layer_matrix_params(const preset_model_t *m) {
-    double d = m->d_model, hd = m->head_dim;
-    double q = (double)m->n_heads * hd, kv = (double)m->n_kv_heads * hd;
-    double attn = d * q + 2.0 * d * kv + q * d;  /* wq, wk, wv, wo */
-    /* SwiGLU gate, up, down; a mixture of experts' tokens all pass its router instead */
-    double mlp = preset_model_is_moe(m) ? d * m->n_experts : 3.0 * d * m->d_ff;
-    return m->n_layers * (attn + mlp);
+    double d = m->d_model;
+    int32_t moe = preset_model_moe_layers(m);
+    /* SwiGLU gate, up, down in the dense layers; an MoE layer's tokens all pass its router
+     * and its shared expert, the routed experts being counted apart */
+    double dense = (double)(m->n_layers - moe) * 3.0 * d * m->d_ff;
+    double sparse = (double)moe * (d * m->n_experts + 3.0 * d * m->shared_d_ff);
+    return m->n_layers * attn_params(m) + dense + sparse;
 }
 
 double preset_model_lm_params(const preset_model_t *m) { return (double)m->vocab * m->d_model; }
 
 double preset_model_params(const preset_model_t *m) {
     double d = m->d_model;
-    double norms = 2.0 * d;                      /* RMSNorm before attention and MLP */
+    /* RMSNorm before attention and MLP (and MLA's on the query and latent ranks) */
+    double norms = 2.0 * d + (m->kv_lora_rank > 0 ? (double)m->q_lora_rank + m->kv_lora_rank : 0);
     double embed = preset_model_lm_params(m);
     double head = m->tied_embeddings ? 0.0 : embed;
     return embed + preset_model_layer_matrix_params(m) + preset_model_all_expert_params(m) +
            m->n_layers * norms + d /* final norm */ + head;
 }
 
+double preset_model_active_params(const preset_model_t *m) {
+    return preset_model_params(m) - preset_model_all_expert_params(m) +
+           (double)preset_model_moe_layers(m) * m->experts_per_tok * preset_model_expert_params(m);
+}
+
 double preset_model_weight_bytes(const preset_model_t *m) {
     return preset_model_params(m) * m->dtype_bytes;
 }
 
+double preset_model_kv_elems_per_layer(const preset_model_t *m) {
+    if (m->kv_lora_rank > 0) return m->kv_lora_rank + (double)m->qk_rope_head_dim;
+    return 2.0 * m->n_kv_heads * (double)m->head_dim;
+}
+
 double preset_model_kv_bytes_per_token(const preset_model_t *m) {
-    return 2.0 * m->n_layers * m->n_kv_heads * (double)m->head_dim * m->dtype_bytes;
+    return m->n_layers * preset_model_kv_elems_per_layer(m) * m->dtype_bytes;
+}
+
+double preset_model_kv_bytes_at(const preset_model_t *m, double ctx) {
+    double per = preset_model_kv_elems_per_layer(m) * m->dtype_bytes;
+    int32_t win = m->sliding_window > 0 ? m->n_window_layers : 0;
+    double held = ctx < m->sliding_window ? ctx : m->sliding_window;
+    return (m->n_layers - win) * per * ctx + win * per * (win ? held : 0);
 }
 
 /* ---- validation ----------------------------------------------------------------------- */
@@ -201,6 +346,41 @@ int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
                     (int)m->n_experts, (int)m->experts_per_tok, (int)m->moe_d_ff);
     if (m->n_experts == 0 && (m->experts_per_tok > 0 || m->moe_d_ff > 0))
         return errf(err, errlen, "%s: experts_per_tok and moe_d_ff need n_experts > 0", n);
+    struct { const char *key; int32_t v; } nonneg[] = {
+        {"n_dense_layers", m->n_dense_layers}, {"shared_d_ff", m->shared_d_ff},
+        {"kv_lora_rank", m->kv_lora_rank}, {"q_lora_rank", m->q_lora_rank},
+        {"qk_nope_head_dim", m->qk_nope_head_dim}, {"qk_rope_head_dim", m->qk_rope_head_dim},
+        {"v_head_dim", m->v_head_dim}, {"sliding_window", m->sliding_window},
+        {"n_window_layers", m->n_window_layers},
+    };
+    for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
+        if (nonneg[i].v < 0)
+            return errf(err, errlen, "%s: %s must be >= 0 (got %d)", n, nonneg[i].key,
+                        (int)nonneg[i].v);
+    if (m->n_experts == 0 && (m->n_dense_layers > 0 || m->shared_d_ff > 0))
+        return errf(err, errlen, "%s: n_dense_layers and shared_d_ff need n_experts > 0", n);
+    if (m->n_dense_layers >= m->n_layers && m->n_experts > 0)
+        return errf(err, errlen, "%s: n_dense_layers (%d) leaves no layer of experts of %d",
+                    n, (int)m->n_dense_layers, (int)m->n_layers);
+    if (m->kv_lora_rank > 0) {
+        if (m->qk_rope_head_dim < 1 || m->qk_nope_head_dim < 1 || m->v_head_dim < 1)
+            return errf(err, errlen, "%s: multi-head latent attention (kv_lora_rank %d) needs "
+                        "positive qk_rope_head_dim, qk_nope_head_dim and v_head_dim (got %d, %d, "
+                        "%d)", n, (int)m->kv_lora_rank, (int)m->qk_rope_head_dim,
+                        (int)m->qk_nope_head_dim, (int)m->v_head_dim);
+        if (m->head_dim != m->qk_nope_head_dim + m->qk_rope_head_dim || m->n_kv_heads != m->n_heads)
+            return errf(err, errlen, "%s: with latent attention head_dim is qk_nope_head_dim + "
+                        "qk_rope_head_dim (%d) and n_kv_heads is n_heads (%d); got %d and %d", n,
+                        (int)(m->qk_nope_head_dim + m->qk_rope_head_dim), (int)m->n_heads,
+                        (int)m->head_dim, (int)m->n_kv_heads);
+    } else if (m->q_lora_rank || m->qk_nope_head_dim || m->qk_rope_head_dim || m->v_head_dim) {
+        return errf(err, errlen, "%s: q_lora_rank, qk_nope_head_dim, qk_rope_head_dim and "
+                    "v_head_dim describe latent attention: they need kv_lora_rank > 0", n);
+    }
+    if ((m->sliding_window > 0) != (m->n_window_layers > 0) || m->n_window_layers > m->n_layers)
+        return errf(err, errlen, "%s: a sliding window needs both sliding_window > 0 and "
+                    "n_window_layers in 1..n_layers (%d); got %d and %d", n, (int)m->n_layers,
+                    (int)m->sliding_window, (int)m->n_window_layers);
     return 0;
 }
 
@@ -241,6 +421,17 @@ const kv_spec_t preset_model_keys[] = {
     {"n_experts", KV_INT, offsetof(preset_model_t, n_experts), 0},
     {"experts_per_tok", KV_INT, offsetof(preset_model_t, experts_per_tok), 0},
     {"moe_d_ff", KV_INT, offsetof(preset_model_t, moe_d_ff), 0},
+    /* from here on, a key whose value is 0 is left out of a run's record (preset_model_json):
+     * a dense model's record stays as it was before the key existed */
+    {"n_dense_layers", KV_INT, offsetof(preset_model_t, n_dense_layers), 0},
+    {"shared_d_ff", KV_INT, offsetof(preset_model_t, shared_d_ff), 0},
+    {"kv_lora_rank", KV_INT, offsetof(preset_model_t, kv_lora_rank), 0},
+    {"q_lora_rank", KV_INT, offsetof(preset_model_t, q_lora_rank), 0},
+    {"qk_nope_head_dim", KV_INT, offsetof(preset_model_t, qk_nope_head_dim), 0},
+    {"qk_rope_head_dim", KV_INT, offsetof(preset_model_t, qk_rope_head_dim), 0},
+    {"v_head_dim", KV_INT, offsetof(preset_model_t, v_head_dim), 0},
+    {"sliding_window", KV_INT, offsetof(preset_model_t, sliding_window), 0},
+    {"n_window_layers", KV_INT, offsetof(preset_model_t, n_window_layers), 0},
 };
 const int preset_model_n_keys = (int)(sizeof preset_model_keys / sizeof preset_model_keys[0]);
 
@@ -255,7 +446,7 @@ const kv_spec_t preset_hw_keys[] = {
 };
 const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 
-#define MAX_KEYS 16
+#define MAX_KEYS 32
 
 /* The file name without directory and extension, as the default preset name. */
 static void name_from_path(const char *path, char *name) {
@@ -391,6 +582,12 @@ done:
     return rc;
 }
 
+int preset_model_key_may_be_absent(int i) {
+    for (int k = 0; k < preset_model_n_keys && k <= i; k++)
+        if (!strcmp(preset_model_keys[k].key, "n_experts")) return 1;
+    return 0;
+}
+
 void preset_model_json(FILE *f, const preset_model_t *m) {
     fputs("{\"name\":", f);
     json_write_str(f, m->name);
@@ -399,10 +596,9 @@ void preset_model_json(FILE *f, const preset_model_t *m) {
         if (k->type != KV_INT) continue;
         int32_t v;
         memcpy(&v, (const char *)m + k->offset, sizeof v);
-        /* a dense model's record stays as it was before experts existed */
-        if (v == 0 && !preset_model_is_moe(m) && (!strcmp(k->key, "n_experts") ||
-            !strcmp(k->key, "experts_per_tok") || !strcmp(k->key, "moe_d_ff")))
-            continue;
+        /* a dense model's record stays as it was before experts (and the keys after them)
+         * existed */
+        if (v == 0 && preset_model_key_may_be_absent(i)) continue;
         fprintf(f, ",\"%s\":%d", k->key, (int)v);
     }
     fputc('}', f);

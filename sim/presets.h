@@ -31,6 +31,27 @@ typedef struct {
     int32_t n_experts;
     int32_t experts_per_tok;
     int32_t moe_d_ff;
+    /* Fine-grained MoE (DeepSeek, Qwen2-MoE): the first n_dense_layers layers are dense
+     * (SwiGLU of d_ff; first_k_dense_replace), and every MoE layer adds an always-active
+     * shared expert of intermediate size shared_d_ff (0: none; DeepSeek's
+     * n_shared_experts x moe_intermediate_size). */
+    int32_t n_dense_layers;
+    int32_t shared_d_ff;
+    /* Multi-head latent attention (DeepSeek-V2/V3; 0 = off). The cache holds, per token and
+     * layer, one latent of kv_lora_rank plus the shared rope key of qk_rope_head_dim, not
+     * per-head K and V. Queries: d_model -> q_lora_rank (0: a direct projection) ->
+     * n_heads x (qk_nope_head_dim + qk_rope_head_dim); values of v_head_dim per head. With
+     * MLA, head_dim is qk_nope_head_dim + qk_rope_head_dim and n_kv_heads equals n_heads. */
+    int32_t kv_lora_rank;
+    int32_t q_lora_rank;
+    int32_t qk_nope_head_dim;
+    int32_t qk_rope_head_dim;
+    int32_t v_head_dim;
+    /* Sliding-window attention (0 = none): n_window_layers of the layers attend to the
+     * last sliding_window tokens only (gpt-oss: every other layer, 128; Gemma 3: 5 of 6,
+     * 1024); the others to the whole context. Which layers does not change a cost. */
+    int32_t sliding_window;
+    int32_t n_window_layers;
 } preset_model_t;
 
 typedef struct {
@@ -77,6 +98,11 @@ extern const int preset_hw_n_keys;
 int preset_model_complete(preset_model_t *m, const kv_table_t *t, const char *what, char *err,
                           size_t errlen);
 
+/* 1 when preset_model_keys[i] is left out of a record when 0 (n_experts and every key
+ * after it: a dense model's record stays as it was before they existed), so a reader takes
+ * its absence as 0. */
+int preset_model_key_may_be_absent(int i);
+
 /* The shape as a JSON object of the preset file's keys ({"name":..,"n_layers":..,..}),
  * as run configs record it; preset_model_keys names the members. */
 void preset_model_json(FILE *f, const preset_model_t *m);
@@ -101,7 +127,29 @@ int preset_model_is_moe(const preset_model_t *m);
 double preset_model_expert_params(const preset_model_t *m);
 double preset_model_all_expert_params(const preset_model_t *m);
 double preset_model_lm_params(const preset_model_t *m);
-/* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes. */
+/* The parameters a token passes through: all but the routed experts it does not pick
+ * (experts_per_tok of n_experts in each MoE layer); preset_model_params for a dense model. */
+double preset_model_active_params(const preset_model_t *m);
+/* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes; with MLA, layers x
+ * (kv_lora_rank + qk_rope_head_dim) x dtype_bytes. A token's full cost, window or not (the
+ * KV a cached token holds while it is inside every layer's window). */
 double preset_model_kv_bytes_per_token(const preset_model_t *m);
+/* One layer's KV elements per cached token (2 x kv_heads x head_dim, or MLA's latent and
+ * rope key). */
+double preset_model_kv_elems_per_layer(const preset_model_t *m);
+/* The KV bytes a sequence of ctx tokens holds: its full-attention layers keep all ctx
+ * tokens, its window layers min(ctx, sliding_window) (vLLM's hybrid allocator frees the
+ * blocks that left the window). */
+double preset_model_kv_bytes_at(const preset_model_t *m, double ctx);
+/* Layers whose MLP is a mixture of experts (n_layers - n_dense_layers; 0 if dense). */
+int32_t preset_model_moe_layers(const preset_model_t *m);
+/* Whether the step-cost models price this shape (0), or -1 with why in err: multi-head
+ * latent attention, shared experts and dense layers between the experts are described (KV,
+ * parameters, weights) but not priced yet, and a price that treated them as what they are
+ * not would be plausible and wrong. A sliding window is priced as full attention (an
+ * overestimate past the window; sim warns). */
+int preset_model_priced(const preset_model_t *m, char *err, size_t errlen);
+/* "MHA", "GQA", "MQA" or "MLA". */
+const char *preset_model_attention(const preset_model_t *m);
 
 #endif

@@ -599,6 +599,11 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         warn(res, "--max-model-len %d is past %s's %d-token context: the simulator serves it, "
              "a real model was not trained for it", o->max_model_len, model->name,
              model->max_seq);
+    if (model->sliding_window > 0)
+        warn(res, "%s's %d-token sliding window (%d of its %d layers) is priced as full "
+             "attention: step costs and the KV capacity count the whole context, an "
+             "overestimate past %d tokens", model->name, model->sliding_window,
+             model->n_window_layers, model->n_layers, model->sliding_window);
     if (res->requests >= 100 && m.last_arrival - m.first_arrival < 1e-3)
         warn(res, "all %lld requests arrive within 1 ms (--rate-scale %g): the trace is one "
              "burst, its arrival times no longer matter", (long long)res->requests,

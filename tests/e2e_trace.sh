@@ -371,6 +371,41 @@ want_rc 0
 want_out "163,840" "5,368,709,120"
 end
 
+begin "kv of latent attention and sliding windows: deepseek-v3 against MHA and GQA-8, gpt-oss-120b's window"
+# by hand: 61 layers x (512 latent + 64 rope key) x 2 B = 70,272 B; MHA caches 128 heads x
+# (192-wide keys + 128-wide values) x 61 x 2 = 4,997,120 B (71.1x); GQA-8 312,320 B (4.4x)
+run kvmla "$BIN" kv --model deepseek-v3 --seq 4096
+want_rc 0
+want_out "= 61 x (512 + 64) x 2" "= 70,272 B" "would cache 4,997,120 B a token: 71.1x" "312,320 B: 4.4x"
+# 18 full layers hold all 4,096 tokens and 18 window layers 128, 2,048 B per token and layer:
+# 155,713,536 B against
+# 301,989,888 B (48.4% saved); at 128k the saving tends to the window layers' half (50.0%)
+run kvswa "$BIN" kv --model gpt-oss-120b --seq 4096
+want_rc 0
+want_out "at 4,096 tokens: 155,713,536 B a sequence with the window, 301,989,888 B without: 48.4% saved" \
+    "at 131,072 tokens: 4,836,556,800 B a sequence with the window, 9,663,676,416 B without: 50.0% saved" \
+    "= 155,713,536 B"
+end
+
+begin "what the step costs do not price yet is refused, a window is warned of"
+"$BIN" trace gen --n 20 --rate 2 --seed 1 --out "$T/few.csv" >/dev/null
+run simmla "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model deepseek-v3 \
+    --hw h200 --tp 8 --db "$T/mla.db"
+want_rc 2
+want_err "deepseek-v3 uses multi-head latent attention, which the step-cost models do not price yet"
+[ ! -f "$T/mla.db" ] || [ "$(sql "$T/mla.db" "select count(*) from runs")" = 0 ] || bad " a run was recorded"
+run roofmla "$BIN" roofline --model deepseek-v3 --hw h200
+want_rc 0
+want_out "tokens/s <= bandwidth / weight bytes" "(no step-time table: deepseek-v3 uses multi-head latent attention"
+run simswa "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-20b \
+    --hw h100 --db "$T/swa.db"
+want_rc 0
+want_err "gpt-oss-20b's 128-token sliding window (12 of its 24 layers) is priced as full attention"
+run engswa "$BIN" generate --model dummy:gpt-oss-20b -n 1
+want_rc 1
+want_err "dummy:gpt-oss-20b: a sliding window; the engine runs dense Llama-family models with full attention only"
+end
+
 begin "kv errors: unknown model exit 1, missing --seq and bad --seq exit 2"
 run kv_model "$BIN" kv --model no-such-model --seq 5
 want_rc 1
@@ -411,6 +446,11 @@ want_out_re '^ +llama-2-7b +32 +4096'
 want_out_re '^ +llama-2-70b +80 +8192'
 want_out_re '^ +h200 '
 want_out_re '^ +a100-80g '
+# the attention kind, the experts (+S: a shared one) and the window
+want_out_re '^ +deepseek-v3 +61 +7168 +128/128 +192 +MLA +2048 +256/8\+S +- '
+want_out_re '^ +gpt-oss-120b +36 +2880 +64/8 +64 +GQA +2880 +128/4 +128 x18 '
+want_out_re '^ +gemma-3-27b .* GQA .* 1024 x52 '
+want_out "deepseek-v3: 37.55B of its 671.03B parameters are active per token"
 end
 
 begin "top level: --help lists the commands, an unknown command exits 2"

@@ -12,7 +12,9 @@
 
 /* A shape small enough to do by hand: 2 layers, d 8, 2 heads of 4, 1 K/V head, d_ff 16,
  * vocab 32, 2-byte elements, separate LM head. */
-static const preset_model_t tiny = {"tiny", 2, 8, 2, 1, 4, 16, 32, 64, 0, 2, 0, 0, 0};
+static const preset_model_t tiny = {.name = "tiny", .n_layers = 2, .d_model = 8, .n_heads = 2,
+                                    .n_kv_heads = 1, .head_dim = 4, .d_ff = 16, .vocab = 32,
+                                    .max_seq = 64, .dtype_bytes = 2};
 /* 1 MFLOP/s and 1 MB/s so that one FLOP or one byte is one microsecond. */
 static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6, 0, 0};
 

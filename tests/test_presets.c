@@ -59,6 +59,100 @@ START_TEST(test_kv_bytes) {
 }
 END_TEST
 
+/* The 2026 models (issue #29) against their published totals, to the precision published:
+ * Meta's model cards (Llama 3.1: 8.03B, 70.6B, 405B), Qwen3's (8.2B, 32.8B, 30.5B total /
+ * 3.3B active, 235B / 22B), DeepSeek-V3's report (671B total, 37B active, without the 14B
+ * multi-token-prediction module), Mistral's (Mixtral 8x22B: 141B / 39B; Nemo 12B), OpenAI's
+ * gpt-oss model card (116.8B total / 5.1B active without the embeddings; 20.9B / 3.6B). */
+START_TEST(test_param_counts_2026) {
+    struct { const char *name; double total, tol, active, atol; } want[] = {
+        {"llama-3.1-8b", 8.03e9, 0.005e9, 0, 0},     {"llama-3.1-70b", 70.6e9, 0.05e9, 0, 0},
+        {"llama-3.1-405b", 405.9e9, 0.5e9, 0, 0},    {"qwen3-8b", 8.2e9, 0.05e9, 0, 0},
+        {"qwen3-32b", 32.8e9, 0.05e9, 0, 0},
+        {"qwen3-30b-a3b", 30.5e9, 0.05e9, 3.3e9, 0.06e9},
+        {"qwen3-235b-a22b", 235e9, 0.5e9, 22e9, 0.25e9},
+        {"deepseek-v3", 671e9, 0.5e9, 37e9, 0.6e9},
+        {"mixtral-8x22b", 141e9, 0.5e9, 39e9, 0.5e9},
+        {"mistral-nemo-12b", 12.2e9, 0.06e9, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const preset_model_t *m = model(want[i].name);
+        ck_assert_msg(fabs(preset_model_params(m) - want[i].total) <= want[i].tol,
+                      "%s: %.4g params, want %.4g", m->name, preset_model_params(m), want[i].total);
+        if (want[i].active > 0)
+            ck_assert_msg(fabs(preset_model_active_params(m) - want[i].active) <= want[i].atol,
+                          "%s: %.4g active, want %.4g", m->name, preset_model_active_params(m),
+                          want[i].active);
+    }
+    /* gpt-oss: the card's active figures leave the embedding table out (vocab x d_model) */
+    const preset_model_t *g = model("gpt-oss-120b"), *g20 = model("gpt-oss-20b");
+    ck_assert_double_eq_tol(preset_model_params(g) / 1e9, 116.8, 0.05);
+    ck_assert_double_eq_tol((preset_model_active_params(g) - preset_model_lm_params(g)) / 1e9,
+                            5.1, 0.05);
+    ck_assert_double_eq_tol(preset_model_params(g20) / 1e9, 20.9, 0.05);
+    ck_assert_double_eq_tol((preset_model_active_params(g20) - preset_model_lm_params(g20)) / 1e9,
+                            3.6, 0.05);
+    /* a dense model's active parameters are all of them */
+    ck_assert(preset_model_active_params(model("llama-3.1-8b")) ==
+              preset_model_params(model("llama-3.1-8b")));
+}
+END_TEST
+
+/* KV per token as each architecture stores it, by hand. */
+START_TEST(test_kv_architectures) {
+    const preset_model_t *ds = model("deepseek-v3"), *g = model("gpt-oss-120b");
+    /* MLA: 61 layers x (512 latent + 64 rope key) x 2 bytes */
+    ck_assert(preset_model_kv_bytes_per_token(ds) == 61.0 * 576 * 2);
+    ck_assert_str_eq(preset_model_attention(ds), "MLA");
+    ck_assert_int_eq(preset_model_moe_layers(ds), 58);
+    ck_assert(preset_model_kv_bytes_at(ds, 1000) == 1000 * 70272.0);
+    /* gpt-oss-120b: 2 x 8 heads x 64 x 2 B = 2,048 B a layer; 18 full layers hold the whole
+     * context, 18 window layers 128 tokens at most */
+    ck_assert(preset_model_kv_bytes_per_token(g) == 36 * 2048.0);
+    ck_assert(preset_model_kv_bytes_at(g, 100) == 100 * 36 * 2048.0);
+    ck_assert(preset_model_kv_bytes_at(g, 4096) == 18 * 2048.0 * 4096 + 18 * 2048.0 * 128);
+    /* Gemma 3: 52 of 62 layers keep 1024 tokens */
+    const preset_model_t *gm = model("gemma-3-27b");
+    double layer = 2.0 * 16 * 128 * 2;
+    ck_assert(preset_model_kv_bytes_at(gm, 32768) == 10 * layer * 32768 + 52 * layer * 1024);
+    ck_assert_str_eq(preset_model_attention(model("llama-2-7b")), "MHA");
+    ck_assert_str_eq(preset_model_attention(model("llama-3-8b")), "GQA");
+}
+END_TEST
+
+/* What validation refuses of the new fields, each naming the field. */
+START_TEST(test_validation_2026) {
+    char err[512];
+    preset_model_t m = *model("deepseek-v3");
+    m.qk_rope_head_dim = 0;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "qk_rope_head_dim") != NULL, "%s", err);
+    m = *model("deepseek-v3");
+    m.head_dim = 128;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "head_dim is qk_nope_head_dim + qk_rope_head_dim") != NULL, "%s", err);
+    m = *model("deepseek-v3");
+    m.n_dense_layers = 61;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "n_dense_layers (61) leaves no layer of experts") != NULL, "%s", err);
+    m = *model("llama-3-8b");
+    m.v_head_dim = 128;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "need kv_lora_rank > 0") != NULL, "%s", err);
+    m = *model("llama-3-8b");
+    m.shared_d_ff = 1024;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "need n_experts > 0") != NULL, "%s", err);
+    m = *model("gpt-oss-20b");
+    m.n_window_layers = 25;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "n_window_layers in 1..n_layers (24)") != NULL, "%s", err);
+    m = *model("gpt-oss-20b");
+    m.sliding_window = 0;
+    ck_assert_int_eq(preset_model_validate(&m, err, sizeof err), -1);
+}
+END_TEST
+
 START_TEST(test_builtins_valid) {
     char err[256];
     int n = 0;
@@ -103,7 +197,8 @@ START_TEST(test_unknown_names) {
     ck_assert_int_eq(preset_model_get("llama-9", &m, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "unknown model 'llama-9'; built-in models: llama-2-7b, ") == err,
                   "%s", err);
-    ck_assert_msg(strstr(err, "mixtral-8x7b, ") && strstr(err, "qwen-72b (or give a preset file path)"),
+    ck_assert_msg(strstr(err, "mixtral-8x7b, ") && strstr(err, "qwen-72b, ") &&
+                  strstr(err, "mistral-nemo-12b (or give a preset file path)"),
                   "%s", err);
     /* A typo with a dot is still a name, not a missing file. */
     ck_assert_int_eq(preset_model_get("llama-3.2-3b", &m, err, sizeof err), -1);
@@ -282,6 +377,9 @@ static Suite *presets_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_kv_bytes);
+    tcase_add_test(tc, test_param_counts_2026);
+    tcase_add_test(tc, test_kv_architectures);
+    tcase_add_test(tc, test_validation_2026);
     tcase_add_test(tc, test_builtins_valid);
     tcase_add_test(tc, test_lookup_case_insensitive);
     tcase_add_test(tc, test_unknown_names);
