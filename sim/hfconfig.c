@@ -2,17 +2,24 @@
  *
  * The document is parsed once: json_each lists its top-level members (key, JSON type,
  * value) into an array that every later check reads, so a message can say which key held
- * what. The two nested values read (the architectures list, Qwen's mlp_only_layers) are
- * parsed again from their own JSON text. SQLite is the parser because every build already
- * links it (traces/import_vllm.c does the same); a private in-memory database per call
- * keeps callers on different threads apart.
+ * what. The nested values read (the architectures list, Qwen's mlp_only_layers,
+ * layer_types, a quantization_config's method) are parsed again from their own JSON text.
+ * A multimodal wrapper (Gemma3ForConditionalGeneration) keeps its language model in
+ * "text_config": that object's members become the ones read, the document's own staying
+ * behind for the few keys a wrapper holds at its top (the dtype, tied embeddings,
+ * quantization_config); a message names such a key "text_config.KEY". SQLite is the parser
+ * because every build already links it (traces/import_vllm.c does the same); a private
+ * in-memory database per call keeps callers on different threads apart.
  *
  * Defaults are those of the Hugging Face config class when a key is absent or null, since
  * that is what transformers and vLLM would build from the same file: num_key_value_heads =
  * num_attention_heads, head_dim = hidden_size / num_attention_heads (Qwen3Config: 128),
- * tie_word_embeddings false, a missing dtype bf16. Sizes with no sensible default are
- * required. */
+ * tie_word_embeddings false, a missing dtype bf16; the classes whose published files leave
+ * keys out (Gemma 3's text_config has no vocab_size; gpt-oss and Gemma give head_dim a
+ * value of their own) carry their class's figures in the table below. Sizes with no
+ * sensible default are required. */
 #include "sim/hfconfig.h"
+#include "sim/hfconfig_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -27,320 +34,118 @@
 #include "sim/errf.h"
 #include "sim/kvfile.h"
 
-#define HF_MAX_BYTES ((size_t)64 << 20)  /* config.json is a few KB; a tokenizer.json 10 MB */
-#define HF_MAX_MEMBERS 4096               /* real configs have under 100 keys */
-#define HF_NOTE_CAP 768
-#define HF_PATH_CAP 4096
-
-typedef enum { K_DENSE, K_MIXTRAL, K_QWEN_MOE } kind_t;
-
-/* What a class has beyond the shape preset_model_t counts: noted, never counted. */
-enum {
-    X_QKV_BIAS = 1,       /* q/k/v projections always carry biases (Qwen2) */
-    X_BIAS_KEYS = 2,      /* attention_bias / mlp_bias switch biases on (Llama, Qwen3) */
-    X_QK_NORM = 4,        /* an RMSNorm over each head's q and k (Qwen3) */
-    X_WINDOW = 8,         /* a numeric sliding_window applies (Mistral, Mixtral) */
-    X_WINDOW_IF_USED = 16 /* sliding_window applies only with use_sliding_window (Qwen) */
-};
-
-typedef struct {
-    const char *arch;
-    kind_t kind;
-    int extras;
-    int32_t head_dim;  /* the class's head_dim when the file has none; 0: hidden / heads */
-} arch_t;
-
 static const arch_t archs[] = {
-    {"LlamaForCausalLM", K_DENSE, X_BIAS_KEYS, 0},
-    {"MistralForCausalLM", K_DENSE, X_WINDOW, 0},
-    {"Qwen2ForCausalLM", K_DENSE, X_QKV_BIAS | X_WINDOW_IF_USED, 0},
-    {"Qwen3ForCausalLM", K_DENSE, X_BIAS_KEYS | X_QK_NORM | X_WINDOW_IF_USED, 128},
-    {"MixtralForCausalLM", K_MIXTRAL, X_WINDOW, 0},
-    {"Qwen3MoeForCausalLM", K_QWEN_MOE, X_BIAS_KEYS | X_QK_NORM | X_WINDOW_IF_USED, 0},
+    {"LlamaForCausalLM", K_DENSE, W_NONE, X_BIAS_KEYS, 0, 0, 0, 0, 0, 0},
+    {"MistralForCausalLM", K_DENSE, W_ALL, 0, 0, 0, 0, 0, 0, 0},
+    {"Qwen2ForCausalLM", K_DENSE, W_QWEN, X_QKV_BIAS, 0, 0, 0, 0, 0, 0},
+    {"Qwen3ForCausalLM", K_DENSE, W_QWEN, X_BIAS_KEYS | X_QK_NORM, 0, 0, 128, 0, 0, 0},
+    {"MixtralForCausalLM", K_MIXTRAL, W_ALL, 0, 0, 0, 0, 0, 0, 0},
+    {"Qwen3MoeForCausalLM", K_QWEN_MOE, W_QWEN, X_BIAS_KEYS | X_QK_NORM, 0, 0, 0, 0, 0, 0},
+    {"Qwen2MoeForCausalLM", K_QWEN2_MOE, W_QWEN, X_QKV_BIAS | X_SHARED_GATE, 0, 0, 0, 0, 0,
+     0},
+    {"Phi3ForCausalLM", K_DENSE, W_ALL, X_PHI3, 0, 0, 0, 0, 0, 0},
+    {"DeepseekV2ForCausalLM", K_DEEPSEEK, W_NONE, X_DEEPSEEK, 0, 0, 0, 0, 0, 0},
+    {"DeepseekV3ForCausalLM", K_DEEPSEEK, W_NONE, X_DEEPSEEK, 0, 0, 0, 0, 0, 0},
+    /* GptOssConfig: 8 KV heads, head_dim 64 */
+    {"GptOssForCausalLM", K_GPT_OSS, W_EVEN, X_BIAS_KEYS | X_GPT_OSS, 0, 8, 64, 0, 0, 0},
+    /* Gemma2Config and Gemma3TextConfig: 8 heads, 4 KV heads of 256, tied embeddings;
+     * Gemma 3's published text_configs omit the heads (4B), vocab_size and
+     * max_position_embeddings, so these defaults are what builds them */
+    {"Gemma2ForCausalLM", K_DENSE, W_EVEN, X_GEMMA, 8, 4, 256, 256000, 8192, 1},
+    {"Gemma3ForCausalLM", K_DENSE, W_PATTERN, X_GEMMA | X_QK_NORM, 8, 4, 256, 262208, 131072,
+     1},
+    {"Gemma3ForConditionalGeneration", K_DENSE, W_PATTERN, X_GEMMA | X_QK_NORM | X_TEXT_CONFIG,
+     8, 4, 256, 262208, 131072, 1},
 };
 #define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
-static const char supported[] = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                                "Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM";
-
-typedef struct {
-    char *key;         /* owned */
-    char type[8];      /* json_type(): null true false integer real text array object */
-    int is_int;        /* an integer that SQLite holds exactly (not a huge one as real) */
-    int64_t i;
-    char *text;        /* a text's value, or an array's or object's JSON; owned */
-    char *json;        /* the value as JSON, for messages; owned */
-} member_t;
-
-typedef struct {
-    const char *path;
-    sqlite3 *db;
-    member_t *m;       /* [n] top-level members in file order */
-    size_t n;
-    const arch_t *arch;
-    char note[HF_NOTE_CAP];
-    char *err;
-    size_t errlen;
-} hf_t;
-
-static int hf_fail(hf_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int hf_fail(hf_t *h, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return errf(h->err, h->errlen, "%s: %s", h->path, msg);
-}
+static const char supported[] =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+    "MixtralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, Phi3ForCausalLM, "
+    "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GptOssForCausalLM, Gemma2ForCausalLM, "
+    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration";
 
 const char *hfcfg_supported(void) { return supported; }
-
-/* ---- reading the document ------------------------------------------------------------- */
-
-static int read_whole(const char *path, char **text, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    size_t cap = 1 << 14, n = 0;
-    char *buf = NULL;
-    int rc = -1;
-    if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
-    if (!(buf = malloc(cap))) goto oom;
-    for (;;) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        if (cap > HF_MAX_BYTES) {
-            errf(err, errlen, "%s: larger than %zu MiB: not a config.json", path,
-                 HF_MAX_BYTES >> 20);
-            goto done;
-        }
-        char *g = realloc(buf, cap * 2);
-        if (!g) goto oom;
-        buf = g;
-        cap *= 2;
-    }
-    if (ferror(f)) {
-        errf(err, errlen, "%s: %s", path, strerror(errno));
-        goto done;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    buf = NULL;
-    rc = 0;
-    goto done;
-oom:
-    errf(err, errlen, "%s: out of memory reading the file", path);
-done:
-    free(buf);
-    fclose(f);
-    return rc;
-}
-
-static sqlite3_stmt *prep(hf_t *h, const char *sql, const char *json, size_t len) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        hf_fail(h, "cannot read the JSON: %s", sqlite3_errmsg(h->db));
-        return NULL;
-    }
-    sqlite3_bind_text(st, 1, json, (int)len, SQLITE_STATIC);
-    return st;
-}
-
-static char *dup_col(sqlite3_stmt *st, int col) {
-    const char *s = (const char *)sqlite3_column_text(st, col);
-    return strdup(s ? s : "");
-}
-
-/* The document must be one JSON object; its members go to h->m. */
-static int read_members(hf_t *h, const char *text, size_t len) {
-    char type[16] = "";
-    int rc = -1, r;
-    sqlite3_stmt *st = prep(h, "SELECT json_valid(?1), json_type(?1)", text, len);
-    if (!st) return -1;
-    int valid = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-    if (valid) snprintf(type, sizeof type, "%s", (const char *)sqlite3_column_text(st, 1));
-    sqlite3_finalize(st);
-    if (!valid) {
-        /* Python's json.dump writes NaN and Infinity, which JSON does not have */
-        int py = memmem(text, len, "NaN", 3) || memmem(text, len, "Infinity", 8);
-        return hf_fail(h, "not valid JSON%s: a Hugging Face config.json is one JSON object",
-                       py ? " (it holds NaN or Infinity, which Python writes but JSON does "
-                       "not allow)" : "");
-    }
-    if (strcmp(type, "object") != 0)
-        return hf_fail(h, "not a Hugging Face config.json: the document is a JSON %s, not an "
-                       "object", type);
-    if (!(st = prep(h, "SELECT key, type, value, json_quote(value) FROM json_each(?1)", text,
-                    len)))
-        return -1;
-    size_t cap = 0;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-        if (h->n == HF_MAX_MEMBERS) {
-            hf_fail(h, "more than %d keys: not a config.json", HF_MAX_MEMBERS);
-            goto done;
-        }
-        if (h->n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            member_t *g = realloc(h->m, nc * sizeof *g);
-            if (!g) goto oom;
-            h->m = g;
-            cap = nc;
-        }
-        member_t *m = &h->m[h->n];
-        memset(m, 0, sizeof *m);
-        h->n++;
-        m->key = dup_col(st, 0);
-        m->text = dup_col(st, 2);
-        m->json = dup_col(st, 3);
-        if (!m->key || !m->text || !m->json) goto oom;
-        snprintf(m->type, sizeof m->type, "%s", (const char *)sqlite3_column_text(st, 1));
-        m->is_int = !strcmp(m->type, "integer") &&
-                    sqlite3_column_type(st, 2) == SQLITE_INTEGER;
-        m->i = sqlite3_column_int64(st, 2);
-        /* Python keeps the last of two equal keys, SQLite the first: refuse to guess */
-        for (size_t k = 0; k + 1 < h->n; k++)
-            if (!strcmp(h->m[k].key, m->key)) {
-                hf_fail(h, "key '%s' appears twice", m->key);
-                goto done;
-            }
-    }
-    if (r != SQLITE_DONE) {
-        hf_fail(h, "cannot read the JSON: %s", sqlite3_errmsg(h->db));
-        goto done;
-    }
-    rc = 0;
-    goto done;
-oom:
-    hf_fail(h, "out of memory reading the JSON");
-done:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* A member, or NULL when absent or null (the config classes treat both as "use the
- * default"). */
-static const member_t *given(const hf_t *h, const char *key) {
-    for (size_t i = 0; i < h->n; i++)
-        if (!strcmp(h->m[i].key, key)) return strcmp(h->m[i].type, "null") ? &h->m[i] : NULL;
-    return NULL;
-}
-
-static int present(const hf_t *h, const char *key) {
-    for (size_t i = 0; i < h->n; i++)
-        if (!strcmp(h->m[i].key, key)) return 1;
-    return 0;
-}
-
-/* A member's JSON for a message, shortened: a config's lists can be long. */
-static const char *shown(const member_t *m, char *buf, size_t len) {
-    if (!m) return "null";
-    if (strlen(m->json) < 40) return m->json;
-    snprintf(buf, len, "%.36s...", m->json);
-    return buf;
-}
-
-/* ---- typed keys ----------------------------------------------------------------------- */
-
-#define REQUIRED 0   /* get_int's def: the key must be given */
-#define OPTIONAL (-1) /* get_int's def: no default, *out left as it was */
-
-/* A positive int32 key. Absent or null: def when > 0, nothing for OPTIONAL, an error for
- * REQUIRED. *seen (may be NULL) says whether the file gave it. */
-static int get_int(hf_t *h, const char *key, int32_t def, int32_t *out, int *seen) {
-    char buf[48];
-    const member_t *m = given(h, key);
-    if (seen) *seen = m != NULL;
-    if (!m && def != REQUIRED) {
-        if (def > 0) *out = def;
-        return 0;
-    }
-    if (!m && !present(h, key)) return hf_fail(h, "key '%s' is missing", key);
-    if (!m || !m->is_int || m->i <= 0 || m->i > INT32_MAX)
-        return hf_fail(h, "key '%s' must be a positive integer (got %s)", key,
-                       shown(m, buf, sizeof buf));
-    *out = (int32_t)m->i;
-    return 0;
-}
-
-static int get_bool(hf_t *h, const char *key, int *out) {
-    char buf[48];
-    const member_t *m = given(h, key);
-    *out = 0;
-    if (!m) return 0;
-    if (strcmp(m->type, "true") != 0 && strcmp(m->type, "false") != 0)
-        return hf_fail(h, "key '%s' must be true or false (got %s)", key,
-                       shown(m, buf, sizeof buf));
-    *out = !strcmp(m->type, "true");
-    return 0;
-}
-
-/* torch_dtype, or dtype as newer transformers write it; bf16 when neither. */
-static int get_dtype(hf_t *h, int32_t *bytes) {
-    char buf[48];
-    const char *key = given(h, "torch_dtype") ? "torch_dtype" : "dtype";
-    const member_t *m = given(h, key);
-    *bytes = 2;
-    if (!m) return 0;
-    if (strcmp(m->type, "text") != 0)
-        return hf_fail(h, "key '%s' must be a type name such as \"bfloat16\" (got %s)", key,
-                       shown(m, buf, sizeof buf));
-    if (!strcmp(m->text, "bfloat16") || !strcmp(m->text, "float16")) return 0;
-    if (!strcmp(m->text, "float32")) {
-        *bytes = 4;
-        return 0;
-    }
-    return hf_fail(h, "key '%s': %s is not supported (bfloat16, float16 or float32: the "
-                   "simulator models 2- and 4-byte weights; a later issue adds other "
-                   "precisions)", key, shown(m, buf, sizeof buf));
-}
 
 /* ---- the architecture ----------------------------------------------------------------- */
 
 static int get_arch(hf_t *h) {
     char buf[48], name[128] = "";
-    const member_t *m = given(h, "architectures");
+    const member_t *m = hfd_given(h, "architectures");
     int rc = -1;
-    if (!m && !present(h, "architectures"))
-        return hf_fail(h, "key 'architectures' is missing (supported: %s)", supported);
+    if (!m && !hfd_present(h, "architectures"))
+        return hfd_fail(h, "key 'architectures' is missing (supported: %s)", supported);
     if (!m || strcmp(m->type, "array") != 0)
-        return hf_fail(h, "key 'architectures' must be a list of class names (got %s)",
-                       shown(m, buf, sizeof buf));
-    sqlite3_stmt *st = prep(h, "SELECT json_type(?1, '$[0]'), json_extract(?1, '$[0]')",
+        return hfd_fail(h, "key 'architectures' must be a list of class names (got %s)",
+                       hfd_shown(m, buf, sizeof buf));
+    sqlite3_stmt *st = hfd_prep(h, "SELECT json_type(?1, '$[0]'), json_extract(?1, '$[0]')",
                             m->text, strlen(m->text));
     if (!st) return -1;
     if (sqlite3_step(st) != SQLITE_ROW) {
-        hf_fail(h, "cannot read key 'architectures': %s", sqlite3_errmsg(h->db));
+        hfd_fail(h, "cannot read key 'architectures': %s", sqlite3_errmsg(h->db));
         goto done;
     }
     const char *type = (const char *)sqlite3_column_text(st, 0);
     if (!type) {
-        hf_fail(h, "key 'architectures' is an empty list (supported: %s)", supported);
+        hfd_fail(h, "key 'architectures' is an empty list (supported: %s)", supported);
         goto done;
     }
     if (strcmp(type, "text") != 0) {
-        hf_fail(h, "key 'architectures' must be a list of class names (got %s)",
-                shown(m, buf, sizeof buf));
+        hfd_fail(h, "key 'architectures' must be a list of class names (got %s)",
+                hfd_shown(m, buf, sizeof buf));
         goto done;
     }
     snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(st, 1));
     for (int i = 0; i < N_ARCHS; i++)
         if (!strcmp(archs[i].arch, name)) h->arch = &archs[i];
-    if (!h->arch && !strcmp(name, "Qwen2MoeForCausalLM")) {
-        /* transformers builds a shared expert (and its gate) in every sparse layer, even
-         * at size 0, so no Qwen2-MoE config maps onto the shape */
-        hf_fail(h, "shared_expert_intermediate_size: Qwen2MoeForCausalLM has a shared expert "
-                "in every layer, which the model shape does not have yet (a later issue adds "
-                "shared experts)");
-        goto done;
-    }
     if (!h->arch) {
-        hf_fail(h, "architectures: '%s' is not supported (supported: %s)", name, supported);
+        hfd_fail(h, "architectures: '%s' is not supported (supported: %s)", name, supported);
         goto done;
     }
     rc = 0;
 done:
     sqlite3_finalize(st);
     return rc;
+}
+
+/* A vision wrapper: text_config's members become the ones read; the document's stay in
+ * h->top for wrapper_key's keys. */
+static int enter_text_config(hf_t *h) {
+    char buf[48];
+    const member_t *t = hfd_given(h, "text_config");
+    if (!t && !hfd_present(h, "text_config"))
+        return hfd_fail(h, "key 'text_config' is missing: %s keeps its language model's shape "
+                       "there", h->arch->arch);
+    if (!t || strcmp(t->type, "object") != 0)
+        return hfd_fail(h, "key 'text_config' must be an object of the language model's keys "
+                       "(got %s)", hfd_shown(t, buf, sizeof buf));
+    /* the members move to top before text_config's are read, so t stays valid */
+    h->top = h->m;
+    h->ntop = h->n;
+    h->m = NULL;
+    h->n = 0;
+    h->pre = TEXT_PRE;
+    return hfd_read_members(h, t->text, strlen(t->text), TEXT_PRE);
+}
+
+/* Quantized checkpoints carry this object; their weight bytes are not dtype_bytes (which
+ * also sizes the KV cache, so an fp8 or MXFP4 file cannot be described by changing it). */
+static int refuse_quantized(hf_t *h) {
+    const member_t *q = hfd_given(h, "quantization_config");
+    char method[32] = "";
+    if (!q) return 0;
+    if (!strcmp(q->type, "object")) {
+        sqlite3_stmt *st = hfd_prep(h, "SELECT json_extract(?1, '$.quant_method')", q->text,
+                                strlen(q->text));
+        if (!st) return -1;
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_TEXT)
+            snprintf(method, sizeof method, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    return hfd_fail(h, "%squantization_config: quantized weights are not supported%s%s%s: the "
+                   "simulator models bf16/fp16/fp32 weights only (a later issue adds "
+                   "precisions); remove the key to simulate this shape with bf16 weights",
+                   q->pre, method[0] ? " (quant_method '" : "", method, method[0] ? "')" : "");
 }
 
 /* Qwen-MoE: a layer is sparse unless mlp_only_layers names it or (index + 1) is not a
@@ -349,37 +154,37 @@ static int check_all_sparse(hf_t *h, int32_t n_layers) {
     char buf[48];
     int32_t step;
     int rc = -1, r;
-    if (get_int(h, "decoder_sparse_step", 1, &step, NULL) != 0) return -1;
+    if (hfd_int(h, "decoder_sparse_step", 1, &step, NULL) != 0) return -1;
     if (step != 1)
-        return hf_fail(h, "key 'decoder_sparse_step' is %d: only every %dth layer is a "
+        return hfd_fail(h, "key 'decoder_sparse_step' is %d: only every %dth layer is a "
                        "mixture of experts, and dense layers between sparse ones are not "
                        "supported yet (a later issue adds them)", (int)step, (int)step);
-    const member_t *m = given(h, "mlp_only_layers");
+    const member_t *m = hfd_given(h, "mlp_only_layers");
     if (!m) return 0;
     if (strcmp(m->type, "array") != 0)
-        return hf_fail(h, "key 'mlp_only_layers' must be a list of layer indices (got %s)",
-                       shown(m, buf, sizeof buf));
-    sqlite3_stmt *st = prep(h, "SELECT type, value FROM json_each(?1)", m->text,
+        return hfd_fail(h, "key 'mlp_only_layers' must be a list of layer indices (got %s)",
+                       hfd_shown(m, buf, sizeof buf));
+    sqlite3_stmt *st = hfd_prep(h, "SELECT type, value FROM json_each(?1)", m->text,
                             strlen(m->text));
     if (!st) return -1;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *type = (const char *)sqlite3_column_text(st, 0);
         if (strcmp(type, "integer") != 0 || sqlite3_column_type(st, 1) != SQLITE_INTEGER) {
-            hf_fail(h, "key 'mlp_only_layers' must be a list of layer indices (got %s)",
-                    shown(m, buf, sizeof buf));
+            hfd_fail(h, "key 'mlp_only_layers' must be a list of layer indices (got %s)",
+                    hfd_shown(m, buf, sizeof buf));
             goto done;
         }
         int64_t layer = sqlite3_column_int64(st, 1);
         /* an index past the last layer makes nothing dense (transformers ignores it) */
         if (layer >= 0 && layer < n_layers) {
-            hf_fail(h, "key 'mlp_only_layers' makes layer %lld dense: dense layers between "
+            hfd_fail(h, "key 'mlp_only_layers' makes layer %lld dense: dense layers between "
                     "sparse ones are not supported yet (a later issue adds them)",
                     (long long)layer);
             goto done;
         }
     }
     if (r != SQLITE_DONE) {
-        hf_fail(h, "cannot read key 'mlp_only_layers': %s", sqlite3_errmsg(h->db));
+        hfd_fail(h, "cannot read key 'mlp_only_layers': %s", sqlite3_errmsg(h->db));
         goto done;
     }
     rc = 0;
@@ -388,19 +193,188 @@ done:
     return rc;
 }
 
+/* gpt-oss writes top-k twice (num_experts_per_tok and its own experts_per_token): either
+ * will do, but two that disagree are refused rather than one picked. */
+static int get_top_k(hf_t *h, int32_t *k) {
+    int32_t a = 0, b = 0;
+    int seen_a, seen_b;
+    if (h->arch->kind != K_GPT_OSS)
+        return hfd_int(h, "num_experts_per_tok", HFD_REQUIRED, k, NULL);
+    if (hfd_int(h, "num_experts_per_tok", HFD_OPTIONAL, &a, &seen_a) != 0 ||
+        hfd_int(h, "experts_per_token", HFD_OPTIONAL, &b, &seen_b) != 0)
+        return -1;
+    if (seen_a && seen_b && a != b)
+        return hfd_fail(h, "keys 'num_experts_per_tok' (%d) and 'experts_per_token' (%d) "
+                       "disagree", (int)a, (int)b);
+    if (!seen_a && !seen_b) return hfd_fail(h, "key 'num_experts_per_tok' is missing");
+    *k = seen_a ? a : b;
+    return 0;
+}
+
+/* DeepSeek-V2/V3: multi-head latent attention, first_k_dense_replace dense layers, and in
+ * every later layer n_routed_experts plus n_shared_experts always-active ones, each of
+ * moe_intermediate_size (DeepseekV2MoE builds the shared ones as one MLP of their sum). */
+static int get_deepseek(hf_t *h, preset_model_t *m) {
+    int32_t shared = 0, freq = 1;
+    if (hfd_int(h, "kv_lora_rank", HFD_REQUIRED, &m->kv_lora_rank, NULL) != 0 ||
+        hfd_size_or_null(h, "q_lora_rank", "a direct query projection", &m->q_lora_rank) != 0 ||
+        hfd_int(h, "qk_nope_head_dim", HFD_REQUIRED, &m->qk_nope_head_dim, NULL) != 0 ||
+        hfd_int(h, "qk_rope_head_dim", HFD_REQUIRED, &m->qk_rope_head_dim, NULL) != 0 ||
+        hfd_int(h, "v_head_dim", HFD_REQUIRED, &m->v_head_dim, NULL) != 0 ||
+        hfd_int(h, "n_routed_experts", HFD_REQUIRED, &m->n_experts, NULL) != 0 ||
+        hfd_int(h, "moe_intermediate_size", HFD_REQUIRED, &m->moe_d_ff, NULL) != 0 ||
+        hfd_size_or_null(h, "n_shared_experts", "no shared expert", &shared) != 0 ||
+        hfd_count(h, "first_k_dense_replace", -1, &m->n_dense_layers) != 0 ||
+        hfd_int(h, "moe_layer_freq", 1, &freq, NULL) != 0)
+        return -1;
+    /* the cache and the attention are the latent's: num_key_value_heads and head_dim in
+     * the file (DeepseekV3Config writes both) do not describe them */
+    m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    m->n_kv_heads = m->n_heads;
+    if (freq != 1)
+        return hfd_fail(h, "key 'moe_layer_freq' is %d: only every %dth layer after the dense "
+                       "ones is a mixture of experts, and dense layers between sparse ones are "
+                       "not supported yet", (int)freq, (int)freq);
+    if (m->n_dense_layers >= m->n_layers)
+        return hfd_fail(h, "key 'first_k_dense_replace' (%d) leaves no layer of experts: "
+                       "num_hidden_layers is %d", (int)m->n_dense_layers, (int)m->n_layers);
+    if ((int64_t)shared * m->moe_d_ff > INT32_MAX)
+        return hfd_fail(h, "keys 'n_shared_experts' (%d) x 'moe_intermediate_size' (%d) is "
+                       "too large", (int)shared, (int)m->moe_d_ff);
+    m->shared_d_ff = shared * m->moe_d_ff;
+    return 0;
+}
+
 static int get_experts(hf_t *h, preset_model_t *m) {
-    if (h->arch->kind == K_MIXTRAL) {
-        m->moe_d_ff = m->d_ff;  /* Mixtral's intermediate_size is each expert's */
-        if (get_int(h, "num_local_experts", REQUIRED, &m->n_experts, NULL) != 0) return -1;
-    } else {
+    switch (h->arch->kind) {
+    case K_DENSE:
+        return 0;
+    case K_DEEPSEEK:
+        if (get_deepseek(h, m) != 0) return -1;
+        break;
+    case K_MIXTRAL:
+    case K_GPT_OSS:
+        /* their intermediate_size is each expert's; gpt-oss has no dense MLP, so d_ff
+         * (unused with experts in every layer) keeps the same figure */
+        m->moe_d_ff = m->d_ff;
+        if (hfd_int(h, "num_local_experts", HFD_REQUIRED, &m->n_experts, NULL) != 0) return -1;
+        break;
+    case K_QWEN_MOE:
+    case K_QWEN2_MOE: {
         /* newer transformers map num_experts onto num_local_experts when saving */
-        const char *key = !given(h, "num_experts") && given(h, "num_local_experts")
+        const char *key = !hfd_given(h, "num_experts") && hfd_given(h, "num_local_experts")
                               ? "num_local_experts" : "num_experts";
-        if (get_int(h, key, REQUIRED, &m->n_experts, NULL) != 0) return -1;
-        if (get_int(h, "moe_intermediate_size", REQUIRED, &m->moe_d_ff, NULL) != 0) return -1;
+        if (hfd_int(h, key, HFD_REQUIRED, &m->n_experts, NULL) != 0) return -1;
+        if (hfd_int(h, "moe_intermediate_size", HFD_REQUIRED, &m->moe_d_ff, NULL) != 0) return -1;
+        /* transformers builds Qwen2-MoE's shared expert in every sparse layer */
+        if (h->arch->kind == K_QWEN2_MOE &&
+            hfd_int(h, "shared_expert_intermediate_size", HFD_REQUIRED, &m->shared_d_ff, NULL) != 0)
+            return -1;
         if (check_all_sparse(h, m->n_layers) != 0) return -1;
+        break;
     }
-    return get_int(h, "num_experts_per_tok", REQUIRED, &m->experts_per_tok, NULL);
+    }
+    return get_top_k(h, &m->experts_per_tok);
+}
+
+/* ---- sliding windows ------------------------------------------------------------------ */
+
+/* layer_types (transformers 4.53 on: one entry a layer) as the count of windowed layers. */
+static int count_layer_types(hf_t *h, const member_t *lt, int32_t n_layers, int32_t *n_win) {
+    char buf[48];
+    int rc = -1, r;
+    int64_t n = 0, win = 0;
+    if (strcmp(lt->type, "array") != 0)
+        return hfd_fail(h, "key '%slayer_types' must be a list of \"sliding_attention\" and "
+                       "\"full_attention\" (got %s)", lt->pre, hfd_shown(lt, buf, sizeof buf));
+    sqlite3_stmt *st = hfd_prep(h, "SELECT type, value FROM json_each(?1)", lt->text,
+                            strlen(lt->text));
+    if (!st) return -1;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(st, 0);
+        const char *v = (const char *)sqlite3_column_text(st, 1);
+        int sliding = v && !strcmp(type, "text") && !strcmp(v, "sliding_attention");
+        if (!sliding && !(v && !strcmp(type, "text") && !strcmp(v, "full_attention"))) {
+            hfd_fail(h, "key '%slayer_types': entry %lld is %s%.40s%s: only "
+                    "\"sliding_attention\" and \"full_attention\" layers are modelled",
+                    lt->pre, (long long)n, strcmp(type, "text") ? "a JSON " : "\"",
+                    strcmp(type, "text") ? type : (v ? v : ""),
+                    strcmp(type, "text") ? "" : "\"");
+            goto done;
+        }
+        n++;
+        win += sliding;
+    }
+    if (r != SQLITE_DONE) {
+        hfd_fail(h, "cannot read key '%slayer_types': %s", lt->pre, sqlite3_errmsg(h->db));
+        goto done;
+    }
+    if (n != n_layers) {
+        hfd_fail(h, "key '%slayer_types' lists %lld layers but num_hidden_layers is %d",
+                lt->pre, (long long)n, (int)n_layers);
+        goto done;
+    }
+    *n_win = (int32_t)win;
+    rc = 0;
+done:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* sliding_window and n_window_layers by the class's rule (window_t). A window as long as
+ * the context never binds, so it is left out (the shape is then exact without it). */
+static int get_window(hf_t *h, preset_model_t *m) {
+    const member_t *lt = hfd_given(h, "layer_types");
+    int32_t win = 0, n_win = 0;
+    int used = 1;
+    switch (h->arch->window) {
+    case W_NONE:
+        return 0;
+    case W_ALL:
+        n_win = m->n_layers;
+        break;
+    case W_QWEN: {
+        /* Qwen2Config (and Qwen3's, Qwen2-MoE's): the window exists only with
+         * use_sliding_window, and then, in transformers' layer_types rule, layer i slides
+         * when i >= max_window_layers (default 28): the first max_window_layers layers
+         * attend to everything. That is the rule implemented here; the class's older doc
+         * string said the opposite ("the bottom layers use SWA"), the code never did. */
+        int32_t full = 28;
+        used = 0;
+        if (hfd_bool(h, "use_sliding_window", &used) != 0) return -1;
+        if (!used) return 0;
+        if (hfd_count(h, "max_window_layers", 28, &full) != 0) return -1;
+        n_win = full < m->n_layers ? m->n_layers - full : 0;
+        break;
+    }
+    case W_EVEN:
+        /* gpt-oss's and Gemma 2's layer i slides when i is even */
+        n_win = (m->n_layers + 1) / 2;
+        break;
+    case W_PATTERN: {
+        /* Gemma3TextConfig: layer i is global when (i + 1) % sliding_window_pattern == 0 */
+        int32_t pattern = 6;
+        if (hfd_int(h, "sliding_window_pattern", 6, &pattern, NULL) != 0) return -1;
+        n_win = m->n_layers - m->n_layers / pattern;
+        break;
+    }
+    }
+    if (lt && count_layer_types(h, lt, m->n_layers, &n_win) != 0) return -1;
+    if (h->arch->window == W_ALL) {
+        /* these classes read a null sliding_window as "no window" */
+        if (hfd_int(h, "sliding_window", HFD_OPTIONAL, &win, NULL) != 0) return -1;
+        if (win == 0) return 0;
+    } else if (n_win > 0) {
+        if (!hfd_given(h, "sliding_window") && !hfd_present(h, "sliding_window"))
+            return hfd_fail(h, "key '%ssliding_window' is missing: %d of the %d layers are "
+                           "windowed%s", h->pre, (int)n_win, (int)m->n_layers,
+                           h->arch->window == W_QWEN ? " (use_sliding_window is true)" : "");
+        if (hfd_int(h, "sliding_window", HFD_REQUIRED, &win, NULL) != 0) return -1;
+    }
+    if (n_win == 0 || win >= m->max_seq) return 0;
+    m->sliding_window = win;
+    m->n_window_layers = n_win;
+    return 0;
 }
 
 /* ---- what is read but not modelled ---------------------------------------------------- */
@@ -424,10 +398,10 @@ static void add_note(hf_t *h, const char *fmt, ...) {
 /* A RoPE scaling object (rope_scaling; rope_parameters in newer transformers) as a note,
  * with its type; none for "default", the plain RoPE. */
 static void note_rope(hf_t *h, const char *key) {
-    const member_t *m = given(h, key);
+    const member_t *m = hfd_given(h, key);
     char type[32] = "";
     if (!m || strcmp(m->type, "object") != 0) return;
-    sqlite3_stmt *st = prep(h, "SELECT coalesce(json_extract(?1, '$.rope_type'), "
+    sqlite3_stmt *st = hfd_prep(h, "SELECT coalesce(json_extract(?1, '$.rope_type'), "
                             "json_extract(?1, '$.type'))", m->text, strlen(m->text));
     if (!st) {
         h->err[0] = '\0';  /* a note is not worth failing the load for */
@@ -441,22 +415,52 @@ static void note_rope(hf_t *h, const char *key) {
              type[0] ? " '" : "", type, type[0] ? "'" : "");
 }
 
+/* A number's JSON, or NULL when the key is absent, null or not a number. */
+static const char *number(const hf_t *h, const char *key) {
+    const member_t *m = hfd_given(h, key);
+    return m && (!strcmp(m->type, "integer") || !strcmp(m->type, "real")) ? m->json : NULL;
+}
+
+static void note_gemma(hf_t *h, const preset_model_t *m) {
+    const char *attn = number(h, "attn_logit_softcapping");
+    const char *final = number(h, "final_logit_softcapping");
+    const char *scalar = number(h, "query_pre_attn_scalar");
+    if (attn || final)
+        add_note(h, "logit soft-capping (%s%s%s%s%s; no cost depends on it)",
+                 attn ? "attention " : "", attn ? attn : "", attn && final ? ", " : "",
+                 final ? "final " : "", final ? final : "");
+    if (scalar) add_note(h, "query_pre_attn_scalar %s (the attention's scale)", scalar);
+    add_note(h, "Gemma's pre- and post-feedforward norms (2 x hidden_size = %.0f parameters a "
+             "layer, not counted in the weights)", 2.0 * m->d_model);
+}
+
+static void note_deepseek(hf_t *h) {
+    const member_t *method = hfd_given(h, "topk_method");
+    const char *groups = number(h, "n_group"), *topk = number(h, "topk_group");
+    const char *mtp = number(h, "num_nextn_predict_layers");
+    if (method && !strcmp(method->type, "text"))
+        add_note(h, "routing topk_method '%.24s'%s%s%s%s (the cost model does not restrict "
+                 "which experts a token may reach)", method->text,
+                 groups ? " with n_group " : "", groups ? groups : "",
+                 topk ? ", topk_group " : "", topk ? topk : "");
+    if (mtp && strcmp(mtp, "0") != 0)
+        add_note(h, "num_nextn_predict_layers %s (the multi-token-prediction layer is neither "
+                 "counted in the weights nor run)", mtp);
+}
+
 /* The flags read are checked as any key is: a wrong type is refused, naming it. */
 static int note_extras(hf_t *h, const preset_model_t *m) {
-    const member_t *w = given(h, "sliding_window");
-    int on = (h->arch->extras & X_WINDOW) != 0, attn_bias = 0, mlp_bias = 0;
+    int attn_bias = 0, mlp_bias = 0, x = h->arch->extras;
     double qkv = ((double)m->n_heads + 2.0 * m->n_kv_heads) * m->head_dim;
-    if ((h->arch->extras & X_WINDOW_IF_USED) && get_bool(h, "use_sliding_window", &on) != 0)
+    if ((x & X_BIAS_KEYS) && (hfd_bool(h, "attention_bias", &attn_bias) != 0 ||
+                              hfd_bool(h, "mlp_bias", &mlp_bias) != 0))
         return -1;
-    if ((h->arch->extras & X_BIAS_KEYS) && (get_bool(h, "attention_bias", &attn_bias) != 0 ||
-                                            get_bool(h, "mlp_bias", &mlp_bias) != 0))
-        return -1;
-    if (on && w && w->is_int)
-        add_note(h, "sliding_window %lld (attention is costed over the whole context, and "
-                 "the KV cache holds every token)", (long long)w->i);
+    if (x & X_TEXT_CONFIG)
+        add_note(h, "the vision tower (vision_config) and its image tokens: the shape is "
+                 "text_config's language model");
     note_rope(h, "rope_scaling");
     note_rope(h, "rope_parameters");
-    if (h->arch->extras & X_QKV_BIAS)
+    if (x & X_QKV_BIAS)
         add_note(h, "q/k/v biases (%.0f parameters a layer, not counted in the weights)", qkv);
     if (attn_bias)
         add_note(h, "attention_bias (%.0f parameters a layer, not counted in the weights)",
@@ -464,9 +468,23 @@ static int note_extras(hf_t *h, const preset_model_t *m) {
     if (mlp_bias)
         add_note(h, "mlp_bias (%.0f parameters a layer, not counted in the weights)",
                  2.0 * m->d_ff + m->d_model);
-    if (h->arch->extras & X_QK_NORM)
+    if (x & X_QK_NORM)
         add_note(h, "q/k norms (2 x head_dim = %d parameters a layer, not counted in the "
                  "weights)", 2 * (int)m->head_dim);
+    if (x & X_SHARED_GATE)
+        add_note(h, "the shared expert's gate (hidden_size = %d parameters a layer, not counted "
+                 "in the weights)", (int)m->d_model);
+    if (x & X_GEMMA) note_gemma(h, m);
+    if (x & X_DEEPSEEK) note_deepseek(h);
+    if (x & X_GPT_OSS)
+        add_note(h, "attention sinks (num_attention_heads = %d parameters a layer) and the "
+                 "experts' and router's biases (%.0f a layer), not counted in the weights",
+                 (int)m->n_heads,
+                 (double)m->n_experts * (2.0 * m->moe_d_ff + m->d_model) + m->n_experts);
+    const char *rotary = number(h, "partial_rotary_factor");
+    if ((x & X_PHI3) && rotary && strcmp(rotary, "1") && strcmp(rotary, "1.0"))
+        add_note(h, "partial_rotary_factor %s (no cost depends on the position encoding)",
+                 rotary);
     return 0;
 }
 
@@ -525,6 +543,7 @@ static void name_from_path(const char *path, char *name) {
     set_name(name, base, n);
 }
 
+
 /* ---- checks on the whole shape -------------------------------------------------------- */
 
 static int word_in(const char *s, const char *w) {
@@ -540,16 +559,28 @@ static int word_in(const char *s, const char *w) {
 /* preset_model_validate's message speaks of the struct's fields: say which config.json
  * keys they were read from. */
 static int validate(hf_t *h, const preset_model_t *m) {
-    char verr[512], keys[256] = "";
+    char verr[512], keys[512] = "";
+    kind_t k = h->arch->kind;
+    const char *experts = k == K_DEEPSEEK ? "n_routed_experts"
+                          : k == K_MIXTRAL || k == K_GPT_OSS ? "num_local_experts"
+                                                              : "num_experts";
     const char *map[][2] = {
         {"n_layers", "num_hidden_layers"}, {"d_model", "hidden_size"},
-        {"n_heads", "num_attention_heads"}, {"n_kv_heads", "num_key_value_heads"},
-        {"head_dim", "head_dim"}, {"d_ff", "intermediate_size"}, {"vocab", "vocab_size"},
-        {"max_seq", "max_position_embeddings"},
-        {"n_experts", h->arch->kind == K_MIXTRAL ? "num_local_experts" : "num_experts"},
+        {"n_heads", "num_attention_heads"},
+        {"n_kv_heads", k == K_DEEPSEEK ? "num_attention_heads" : "num_key_value_heads"},
+        {"head_dim", k == K_DEEPSEEK ? "qk_nope_head_dim + qk_rope_head_dim" : "head_dim"},
+        {"d_ff", "intermediate_size"}, {"vocab", "vocab_size"},
+        {"max_seq", "max_position_embeddings"}, {"n_experts", experts},
         {"experts_per_tok", "num_experts_per_tok"},
-        {"moe_d_ff",
-         h->arch->kind == K_MIXTRAL ? "intermediate_size" : "moe_intermediate_size"},
+        {"moe_d_ff", k == K_MIXTRAL || k == K_GPT_OSS ? "intermediate_size"
+                                                      : "moe_intermediate_size"},
+        {"n_dense_layers", "first_k_dense_replace"},
+        {"shared_d_ff", k == K_DEEPSEEK ? "n_shared_experts x moe_intermediate_size"
+                                        : "shared_expert_intermediate_size"},
+        {"kv_lora_rank", "kv_lora_rank"}, {"q_lora_rank", "q_lora_rank"},
+        {"qk_nope_head_dim", "qk_nope_head_dim"}, {"qk_rope_head_dim", "qk_rope_head_dim"},
+        {"v_head_dim", "v_head_dim"}, {"sliding_window", "sliding_window"},
+        {"n_window_layers", "the windowed layers"},
     };
     if (preset_model_validate(m, verr, sizeof verr) == 0) return 0;
     const char *msg = verr;
@@ -558,32 +589,59 @@ static int validate(hf_t *h, const preset_model_t *m) {
     size_t used = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (!word_in(msg, map[i][0])) continue;
-        int w = snprintf(keys + used, sizeof keys - used, "%s%s is %s", used ? ", " : "",
-                         map[i][0], map[i][1]);
+        int w = snprintf(keys + used, sizeof keys - used, "%s%s is %s%s", used ? ", " : "",
+                         map[i][0], h->pre, map[i][1]);
         if (w < 0 || (size_t)w >= sizeof keys - used) break;
         used += (size_t)w;
     }
-    return hf_fail(h, "%s%s%s%s", msg, used ? " (in config.json terms: " : "", keys,
+    return hfd_fail(h, "%s%s%s%s", msg, used ? " (in config.json terms: " : "", keys,
                    used ? ")" : "");
 }
 
 /* ---- entry points --------------------------------------------------------------------- */
+
+/* The keys every class has (Hugging Face's names), with the class's defaults. */
+static int get_common(hf_t *h, preset_model_t *m) {
+    const arch_t *a = h->arch;
+    int seen_hd = 0, tied = a->tied;
+    if (hfd_int(h, "num_hidden_layers", HFD_REQUIRED, &m->n_layers, NULL) != 0 ||
+        hfd_int(h, "hidden_size", HFD_REQUIRED, &m->d_model, NULL) != 0 ||
+        hfd_int(h, "num_attention_heads", a->heads, &m->n_heads, NULL) != 0 ||
+        hfd_int(h, "num_key_value_heads", a->kv_heads ? a->kv_heads : m->n_heads,
+                &m->n_kv_heads, NULL) != 0 ||
+        hfd_int(h, "intermediate_size", HFD_REQUIRED, &m->d_ff, NULL) != 0 ||
+        hfd_int(h, "vocab_size", a->vocab, &m->vocab, NULL) != 0 ||
+        hfd_int(h, "max_position_embeddings", a->max_seq, &m->max_seq, NULL) != 0 ||
+        hfd_bool(h, "tie_word_embeddings", &tied) != 0 || hfd_dtype(h, &m->dtype_bytes) != 0)
+        return -1;
+    m->tied_embeddings = tied;
+    if (a->kind == K_DEEPSEEK) return 0;  /* get_deepseek sets head_dim from the latent's */
+    if (a->head_dim > 0) return hfd_int(h, "head_dim", a->head_dim, &m->head_dim, NULL);
+    if (hfd_int(h, "head_dim", HFD_OPTIONAL, &m->head_dim, &seen_hd) != 0) return -1;
+    if (seen_hd) return 0;
+    if (m->d_model % m->n_heads != 0)
+        return hfd_fail(h, "key '%shead_dim' is missing and hidden_size (%d) is not a multiple "
+                       "of num_attention_heads (%d)", h->pre, (int)m->d_model, (int)m->n_heads);
+    m->head_dim = m->d_model / m->n_heads;
+    return 0;
+}
 
 int hfcfg_parse(const char *path, const char *text, size_t len, preset_model_t *out,
                 char *note, size_t notelen, char *err, size_t errlen) {
     hf_t h;
     preset_model_t m;
     char scratch[8];
-    int rc = -1, seen_hd = 0, tied = 0;
+    int rc = -1;
     memset(&h, 0, sizeof h);
     memset(&m, 0, sizeof m);
     h.path = path ? path : "(config)";
+    h.pre = "";
     h.err = err && errlen ? err : scratch;
     h.errlen = err && errlen ? errlen : sizeof scratch;
     h.err[0] = '\0';
     if (note && notelen) note[0] = '\0';
     if (len > HF_MAX_BYTES) {
-        hf_fail(&h, "larger than %zu MiB: not a config.json", HF_MAX_BYTES >> 20);
+        hfd_fail(&h, "larger than %zu MiB: not a config.json", HF_MAX_BYTES >> 20);
         goto done;
     }
     if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {  /* a UTF-8 byte-order mark */
@@ -592,52 +650,22 @@ int hfcfg_parse(const char *path, const char *text, size_t len, preset_model_t *
     }
     if (sqlite3_open_v2(":memory:", &h.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY,
                         NULL) != SQLITE_OK) {
-        hf_fail(&h, "cannot open SQLite to read the JSON");
+        hfd_fail(&h, "cannot open SQLite to read the JSON");
         goto done;
     }
-    if (read_members(&h, text, len) != 0 || get_arch(&h) != 0) goto done;
-    /* quantized checkpoints carry this object; their weight bytes are not dtype_bytes */
-    if (given(&h, "quantization_config")) {
-        hf_fail(&h, "quantization_config: quantized weights are not supported: the simulator "
-                "models bf16/fp16/fp32 weights only (a later issue adds precisions)");
-        goto done;
-    }
+    if (hfd_read_members(&h, text, len, "") != 0 || get_arch(&h) != 0) goto done;
+    if ((h.arch->extras & X_TEXT_CONFIG) && enter_text_config(&h) != 0) goto done;
+    if (refuse_quantized(&h) != 0) goto done;
     name_from_path(h.path, m.name);
-    if (get_int(&h, "num_hidden_layers", REQUIRED, &m.n_layers, NULL) != 0 ||
-        get_int(&h, "hidden_size", REQUIRED, &m.d_model, NULL) != 0 ||
-        get_int(&h, "num_attention_heads", REQUIRED, &m.n_heads, NULL) != 0 ||
-        get_int(&h, "num_key_value_heads", m.n_heads, &m.n_kv_heads, NULL) != 0 ||
-        get_int(&h, "intermediate_size", REQUIRED, &m.d_ff, NULL) != 0 ||
-        get_int(&h, "vocab_size", REQUIRED, &m.vocab, NULL) != 0 ||
-        get_int(&h, "max_position_embeddings", REQUIRED, &m.max_seq, NULL) != 0 ||
-        get_bool(&h, "tie_word_embeddings", &tied) != 0 || get_dtype(&h, &m.dtype_bytes) != 0)
+    if (get_common(&h, &m) != 0 || get_experts(&h, &m) != 0 || get_window(&h, &m) != 0 ||
+        validate(&h, &m) != 0 || note_extras(&h, &m) != 0)
         goto done;
-    m.tied_embeddings = tied;
-    if (h.arch->head_dim > 0) {
-        if (get_int(&h, "head_dim", h.arch->head_dim, &m.head_dim, NULL) != 0) goto done;
-    } else {
-        if (get_int(&h, "head_dim", OPTIONAL, &m.head_dim, &seen_hd) != 0) goto done;
-        if (!seen_hd) {
-            if (m.d_model % m.n_heads != 0) {
-                hf_fail(&h, "key 'head_dim' is missing and hidden_size (%d) is not a multiple "
-                        "of num_attention_heads (%d)", (int)m.d_model, (int)m.n_heads);
-                goto done;
-            }
-            m.head_dim = m.d_model / m.n_heads;
-        }
-    }
-    if (h.arch->kind != K_DENSE && get_experts(&h, &m) != 0) goto done;
-    if (validate(&h, &m) != 0 || note_extras(&h, &m) != 0) goto done;
     if (note && notelen) snprintf(note, notelen, "%s", h.note);
     *out = m;
     rc = 0;
 done:
-    for (size_t i = 0; i < h.n; i++) {
-        free(h.m[i].key);
-        free(h.m[i].text);
-        free(h.m[i].json);
-    }
-    free(h.m);
+    hfd_free_members(h.m, h.n);
+    hfd_free_members(h.top, h.ntop);
     sqlite3_close(h.db);
     return rc;
 }
@@ -648,7 +676,7 @@ int hfcfg_load(const char *path, preset_model_t *out, char *note, size_t notelen
     size_t len = 0;
     int rc = -1;
     if (note && notelen) note[0] = '\0';
-    if (read_whole(path, &text, &len, err, errlen) != 0) goto done;
+    if (hfd_read_whole(path, &text, &len, err, errlen) != 0) goto done;
     rc = hfcfg_parse(path, text, len, out, note, notelen, err, errlen);
 done:
     free(text);

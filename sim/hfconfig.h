@@ -2,19 +2,37 @@
  * every --model option takes the file a model repository ships (docs/models.md).
  *
  * What it accepts: a JSON object whose `architectures` list starts with a class whose
- * layers preset_model_t describes exactly: LlamaForCausalLM, MistralForCausalLM,
- * Qwen2ForCausalLM, Qwen3ForCausalLM (dense SwiGLU decoders), MixtralForCausalLM and
- * Qwen3MoeForCausalLM (every layer a mixture of SwiGLU experts, no shared expert). Anything
- * else, and any config whose shape the struct would describe wrongly (quantized weights,
- * dense layers between the sparse ones, shared experts), is refused: a wrong shape would
- * give plausible but wrong step times, which is worse than no answer.
+ * layers preset_model_t describes exactly:
+ *  - dense decoders: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ *    Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, and
+ *    Gemma3ForConditionalGeneration (its language model, read from "text_config");
+ *  - mixtures of experts in every layer: MixtralForCausalLM, Qwen3MoeForCausalLM,
+ *    GptOssForCausalLM (no dense MLP: d_ff = moe_d_ff), Qwen2MoeForCausalLM (plus a shared
+ *    expert, shared_d_ff);
+ *  - DeepseekV2ForCausalLM, DeepseekV3ForCausalLM: multi-head latent attention,
+ *    first_k_dense_replace dense layers, then routed experts and n_shared_experts x
+ *    moe_intermediate_size always-active ones.
+ * Sliding windows are modelled by each class's own rule: Mistral, Mixtral and Phi-3 window
+ * every layer when sliding_window is a number; Qwen2/Qwen3/Qwen2-MoE only with
+ * use_sliding_window, and then the layers from max_window_layers on; gpt-oss and Gemma 2
+ * the even layers, Gemma 3 all but every sliding_window_pattern-th (6), or in each case
+ * what a layer_types list says. A window no shorter than max_position_embeddings never
+ * binds and is left out. Anything else, and any config whose shape the struct would
+ * describe wrongly (quantized weights, dense layers between the sparse ones, layer kinds
+ * other than sliding and full attention), is refused: a wrong shape would give plausible
+ * but wrong step times, which is worse than no answer.
  *
  * Invariants:
- *  - a returned shape has passed preset_model_validate;
+ *  - a returned shape has passed preset_model_validate; with MLA, head_dim is
+ *    qk_nope_head_dim + qk_rope_head_dim and n_kv_heads is n_heads, whatever the file's
+ *    num_key_value_heads; 0 < n_window_layers <= n_layers exactly when sliding_window > 0,
+ *    and then sliding_window < max_seq;
  *  - every message starts with the file's path and names the config.json key at fault
- *    ("PATH: key 'hidden_size' is missing");
- *  - what is read but not modelled (a sliding window, RoPE scaling, attention biases,
- *    Qwen3's q/k norms) never changes the shape; it is handed back as one line of text.
+ *    ("PATH: key 'hidden_size' is missing"; inside a wrapper "key 'text_config.hidden_size'
+ *    is missing");
+ *  - what is read but not modelled (RoPE scaling, attention biases and sinks, q/k norms,
+ *    soft-capping, DeepSeek's grouped routing and multi-token-prediction layer, a vision
+ *    tower) never changes the shape; it is handed back as one line of text.
  *
  * Ownership: nothing is kept after a call; the caller owns out, note and err. The JSON is
  * parsed by SQLite's JSON functions in a private in-memory database that lives for the
