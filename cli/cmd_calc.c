@@ -426,13 +426,6 @@ int cmd_roofline(int argc, char **argv) {
     printf("  They turn compute bound at B >= ridge x bytes / 2 = %.2f x %d / 2 -> B = %.0f\n",
            ridge, (int)m.dtype_bytes, ceil(ridge * m.dtype_bytes / 2));
 
-    if (preset_model_priced(&m, err, sizeof err) != 0) {
-        /* the bounds above hold; a step table from a cost model that misreads the shape
-         * would not */
-        printf("\n(no step-time table: %s)\n", err);
-        rc = 0;
-        goto done;
-    }
     cost_roofline_params_t p;
     cost_roofline_defaults(&p);
     if (cost_roofline_check(&m, &hw, &p, err, sizeof err) != 0) {

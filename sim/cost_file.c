@@ -553,7 +553,7 @@ void cost_file_moe_shape(const preset_model_t *m, cost_linear_params_t *p) {
         p->moe_layers = p->moe_experts = p->moe_top_k = p->moe_expert_params = 0;
         return;
     }
-    p->moe_layers = m->n_layers;
+    p->moe_layers = preset_model_moe_layers(m);
     p->moe_experts = m->n_experts;
     p->moe_top_k = m->experts_per_tok;
     p->moe_expert_params = preset_model_expert_params(m) / (p->tp > 1 ? p->tp : 1);

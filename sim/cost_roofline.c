@@ -29,6 +29,16 @@
  *               divided by the MoE kernel's efficiency (moe_eff, 1 unless a serving
  *               profile says)
  *
+ * Latent attention (MLA, DeepSeek): the projections are q_a, q_b, kv_a, kv_b and o
+ * (q_a and kv_a replicated on every device, as vLLM keeps them); attention runs in the
+ * latent space, as vLLM's decode does: per (token, position) 2*H*(2*kv_lora + rope) FLOPs
+ * over the latent's (kv_lora + rope)*b bytes a position, which every device reads whole.
+ * vLLM's prefill instead expands the context's latent into per-head K and V (fewer
+ * attention FLOPs, a kv_b product over the context); pricing it as decode is an
+ * overestimate of a long prefill's attention. Fine-grained MoE: the first n_dense_layers
+ * layers have the dense MLP, the others the experts plus a shared expert of shared_d_ff
+ * every token passes through (a dense product).
+ *
  * and once per step: the embedding gather (bytes 2*T*d*b: read T rows, write them), the
  * final rmsnorm over T tokens, the LM head over the S sampled positions (FLOPs 2*S*d*vocab,
  * bytes vocab*d*b + S*d*b + S*vocab*b; skipped entirely when S = 0, as a non-final prefill
@@ -80,18 +90,23 @@ typedef struct {
     double inv_gemm, inv_attn, inv_bw, inv_link;
     /* Per device: */
     double layers, d, b;     /* n_layers, d_model, dtype_bytes */
+    /* attention by presets.h's per-device figures (preset_model_attn_device, _pair_flops,
+     * _kv_bytes_device), so GQA and MLA share this code */
     double w_qkv, w_o, w_mlp, w_lm;  /* parameters of each weight matrix group */
     double qkv_out;          /* (H + 2*KV) * hd: qkv output elements per token */
     double q_dim;            /* H * hd: attention output elements per token */
     double attn_flop;        /* 4 * H * hd: FLOPs per (new token, attended position) */
-    double kv_tok;           /* 2 * KV * hd * b: K+V bytes per token per layer */
+    double kv_tok;           /* 2 * KV * hd * b: K+V bytes per token per layer (MLA: its
+                              * latent and rope key, replicated on every device) */
     double vocab_dev;        /* vocab rows of the LM head on this device */
     double ar_bytes;         /* bytes sent per token per all-reduce: 2(tp-1)/tp * d * b */
     double inv_attn_bw;      /* K/V reads: 1 / (bandwidth * attn_bw_eff) */
     /* a mixture of experts (moe 0: dense): experts, top-k, one expert's parameters on this
-     * device, and the kernel's efficiency */
+     * device, and the kernel's efficiency; the layers of each kind (dense first layers of
+     * w_mlp, then layers of experts) and a shared expert's parameters (0: none) */
     int moe;
     double n_exp, top_k, w_exp, moe_eff;
+    double dense_layers, moe_layers, w_shared;
 } roofline_t;
 
 /* Running totals of a step; the same code serves step_time and explain so they agree. */
@@ -137,6 +152,7 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     const double d = r->d, b = r->b;
     const double act = T * d * b;  /* one d-wide activation of the step, bytes */
 
+    /* every layer: its norms, attention and all-reduces; then the MLP of each layer kind */
     acc_t layer = {0};
     /* Both rmsnorms of the layer are identical: evaluate one, count it twice below. */
     acc_t norm = {0};
@@ -146,15 +162,18 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     op(r, &layer, r->attn_flop * attn_pairs, r->inv_attn, 0,
        r->kv_tok * (attended + T), 2.0 * T * r->q_dim * b);
     op(r, &layer, 2.0 * T * r->w_o, r->inv_gemm, r->w_o * b, 0, T * r->q_dim * b + act);
+    acc_t dense = {0}, sparse = {0};
+    if (r->dense_layers > 0)
+        op(r, &dense, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
     if (r->moe) {
         /* the router over every token, then each touched expert's weights read once and
-         * its tokens' products (sim/cost.h: E_t) */
+         * its tokens' products (sim/cost.h: E_t), and a shared expert every token passes */
         double touched = cost_moe_experts_touched(r->n_exp, r->top_k, T);
-        op(r, &layer, 2.0 * T * r->d * r->n_exp, r->inv_gemm, r->d * r->n_exp * b, 0, act);
-        op_bw(r, &layer, 2.0 * T * r->top_k * r->w_exp, r->inv_gemm, touched * r->w_exp * b, 0,
+        op(r, &sparse, 2.0 * T * r->d * r->n_exp, r->inv_gemm, r->d * r->n_exp * b, 0, act);
+        op_bw(r, &sparse, 2.0 * T * r->top_k * r->w_exp, r->inv_gemm, touched * r->w_exp * b, 0,
               2.0 * T * r->top_k * r->d * b, 1.0 / r->moe_eff);
-    } else {
-        op(r, &layer, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
+        if (r->w_shared > 0)
+            op(r, &sparse, 2.0 * T * r->w_shared, r->inv_gemm, r->w_shared * b, 0, 2.0 * act);
     }
     if (r->ar_bytes > 0 && r->p.ar_s_per_byte > 0) {
         /* a serving profile's all-reduce: latency + message bytes x time per byte */
@@ -165,6 +184,8 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
         layer.t_comm = layer.comm_bytes * r->inv_link + 2.0 * r->hw.link_latency;
     }
     acc_add_scaled(a, &layer, r->layers);
+    acc_add_scaled(a, &dense, r->dense_layers);
+    acc_add_scaled(a, &sparse, r->moe_layers);
 
     op(r, a, 0, r->inv_gemm, 0, 0, 2.0 * act);  /* embedding gather */
     acc_add_scaled(a, &norm, 1.0);               /* final norm */
@@ -209,7 +230,6 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (!isfinite(p->overhead_s) || p->overhead_s < 0)
         return errf(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
     if (p->tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
-    if (preset_model_priced(m, err, errlen) != 0) return -1;
     if (m->n_heads % p->tp != 0)
         return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
                     m->name, (int)m->n_heads);
@@ -240,9 +260,7 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->hw = *hw;
     r->p = *p;
 
-    const double tp = p->tp, hd = m->head_dim;
-    const double heads = m->n_heads / tp;
-    const double kv_heads = m->n_kv_heads >= p->tp ? m->n_kv_heads / tp : 1.0;
+    const double tp = p->tp;
     r->inv_gemm = 1.0 / (hw->flops * p->flops_eff);
     r->inv_attn = 1.0 / (hw->flops * p->attn_eff);
     r->inv_bw = 1.0 / (hw->mem_bw * p->bw_eff);
@@ -250,15 +268,12 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->layers = m->n_layers;
     r->d = m->d_model;
     r->b = m->dtype_bytes;
-    r->qkv_out = (heads + 2.0 * kv_heads) * hd;
-    r->q_dim = heads * hd;
-    r->w_qkv = r->d * r->qkv_out;
-    r->w_o = r->q_dim * r->d;
+    preset_model_attn_device(m, p->tp, &r->w_qkv, &r->w_o, &r->qkv_out, &r->q_dim);
     r->w_mlp = 3.0 * r->d * m->d_ff / tp;
     r->vocab_dev = m->vocab / tp;
     r->w_lm = r->vocab_dev * r->d;
-    r->attn_flop = 4.0 * heads * hd;
-    r->kv_tok = 2.0 * kv_heads * hd * r->b;
+    r->attn_flop = preset_model_attn_pair_flops(m, p->tp);
+    r->kv_tok = preset_model_kv_bytes_device(m, p->tp) / m->n_layers;
     r->ar_bytes = p->tp > 1 ? 2.0 * (tp - 1.0) / tp * r->d * r->b : 0.0;
     r->inv_attn_bw = 1.0 / (hw->mem_bw * (p->attn_bw_eff > 0 ? p->attn_bw_eff : p->bw_eff));
     r->moe = preset_model_is_moe(m);
@@ -266,6 +281,9 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->top_k = m->experts_per_tok;
     r->w_exp = preset_model_expert_params(m) / tp;
     r->moe_eff = p->moe_eff > 0 ? p->moe_eff : 1.0;
+    r->moe_layers = preset_model_moe_layers(m);
+    r->dense_layers = m->n_layers - r->moe_layers;
+    r->w_shared = 3.0 * r->d * m->shared_d_ff / tp;
     return &r->base;
 fail:
     free(r);

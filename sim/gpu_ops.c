@@ -232,9 +232,28 @@ int gpu_ops_linear(const gpu_ops_t *o, const preset_model_t *m, const preset_hw_
     cf->model = *m;
     const double t = tp, d = m->d_model, hd = m->head_dim, L = m->n_layers;
     const double heads = m->n_heads / t, kv = m->n_kv_heads >= tp ? m->n_kv_heads / t : 1.0;
-    const double p_qkv = d * (heads + 2.0 * kv) * hd, p_o = heads * hd * d;
+    double p_in, p_o, act_in, act_out;
+    preset_model_attn_device(m, tp, &p_in, &p_o, &act_in, &act_out);
+    /* the input products one by one: a fused QKV, or MLA's q_a, kv_a (replicated), q_b and
+     * kv_b (sharded), each its own call; with their norms and the RoPE width */
+    double prods[4] = {p_in, 0, 0, 0}, norms_w[2] = {0, 0}, rope_w = (heads + kv) * hd;
+    int n_prods = 1;
+    if (m->kv_lora_rank > 0) {
+        const double qk = m->qk_nope_head_dim + (double)m->qk_rope_head_dim;
+        const double lat = m->kv_lora_rank + (double)m->qk_rope_head_dim;
+        const double q_rank = m->q_lora_rank > 0 ? m->q_lora_rank : d;
+        prods[0] = d * lat;
+        prods[1] = q_rank * heads * qk;
+        prods[2] = (double)m->kv_lora_rank * heads * (m->qk_nope_head_dim + (double)m->v_head_dim);
+        prods[3] = m->q_lora_rank > 0 ? d * m->q_lora_rank : 0;
+        n_prods = m->q_lora_rank > 0 ? 4 : 3;
+        norms_w[0] = m->kv_lora_rank;
+        norms_w[1] = m->q_lora_rank;
+        rope_w = (heads + 1.0) * m->qk_rope_head_dim;
+    }
     const int moe = preset_model_is_moe(m);
-    const double ff = (moe ? m->moe_d_ff : m->d_ff) / t;
+    const double ff = m->d_ff / t, eff = m->moe_d_ff / t, sff = m->shared_d_ff / t;
+    const double moe_layers = preset_model_moe_layers(m), dense_layers = L - moe_layers;
     cost_linear_params_t *p = &cf->lin;
     p->layer_params = preset_model_layer_matrix_params(m);
     p->lm_params = preset_model_lm_params(m);
@@ -242,22 +261,31 @@ int gpu_ops_linear(const gpu_ops_t *o, const preset_model_t *m, const preset_hw_
     p->n_knots = o->n;
     for (int i = 0; i < o->n; i++) {
         const double M = o->rows[i];
-        double layer = gpu_ops_time(o, GPU_OP_GEMM, M, p_qkv) + gpu_ops_time(o, GPU_OP_GEMM, M, p_o) +
+        double layer = gpu_ops_time(o, GPU_OP_GEMM, M, p_o) +
                        2.0 * gpu_ops_time(o, GPU_OP_NORM, M, d) +
-                       gpu_ops_time(o, GPU_OP_ROPE, M, (heads + kv) * hd) +
+                       gpu_ops_time(o, GPU_OP_ROPE, M, rope_w) +
                        2.0 * gpu_ops_time(o, GPU_OP_ADD, M, d);
+        for (int k = 0; k < n_prods; k++) layer += gpu_ops_time(o, GPU_OP_GEMM, M, prods[k]);
+        for (int k = 0; k < 2; k++)
+            if (norms_w[k] > 0) layer += gpu_ops_time(o, GPU_OP_NORM, M, norms_w[k]);
+        /* a dense SwiGLU: gate/up, down, the activation */
+        double dense = gpu_ops_time(o, GPU_OP_GEMM, M, 2.0 * d * ff) +
+                       gpu_ops_time(o, GPU_OP_GEMM, M, ff * d) + gpu_ops_time(o, GPU_OP_ACT, M, ff);
+        double sparse = 0;
         if (moe) {
             /* the router, the fused kernel's two launches (gate/up, down; their products
-             * are the moe term) and the activation over every token's k expert rows */
-            layer += gpu_ops_time(o, GPU_OP_GEMM, M, d * m->n_experts) +
+             * are the moe term) and the activation over every token's k expert rows; a
+             * shared expert is a dense SwiGLU every token passes */
+            sparse = gpu_ops_time(o, GPU_OP_GEMM, M, d * m->n_experts) +
                      2.0 * at(o, o->t0[GPU_OP_GEMM], M, 0) +
-                     gpu_ops_time(o, GPU_OP_ACT, M * m->experts_per_tok, ff);
-        } else {
-            layer += gpu_ops_time(o, GPU_OP_GEMM, M, 2.0 * d * ff) +
-                     gpu_ops_time(o, GPU_OP_GEMM, M, ff * d) + gpu_ops_time(o, GPU_OP_ACT, M, ff);
+                     gpu_ops_time(o, GPU_OP_ACT, M * m->experts_per_tok, eff);
+            if (sff > 0)
+                sparse += gpu_ops_time(o, GPU_OP_GEMM, M, 2.0 * d * sff) +
+                          gpu_ops_time(o, GPU_OP_GEMM, M, sff * d) +
+                          gpu_ops_time(o, GPU_OP_ACT, M, sff);
         }
-        double pass = L * layer + gpu_ops_time(o, GPU_OP_EMB, M, d) +
-                      gpu_ops_time(o, GPU_OP_NORM, M, d);
+        double pass = L * layer + dense_layers * dense + moe_layers * sparse +
+                      gpu_ops_time(o, GPU_OP_EMB, M, d) + gpu_ops_time(o, GPU_OP_NORM, M, d);
         p->knot_rows[i] = M;
         p->knot_s[i] = pass / p->layer_params;
         if (i && p->knot_s[i] < p->knot_s[i - 1]) p->knot_s[i] = p->knot_s[i - 1];
@@ -276,8 +304,8 @@ int gpu_ops_linear(const gpu_ops_t *o, const preset_model_t *m, const preset_hw_
     const double read_bw = m->dtype_bytes / o->s[GPU_OP_GEMM][0];
     double floor_s = INFINITY;
     for (int k = 0; k < GPU_OP_KINDS; k++) floor_s = fmin(floor_s, o->t0[k][0] + o->s[k][0]);
-    p->kv_token_s = L * 2.0 * kv * hd * m->dtype_bytes / read_bw;
-    p->attn_pair_s = L * 4.0 * heads * hd / (hw->flops * GPU_ATTN_EFF);
+    p->kv_token_s = preset_model_kv_bytes_device(m, tp) / read_bw;
+    p->attn_pair_s = L * preset_model_attn_pair_flops(m, tp) / (hw->flops * GPU_ATTN_EFF);
     p->step_s = L * 2.0 * floor_s;
     if (ar >= 0) {
         p->allreduce_latency_s = o->ar_latency_s[ar];

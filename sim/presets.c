@@ -227,20 +227,6 @@ const char *preset_model_attention(const preset_model_t *m) {
     return m->n_kv_heads == 1 ? "MQA" : "GQA";
 }
 
-int preset_model_priced(const preset_model_t *m, char *err, size_t errlen) {
-    if (m->kv_lora_rank > 0)
-        return errf(err, errlen, "%s uses multi-head latent attention, which the step-cost models "
-                    "do not price yet (its KV cache and parameters are modelled: twinserve kv "
-                    "--model %s, twinserve presets)", m->name, m->name);
-    if (m->shared_d_ff > 0 || m->n_dense_layers > 0)
-        return errf(err, errlen, "%s has %s, which the step-cost models do not price yet (its "
-                    "parameters and KV cache are modelled: twinserve kv --model %s)", m->name,
-                    m->shared_d_ff > 0 ? "a shared expert beside its routed ones"
-                                       : "dense layers before its layers of experts",
-                    m->name);
-    return 0;
-}
-
 /* One layer's attention projections: Q, K, V, O; with MLA, the query's low-rank pair (or
  * its direct projection), the joint latent and rope key (kv_a), the latent's expansion into
  * per-head keys and values (kv_b) and the output. */
@@ -304,6 +290,42 @@ double preset_model_kv_elems_per_layer(const preset_model_t *m) {
 
 double preset_model_kv_bytes_per_token(const preset_model_t *m) {
     return m->n_layers * preset_model_kv_elems_per_layer(m) * m->dtype_bytes;
+}
+
+double preset_model_kv_bytes_device(const preset_model_t *m, int32_t tp) {
+    const double t = tp > 1 ? tp : 1;
+    if (m->kv_lora_rank > 0) return preset_model_kv_bytes_per_token(m);
+    double kv = m->n_kv_heads >= t ? m->n_kv_heads / t : 1.0;
+    return 2.0 * m->n_layers * kv * m->head_dim * m->dtype_bytes;
+}
+
+double preset_model_attn_pair_flops(const preset_model_t *m, int32_t tp) {
+    const double heads = m->n_heads / (tp > 1 ? (double)tp : 1.0);
+    if (m->kv_lora_rank > 0)
+        return 2.0 * heads * (2.0 * m->kv_lora_rank + m->qk_rope_head_dim);
+    return 4.0 * heads * m->head_dim;
+}
+
+void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in, double *w_out,
+                              double *act_in, double *act_out) {
+    const double t = tp > 1 ? tp : 1, d = m->d_model, heads = m->n_heads / t;
+    if (m->kv_lora_rank > 0) {
+        const double qk = m->qk_nope_head_dim + (double)m->qk_rope_head_dim;
+        const double lat = m->kv_lora_rank + (double)m->qk_rope_head_dim;
+        const double q_a = m->q_lora_rank > 0 ? d * m->q_lora_rank : 0;
+        const double q_b = (m->q_lora_rank > 0 ? (double)m->q_lora_rank : d) * heads * qk;
+        const double kv_b = (double)m->kv_lora_rank * heads * (m->qk_nope_head_dim + (double)m->v_head_dim);
+        *w_in = q_a + d * lat + q_b + kv_b;
+        *w_out = heads * m->v_head_dim * d;
+        *act_in = m->q_lora_rank + lat + heads * (qk + qk + m->v_head_dim);
+        *act_out = heads * m->v_head_dim;
+        return;
+    }
+    const double kv = m->n_kv_heads >= t ? m->n_kv_heads / t : 1.0, hd = m->head_dim;
+    *w_in = d * (heads + 2.0 * kv) * hd;
+    *w_out = heads * hd * d;
+    *act_in = (heads + 2.0 * kv) * hd;
+    *act_out = heads * hd;
 }
 
 double preset_model_kv_bytes_at(const preset_model_t *m, double ctx) {

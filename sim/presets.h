@@ -141,14 +141,22 @@ double preset_model_kv_elems_per_layer(const preset_model_t *m);
  * tokens, its window layers min(ctx, sliding_window) (vLLM's hybrid allocator frees the
  * blocks that left the window). */
 double preset_model_kv_bytes_at(const preset_model_t *m, double ctx);
+/* Per device at tensor-parallel degree tp (Megatron sharding, as vLLM):
+ *  - the KV bytes a cached token holds on one device over all layers: K/V heads split by
+ *    tp, one replicated head a device when tp > n_kv_heads; MLA's latent is replicated on
+ *    every device (each holds it whole for its share of the heads);
+ *  - one layer's attention FLOPs per (new token, attended position): 2 x (key width + value
+ *    width) per head; MLA attends in the latent space as vLLM's decode does (the absorbed
+ *    form: keys of kv_lora_rank + qk_rope_head_dim, values of kv_lora_rank);
+ *  - one layer's attention projection parameters, in (Q, K, V, or MLA's q_a, q_b, kv_a,
+ *    kv_b) and out (O): sharded by tp, except MLA's q_a and kv_a, which vLLM replicates;
+ *    and the elements per token they write (in) and attention writes (out). */
+double preset_model_kv_bytes_device(const preset_model_t *m, int32_t tp);
+double preset_model_attn_pair_flops(const preset_model_t *m, int32_t tp);
+void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in, double *w_out,
+                              double *act_in, double *act_out);
 /* Layers whose MLP is a mixture of experts (n_layers - n_dense_layers; 0 if dense). */
 int32_t preset_model_moe_layers(const preset_model_t *m);
-/* Whether the step-cost models price this shape (0), or -1 with why in err: multi-head
- * latent attention, shared experts and dense layers between the experts are described (KV,
- * parameters, weights) but not priced yet, and a price that treated them as what they are
- * not would be plausible and wrong. A sliding window is priced as full attention (an
- * overestimate past the window; sim warns). */
-int preset_model_priced(const preset_model_t *m, char *err, size_t errlen);
 /* "MHA", "GQA", "MQA" or "MLA". */
 const char *preset_model_attention(const preset_model_t *m);
 

@@ -27,7 +27,6 @@ static int pick_model(sim_t *m, sim_rep_t *r, preset_model_t *model) {
     } else if (preset_model_get(name ? name : SIM_DEFAULT_MODEL, model, e, sizeof e)) {
         return sim_fail(m, "--model: %s", e);
     }
-    if (preset_model_priced(model, e, sizeof e) != 0) return sim_fail(m, "--model: %s", e);
     if (r->cf && cost_file_same_shape(model, &r->cf->model, e, sizeof e) != 0)
         return sim_fail(m, "%s does not have the shape the cost file %s was fitted for (%s: %s); "
                     "a cost model describes one model", what, o->cost_path, r->cf->model.name,

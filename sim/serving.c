@@ -275,7 +275,7 @@ double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp) {
     double pad = 64.0 * t;
     double vocab_dev = ceil((double)m->vocab / pad) * pad / t;
     double embed = vocab_dev * d, head = m->tied_embeddings ? 0.0 : vocab_dev * d;
-    double router = preset_model_is_moe(m) ? (double)m->n_layers * d * m->n_experts : 0.0;
+    double router = (double)preset_model_moe_layers(m) * d * m->n_experts;
     double matrices = preset_model_layer_matrix_params(m) - router +
                       preset_model_all_expert_params(m);
     double norms = (2.0 * m->n_layers + 1.0) * d;
@@ -288,10 +288,10 @@ double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp) {
 static double activation_peak(const serving_t *s, const preset_model_t *m, int32_t tp,
                               int32_t max_tokens, int32_t max_seqs) {
     const double T = max_tokens, t = tp > 0 ? tp : 1, d = m->d_model, b = m->dtype_bytes;
-    const double hd = m->head_dim;
-    const double kv = m->n_kv_heads >= tp ? m->n_kv_heads / t : 1.0;
+    double w_in, w_out, act_in, act_out;
+    preset_model_attn_device(m, tp, &w_in, &w_out, &act_in, &act_out);
     double stream = 2.0 * T * d * b;                       /* residual and hidden states */
-    double qkv = T * (m->n_heads / t + 2.0 * kv) * hd * b;
+    double qkv = T * act_in * b;
     double mlp;
     if (preset_model_is_moe(m)) {
         /* fused_moe's three intermediate caches (gate/up, activation, per-expert down
@@ -312,14 +312,12 @@ int32_t serving_kv_blocks(const serving_t *s, const preset_model_t *m, const pre
                           int32_t max_seqs, serving_kv_parts_t *parts, char *err,
                           size_t errlen) {
     serving_kv_parts_t p;
-    const double t = tp > 0 ? tp : 1;
     p.total = hw->mem_cuda > 0 ? hw->mem_cuda : hw->mem_bytes;
     p.requested = p.total * gpu_util;
     p.weights = serving_weight_bytes_per_device(m, tp);
     p.activations = activation_peak(s, m, tp, max_tokens, max_seqs);
     p.nontorch = s->nontorch_bytes + (tp > 1 ? s->nccl_bytes : 0.0);
-    const double kv = m->n_kv_heads >= tp ? m->n_kv_heads / t : 1.0;
-    p.per_block = (double)block_size * 2.0 * m->n_layers * kv * m->head_dim * m->dtype_bytes;
+    p.per_block = (double)block_size * preset_model_kv_bytes_device(m, tp);
     if (parts) *parts = p;
     double avail = p.requested - p.weights - p.activations - p.nontorch;
     double blocks = floor(avail / p.per_block);

@@ -9,8 +9,7 @@ void serving_adjust_linear(const serving_t *s, cost_linear_params_t *p, const pr
     if (!s->active) return;
     const int32_t tp = p->tp > 1 ? p->tp : 1;
     if (isfinite(s->attn_kv_bw_eff) && hw && hw->mem_bw > 0) {
-        const double kv = m->n_kv_heads >= tp ? (double)m->n_kv_heads / tp : 1.0;
-        const double bytes = 2.0 * m->n_layers * kv * m->head_dim * m->dtype_bytes;
+        const double bytes = preset_model_kv_bytes_device(m, tp);
         p->kv_token_s = bytes / (s->attn_kv_bw_eff * hw->mem_bw);
         p->n_kv_knots = 0;
     }

@@ -50,7 +50,9 @@ int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
      * fp32 logits for every sequence: what vLLM's profiling run would find, roughly. */
     double act = (double)max_tokens * (4.0 * m->d_model + 2.0 * m->d_ff) * m->dtype_bytes +
                  (double)max_seqs * m->vocab * 4.0;
-    double per_block = (double)block_size * (preset_model_kv_bytes_per_token(m) +
+    /* a token's KV over the tp devices: heads split (one replicated each past the KV heads),
+     * MLA's latent whole on every device; a draft model runs on one device (its KV there) */
+    double per_block = (double)block_size * (tp * preset_model_kv_bytes_device(m, tp) +
                                              (draft ? preset_model_kv_bytes_per_token(draft) : 0));
     double blocks = floor((mem - weights - act) / per_block);
     if (blocks < 1) {

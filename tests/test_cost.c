@@ -118,6 +118,47 @@ START_TEST(test_hand_decode) {
 }
 END_TEST
 
+/* Latent attention and fine-grained MoE by hand (issue #29): a 2-layer DeepSeek-like shape,
+ * d 8, 2 heads, latent 4 + rope key 2, query direct (q_lora 0), nope 2 + rope 2 = head_dim 4,
+ * values 3; layer 0 dense (d_ff 16), layer 1 four experts of 6 (top 2) and a shared one of 6;
+ * one decode token after 10 cached, sampled. Per layer:
+ *   inputs   kv_a 8*(4+2) = 48, q 8*2*4 = 64, kv_b 4*2*(2+3) = 40: 152 params, 304 FLOPs
+ *   attention in the latent: 2*2*(2*4 + 2) = 40 FLOPs a pair, 11 pairs: 440; its KV
+ *            (4+2)*2 = 12 B a position, 11 read + 1 written: 144 B
+ *   output   2*3*8 = 48 params, 96 FLOPs; norms 2 x 4*8 = 64 FLOPs
+ * dense MLP 3*8*16 = 384 params (768 FLOPs); the MoE layer: router 8*4 (64 FLOPs), 2 experts
+ * of 3*8*6 = 144 (576 FLOPs; 1 token touches 4(1 - (1 - 2/4)) = 2 experts), shared 144 (288);
+ * final norm 32 FLOPs, LM head 2*8*32 = 512. */
+static const preset_model_t tiny_mla = {
+    .name = "tiny-mla", .n_layers = 2, .d_model = 8, .n_heads = 2, .n_kv_heads = 2,
+    .head_dim = 4, .d_ff = 16, .vocab = 32, .max_seq = 64, .dtype_bytes = 2, .n_experts = 4,
+    .experts_per_tok = 2, .moe_d_ff = 6, .n_dense_layers = 1, .shared_d_ff = 6,
+    .kv_lora_rank = 4, .qk_nope_head_dim = 2, .qk_rope_head_dim = 2, .v_head_dim = 3};
+
+START_TEST(test_hand_mla_moe) {
+    char err[256];
+    ck_assert_msg(preset_model_validate(&tiny_mla, err, sizeof err) == 0, "%s", err);
+    cost_roofline_params_t p;
+    cost_roofline_defaults(&p);
+    cost_model_t *m = cost_roofline_new(&tiny_mla, &slow, &p);
+    ck_assert_ptr_nonnull(m);
+    cost_seq_t s = {1, 10, 1};
+    cost_breakdown_t b;
+    ck_assert_int_eq(cost_roofline_explain(m, &s, 1, &b), 0);
+    ck_assert_double_eq_tol(b.flops, 2 * (64 + 304 + 440 + 96) + 768 + (64 + 576 + 288) + 32 + 512,
+                            1e-9);
+    ck_assert_double_eq_tol(b.kv_bytes, 2 * 144.0, 1e-9);
+    /* weights: 2 x (norms 32 + inputs 304 + output 96) + dense 768 + router 64 + 2 experts
+     * 576 + shared 288 + final norm 16 + LM head 512 */
+    ck_assert_double_eq_tol(b.weight_bytes, 2 * 432.0 + 768 + 64 + 576 + 288 + 16 + 512, 1e-9);
+    cost_free(m);
+    /* the latent is whole on every device: 8 devices hold it 8 times, GQA heads split */
+    ck_assert(preset_model_kv_bytes_device(&tiny_mla, 2) == 2 * 6 * 2.0);
+    ck_assert(preset_model_kv_bytes_device(&tiny, 2) == 2 * 2 * 1 * 4 * 2.0);  /* 1 KV head kept */
+    ck_assert(preset_model_attn_pair_flops(&tiny_mla, 2) == 2 * 1 * (2 * 4 + 2));
+}
+END_TEST
+
 /* A prefill of 8 tokens, nothing cached, last position sampled. T = 8, T*d*b = 128 bytes.
  *   rmsnorm   FLOPs 4*8*8 = 256; bytes 16 + 2*128 = 272                              -> 272
  *   qkv       FLOPs 2*8*128 = 2048; bytes 256 + 128 + 8*16*2 = 640                   -> 2048
@@ -342,6 +383,7 @@ static Suite *cost_suite(void) {
     tcase_add_test(tc, test_prefill_compute_bound);
     tcase_add_test(tc, test_tp_halves_weights);
     tcase_add_test(tc, test_check);
+    tcase_add_test(tc, test_hand_mla_moe);
     tcase_add_test(tc, test_explain_other_model);
     tcase_add_test(tc, test_fast);
     suite_add_tcase(s, tc);

@@ -68,6 +68,44 @@ START_TEST(rates_predict_a_profiled_model) {
 }
 END_TEST
 
+/* DeepSeek-V3 at tp 8 from the rates (issue #29): the latent's KV is read whole on every
+ * device, attention in the latent space, 58 layers of experts after 3 dense ones. A decode
+ * step of 16 costs more with its shared expert than without, and less with its 3 dense
+ * layers than if they were layers of experts (16 tokens touch ~102 of 256 experts a layer:
+ * 563M parameters a device to read, against a dense layer's 49.5M). */
+START_TEST(latent_attention_and_dense_layers) {
+    char err[1024];
+    ck_assert(gpu_ops_builtin("h100", &ops) == 0);
+    preset_model_t m;
+    preset_hw_t hw;
+    ck_assert(preset_model_get("deepseek-v3", &m, err, sizeof err) == 0);
+    ck_assert(preset_hw_get("h100", &hw, err, sizeof err) == 0);
+    static cost_file_t cf[3];
+    ck_assert_msg(gpu_ops_linear(&ops, &m, &hw, 8, &cf[0], err, sizeof err) == 0, "%s", err);
+    const cost_linear_params_t *p = &cf[0].lin;
+    double read_bw = m.dtype_bytes / ops.s[GPU_OP_GEMM][0];
+    ck_assert_double_eq_tol(p->kv_token_s, 61.0 * 576 * 2 / read_bw, 1e-18);
+    ck_assert_double_eq_tol(p->attn_pair_s, 61.0 * 2 * 16 * (2 * 512 + 64) / (hw.flops * GPU_ATTN_EFF),
+                            1e-20);
+    ck_assert(p->moe_layers == 58 && p->moe_experts == 256 && p->moe_top_k == 8);
+    preset_model_t no_shared = m, all_moe = m;
+    no_shared.shared_d_ff = 0;
+    all_moe.n_dense_layers = 0;
+    ck_assert(gpu_ops_linear(&ops, &no_shared, &hw, 8, &cf[1], err, sizeof err) == 0);
+    ck_assert(gpu_ops_linear(&ops, &all_moe, &hw, 8, &cf[2], err, sizeof err) == 0);
+    cost_seq_t dec[16];
+    for (int i = 0; i < 16; i++) dec[i] = (cost_seq_t){ 1, 4096, 1 };
+    double t[3];
+    for (int k = 0; k < 3; k++) {
+        cost_model_t *c = cost_file_model(&cf[k], 8, err, sizeof err);
+        ck_assert_msg(c != NULL, "%s", err);
+        t[k] = cost_step_time(c, dec, 16);
+        cost_free(c);
+    }
+    ck_assert_msg(t[0] > t[1] && t[0] < t[2], "%g %g %g", t[0], t[1], t[2]);
+}
+END_TEST
+
 START_TEST(distinct_experts_by_hand) {
     /* E (1 - (1 - k/E)^T): one token touches its top-k, many touch all */
     ck_assert(fabs(cost_moe_experts_touched(8, 2, 1) - 2) < 1e-12);
@@ -117,6 +155,7 @@ int main(void) {
     tcase_add_test(tc, shipped_rates_load_and_are_monotone);
     tcase_add_test(tc, rates_predict_a_profiled_model);
     tcase_add_test(tc, distinct_experts_by_hand);
+    tcase_add_test(tc, latent_attention_and_dense_layers);
     tcase_add_test(tc, moe_step_between_top_k_and_all_experts);
     suite_add_tcase(s, tc);
     return testutil_run(s);
