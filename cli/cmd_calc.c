@@ -311,9 +311,9 @@ static void kv_window_saving(const preset_model_t *m, double ctx) {
 
 static void roofline_usage(FILE *f) {
     fputs("usage: twinserve roofline --model NAME [--hw NAME | --bandwidth B/s] [--flops F]\n"
-          "                          [--dtype fp16|bf16|fp8|fp32] [--ctx N]\n"
+          "                          [--dtype fp16|bf16|fp8|fp32] [--ctx N] [--tp N]\n"
           "Where a model's serving time goes on a device: the decode bound from bandwidth, the\n"
-          "ridge point, arithmetic intensity and predicted step time of a 1024-token prefill\n"
+          "ridge point, arithmetic intensity and predicted step times of 1024- and 2048-token prefills\n"
           "and of decode steps at batch 1, 8, 64 and 256.\n"
           "  --model NAME     built-in model, a .model preset file or a config.json\n"
           "  --hw NAME        built-in GPU or a .hw preset file (default a100-80g)\n"
@@ -322,6 +322,8 @@ static void roofline_usage(FILE *f) {
           "                   the bandwidth bound is printed)\n"
           "  --dtype T        weight and KV element type (default: the model's)\n"
           "  --ctx N          tokens already cached for each decode sequence (default 1024)\n"
+          "  --tp N           tensor-parallel degree: the step on each of N devices, with its\n"
+          "                   all-reduces (default 1)\n"
           "exit status: 0 ok, 1 a preset could not be loaded, 2 usage error\n", f);
 }
 
@@ -338,7 +340,7 @@ static void roofline_row(const cost_model_t *cm, const char *label, const cost_s
 int cmd_roofline(int argc, char **argv) {
     const char *cmd = "roofline", *model = NULL, *hwname = NULL, *val = NULL;
     double bw = 0, flops = 0;
-    long ctx = 1024;
+    long ctx = 1024, tp = 1;
     int wb = 0, r, rc = 1;
     char err[512], a[32], b1[32], b2[32];
     cost_model_t *cm = NULL;
@@ -360,6 +362,8 @@ int cmd_roofline(int argc, char **argv) {
             if (r < 0 || parse_positive(cmd, "--flops", val, &flops) != 0) return 2;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--ctx", &val)) != 0) {
             if (r < 0 || parse_long(cmd, "--ctx", val, 0, &ctx) != 0) return 2;
+        } else if ((r = opt_take(cmd, argc, argv, &i, "--tp", &val)) != 0) {
+            if (r < 0 || parse_long(cmd, "--tp", val, 1, &tp) != 0) return 2;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--dtype", &val)) != 0) {
             if (r < 0) return 2;
             if (!(wb = dtype_bytes(val))) {
@@ -405,9 +409,22 @@ int cmd_roofline(int argc, char **argv) {
            params / 1e9, (int)m.dtype_bytes, fmt_gb(wbytes, b1));
     printf("  bandwidth %s B/s", fmt_e(hw.mem_bw, a));
     if (hw.flops > 0) printf(", peak %s FLOP/s (dense)", fmt_e(hw.flops, a));
-    printf("\n\nDecode upper bound at batch 1: each new token reads every weight once\n");
-    printf("  tokens/s <= bandwidth / weight bytes = %s / %s = %.2f tokens/s\n",
-           fmt_e(hw.mem_bw, b1), fmt_e(wbytes, b2), hw.mem_bw / wbytes);
+    if (preset_model_is_moe(&m)) {
+        /* a token passes through its top-k experts only: batch 1 reads the active weights */
+        double active = preset_model_active_params(&m) * m.dtype_bytes;
+        printf("\n\nDecode upper bound at batch 1: each new token reads the weights it uses "
+               "once\n  (a mixture of experts: its active %s of the %s)\n", fmt_gb(active, b1),
+               fmt_gb(wbytes, b2));
+        wbytes = active;
+    } else {
+        printf("\n\nDecode upper bound at batch 1: each new token reads every weight once\n");
+    }
+    if (tp > 1)
+        printf("  tokens/s <= %ld x bandwidth / weight bytes = %ld x %s / %s = %.2f tokens/s\n",
+               tp, tp, fmt_e(hw.mem_bw, b1), fmt_e(wbytes, b2), (double)tp * hw.mem_bw / wbytes);
+    else
+        printf("  tokens/s <= bandwidth / weight bytes = %s / %s = %.2f tokens/s\n",
+               fmt_e(hw.mem_bw, b1), fmt_e(wbytes, b2), hw.mem_bw / wbytes);
     if (fabs(params / 70e9 - 1) < 0.05)
         printf("  (a round 70e9 parameters would give %.2f tokens/s)\n",
                hw.mem_bw / (70e9 * m.dtype_bytes));
@@ -428,6 +445,7 @@ int cmd_roofline(int argc, char **argv) {
 
     cost_roofline_params_t p;
     cost_roofline_defaults(&p);
+    p.tp = (int32_t)tp;
     if (cost_roofline_check(&m, &hw, &p, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve roofline: %s\n", err);
         goto done;
@@ -462,12 +480,14 @@ int cmd_roofline(int argc, char **argv) {
                MAX_B);
 
     printf("\nStep shapes (cost model: flops_eff %.2g, bw_eff %.2g, attn_eff %.2g, overhead %.2g "
-           "ms;\nFLOPs and bytes per step, intensity = FLOPs / bytes, bound = the side that takes "
-           "longer):\n", p.flops_eff, p.bw_eff, p.attn_eff, p.overhead_s * 1e3);
+           "ms;\nFLOPs and bytes per step%s, intensity = FLOPs / bytes, bound = the side that "
+           "takes longer):\n", p.flops_eff, p.bw_eff, p.attn_eff, p.overhead_s * 1e3,
+           tp > 1 ? " and per device (the all-reduces' time in the step time)" : "");
     printf("  %-16s %10s %10s %9s  %-7s %12s %11s\n", "shape", "FLOPs", "bytes", "FLOP/B",
            "bound", "step time", "tokens/s");
-    cost_seq_t prefill = {1024, 0, 1};
+    cost_seq_t prefill = {1024, 0, 1}, prefill2 = {2048, 0, 1};
     roofline_row(cm, "prefill 1024", &prefill, 1, 1024);
+    roofline_row(cm, "prefill 2048", &prefill2, 1, 2048);
     static const int batches[] = {1, 8, 64, 256};
     for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
         char label[48];

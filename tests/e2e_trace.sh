@@ -455,6 +455,16 @@ want_rc 0
 want_out_re '= 14\.(4[5-9]|5[0-5])[0-9]* tokens/s'
 end
 
+begin "roofline --tp 2 doubles the bandwidth bound; a mixture of experts reads its active weights"
+run roof2 "$BIN" roofline --model llama-2-70b --bandwidth 2.0e12 --tp 2
+want_rc 0
+want_out_re '= 2[89]\.[0-9]+ tokens/s'
+run roofmoe "$BIN" roofline --model mixtral-8x7b --bandwidth 2.0e12
+want_rc 0
+# 12.88B active parameters x 2 B = 25.76 GB: 2e12 / 25.76e9 = 77.64 tokens/s
+want_out "its active 25.76 GB of the 93.41 GB" "= 77.64 tokens/s"
+end
+
 begin "roofline --hw h100: the step-time table"
 run roof_hw "$BIN" roofline --model llama-2-7b --hw h100
 want_rc 0
