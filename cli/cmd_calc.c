@@ -555,15 +555,33 @@ int cmd_presets(int argc, char **argv) {
                (int)m->n_experts, m->shared_d_ff > 0 ? ", a shared one" : "",
                m->n_dense_layers > 0 ? ", dense first layers" : "");
     }
-    printf("\nGPUs (datasheet figures; dense bf16; memory in decimal GB; link per direction):\n");
-    printf("  %-10s %12s %12s %9s %10s %12s\n", "name", "bandwidth", "FLOP/s", "memory", "link",
+    printf("\nGPUs (datasheet figures: dense tensor peaks, memory in decimal GB, link (GPU to "
+           "GPU)\nand network (scale-out, per GPU) per direction; - is none, unknown or not "
+           "modelled):\n");
+    printf("  %-10s %12s %12s %11s %11s %8s %10s %9s %10s\n", "name", "bandwidth",
+           "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "memory", "link", "network",
            "all-reduce");
+    int unmeasured = 0;
     for (int i = 0; preset_hw_at(i); i++) {
         const preset_hw_t *h = preset_hw_at(i);
-        printf("  %-10s %7.3f TB/s %6.0f TFLOP/s %6.0f GB %5.0f GB/s %6.0f us\n", h->name,
-               h->mem_bw / 1e12, h->flops / 1e12, h->mem_bytes / 1e9, h->link_bw / 1e9,
-               h->link_latency * 1e6);
+        /* 0 is "none" or "unknown" in these columns, never a figure */
+        char name[64], fp8[24] = "-", fp4[24] = "-", net[24] = "-", ar[24] = "-";
+        snprintf(name, sizeof name, "%s%s", h->name, h->measured ? "" : "*");
+        unmeasured |= !h->measured;
+        if (h->flops_fp8 > 0) snprintf(fp8, sizeof fp8, "%.0f", h->flops_fp8 / 1e12);
+        if (h->flops_fp4 > 0) snprintf(fp4, sizeof fp4, "%.0f", h->flops_fp4 / 1e12);
+        if (h->net_bw > 0) snprintf(net, sizeof net, "%.0f GB/s", h->net_bw / 1e9);
+        if (h->link_latency > 0) snprintf(ar, sizeof ar, "%.0f us", h->link_latency * 1e6);
+        printf("  %-10s %7.3f TB/s %12.0f %11s %11s %5.0f GB %5.0f GB/s %9s %10s\n", name,
+               h->mem_bw / 1e12, h->flops / 1e12, fp8, fp4, h->mem_bytes / 1e9,
+               h->link_bw / 1e9, net, ar);
     }
+    if (unmeasured)
+        printf("  * datasheet figures only, no measurement of this GPU in the data: the "
+               "roofline's\n"
+               "    efficiencies (flops_eff, bw_eff, attn_eff) are guesses for it, its all-reduce\n"
+               "    latency is borrowed from a GPU with the same link or not modelled (-), and a\n"
+               "    run on it says so\n");
     printf("\nShipped GPU calibrations (sim/costs/, from Vidur's measured operator profiles;\n"
            "`sim` uses one when its model, --hw and --tp match and no --cost is given):\n");
     for (int i = 0; i < cost_file_builtin_count(); i++)

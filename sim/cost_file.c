@@ -209,14 +209,14 @@ int cost_file_read(const char *path, cost_file_t *cf, char *err, size_t errlen) 
     cost_roofline_defaults(&cf->roof);
     snprintf(cf->path, sizeof cf->path, "%s", path);
     /* the hardware keys are required of roofline files only: checked below */
-    kv_spec_t hw_keys[8];
+    kv_spec_t hw_keys[16];
     int n_hw = 0;
-    for (int i = 0; i < preset_hw_n_keys && n_hw < 8; i++) {
+    for (int i = 0; i < preset_hw_n_keys && n_hw < 16; i++) {
         if (!strcmp(preset_hw_keys[i].key, "name")) continue;   /* the model's name */
         hw_keys[n_hw] = preset_hw_keys[i];
         hw_keys[n_hw++].required = 0;
     }
-    int seen_model[32], seen_own[N_OWN], seen_hw[8];
+    int seen_model[32], seen_own[N_OWN], seen_hw[16];
     kv_table_t t[3] = {
         {preset_model_keys, preset_model_n_keys, &cf->model, seen_model},
         {own_keys, N_OWN, cf, seen_own},

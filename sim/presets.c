@@ -13,7 +13,8 @@
  *          dtype_bytes (= 2), n_experts (= 0: dense), experts_per_tok (needed with
  *          experts), moe_d_ff (= d_ff)
  *   hw:    name, mem_bw*, flops*, mem_bytes*, link_bw (= 0), link_latency (= 0),
- *          mem_cuda (= mem_bytes)
+ *          mem_cuda (= mem_bytes), flops_fp8 (= 0: none), flops_fp4 (= 0), net_bw (= 0:
+ *          unknown), net_latency (= 0), measured (= 0: the efficiencies are guesses)
  *
  * (* required.) The optional defaults follow Hugging Face's LlamaConfig where it has one
  * (max_position_embeddings 2048, tie_word_embeddings false); a missing name becomes the file
@@ -165,9 +166,15 @@ static const preset_model_t builtin_models[] = {
 /* ---- built-in hardware ---------------------------------------------------------------
  * Memory in decimal bytes (80 GB = 80e9), as the datasheets print it; nvidia-smi reports a
  * little more (81920 MiB on an A100 80GB), so budgets computed from these are conservative.
- * FLOP/s are dense (no 2:4 sparsity) bf16 tensor-core peaks. link_bw is the NVLink figure per
- * direction: the datasheets quote the bidirectional total (600 GB/s on A100, 900 GB/s on
- * H100/H200), and a ring all-reduce sends and receives at once, so half of it bounds it.
+ * FLOP/s are dense (no 2:4 sparsity) tensor-core peaks: flops bf16, flops_fp8 and flops_fp4
+ * where the part has them (0 where not); datasheets that print with-sparsity figures are
+ * halved. link_bw is the GPU-to-GPU figure per direction: the datasheets quote the
+ * bidirectional total (NVLink 600 GB/s on A100, 900 GB/s on H100/H200, 1.8 TB/s on
+ * Blackwell; AMD's Infinity Fabric per link), and a ring all-reduce sends and receives at
+ * once, so half of it bounds it; cards without NVLink get their PCIe x16 slot's figure.
+ * net_bw is the scale-out network per GPU (the vendor's reference system: one NIC per GPU
+ * on DGX), 0 where there is no reference system; net_latency is 0 (unknown) everywhere: no
+ * measurement of it is in the data.
  * link_latency is the fixed cost of one all-reduce, fitted (latency + bytes / bandwidth) to
  * Vidur's NCCL all-reduce profiles on DGX nodes (profiles/vidur/network/GPU_dgx, by
  * `twinserve calibrate --vidur`): 36, 29 and 39 us at 2, 4 and 8 A100s, 17, 31 and 29 us at
@@ -177,17 +184,101 @@ static const preset_model_t builtin_models[] = {
  * profile log, vllm-project/vllm PR #10511: "total_gpu_memory 79.22GiB"), 79.15 GiB on
  * an A100 80GB (PyTorch's out-of-memory messages there: "79.15 GiB total capacity"); the
  * H200's 143,771 MiB in nvidia-smi less the 438 MiB the H100 loses the same way (81,559
- * MiB in nvidia-smi) gives 139.97 GiB, an estimate. */
+ * MiB in nvidia-smi) gives 139.97 GiB, an estimate; the other presets have no cited figure
+ * (mem_cuda 0 = mem_bytes).
+ * measured is 1 on a100-80g, h100 and h200 only: Vidur's profiles of A100s and H100s (and
+ * its H100 figures for the H200) measured their all-reduces and the efficiencies the
+ * roofline and the operator rates use. Every other preset is datasheet figures alone, and a
+ * run on one says so (sim/replica.c). */
 static const preset_hw_t builtin_hws[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 2,039 GB/s HBM2e, BF16 tensor
-     * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s. */
-    {"a100-80g", 2.039e12, 312e12, 80e9, 300e9, 36e-6, 79.15 * 1073741824.0},
+     * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s; no FP8. Network: NVIDIA DGX
+     * A100 datasheet, 8x single-port ConnectX-6 VPI 200 Gb/s HDR InfiniBand (one per GPU). */
+    {.name = "a100-80g", .mem_bw = 2.039e12, .flops = 312e12, .mem_bytes = 80e9,
+     .link_bw = 300e9, .link_latency = 36e-6, .mem_cuda = 79.15 * 1073741824.0,
+     .net_bw = 25e9, .measured = 1},
+    /* The same datasheet, A100 40GB SXM: 1,555 GB/s HBM2, BF16 312 TFLOPS (624 with
+     * sparsity), 40 GB, NVLink 600 GB/s; the same DGX A100 network. link_latency is the
+     * a100-80g's, borrowed (the same NVLink 3 and NVSwitch), not measured on this part. */
+    {.name = "a100-40g", .mem_bw = 1.555e12, .flops = 312e12, .mem_bytes = 40e9,
+     .link_bw = 300e9, .link_latency = 36e-6, .net_bw = 25e9},
     /* NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5: 3.35 TB/s HBM3, BF16 tensor
-     * 1,979 TFLOPS with sparsity = 989 dense, 80 GB, NVLink 900 GB/s. */
-    {"h100", 3.35e12, 989e12, 80e9, 450e9, 29e-6, 79.22 * 1073741824.0},
+     * 1,979 TFLOPS with sparsity = 989 dense, FP8 3,958 with sparsity = 1,979 dense, 80 GB,
+     * NVLink 900 GB/s. Network: NVIDIA DGX H100 datasheet, 8x single-port ConnectX-7 VPI,
+     * 400 Gb/s InfiniBand/Ethernet (one per GPU). */
+    {.name = "h100", .mem_bw = 3.35e12, .flops = 989e12, .mem_bytes = 80e9, .link_bw = 450e9,
+     .link_latency = 29e-6, .mem_cuda = 79.22 * 1073741824.0, .flops_fp8 = 1979e12,
+     .net_bw = 50e9, .measured = 1},
+    /* The same datasheet, H100 PCIe: 2 TB/s HBM2e, BF16 1,513 TFLOPS with sparsity = 756.5
+     * dense, FP8 3,026 with sparsity = 1,513 dense, 80 GB; "NVLink: 600GB/s, PCIe Gen5:
+     * 128GB/s". The NVLink bridge joins pairs of cards only, so link_bw is the PCIe Gen5 x16
+     * figure, 128 GB/s both ways = 64 per direction: what any tp beyond 2 goes over. No
+     * reference system, so no network figure. */
+    {.name = "h100-pcie", .mem_bw = 2.0e12, .flops = 756.5e12, .mem_bytes = 80e9,
+     .link_bw = 64e9, .flops_fp8 = 1513e12},
     /* NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, BF16 tensor
-     * 1,979 TFLOPS with sparsity = 989 dense, 141 GB, NVLink 900 GB/s. */
-    {"h200", 4.8e12, 989e12, 141e9, 450e9, 29e-6, 139.97 * 1073741824.0},
+     * 1,979 TFLOPS with sparsity = 989 dense, FP8 3,958 with sparsity = 1,979 dense,
+     * 141 GB, NVLink 900 GB/s. Network: DGX H200 (NVIDIA DGX BasePOD reference
+     * architecture, core components), eight single-port ConnectX-7 VPI, up to 400 Gb/s. */
+    {.name = "h200", .mem_bw = 4.8e12, .flops = 989e12, .mem_bytes = 141e9, .link_bw = 450e9,
+     .link_latency = 29e-6, .mem_cuda = 139.97 * 1073741824.0, .flops_fp8 = 1979e12,
+     .net_bw = 50e9, .measured = 1},
+    /* NVIDIA H20 (HGX H20): NVIDIA publishes no datasheet page for it; its specification
+     * sheet as reported (willitrunai.com/gpus/h20-96gb, and Chinese press quoting it as
+     * dense): 96 GB HBM3, 4.0 TB/s, BF16 148 TFLOPS, FP8 296 TFLOPS, NVLink 900 GB/s. The
+     * sheet marks no sparsity; taken as dense. link_latency is the h100's, borrowed (the
+     * same NVLink 4 and NVSwitch), not measured. Network unknown. */
+    {.name = "h20", .mem_bw = 4.0e12, .flops = 148e12, .mem_bytes = 96e9, .link_bw = 450e9,
+     .link_latency = 29e-6, .flops_fp8 = 296e12},
+    /* NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72,
+     * "Individual Blackwell GPU Specifications", HGX B200 column, figures with sparsity):
+     * FP4 18 PFLOPS, FP8/FP6 9, FP16/BF16 4.5, halved to dense 9, 4.5 and 2.25; 180 GB
+     * HBM3E, 7.7 TB/s; 5th-generation NVLink 1.8 TB/s (900 GB/s per direction). Network:
+     * DGX B200, 8x single-port ConnectX-7 VPI, up to 400 Gb/s (NVIDIA DGX BasePOD reference
+     * architecture). No NVLink 5 all-reduce profile in the data: link_latency 0 (the
+     * all-reduce costs its bytes only). */
+    {.name = "b200", .mem_bw = 7.7e12, .flops = 2.25e15, .mem_bytes = 180e9, .link_bw = 900e9,
+     .flops_fp8 = 4.5e15, .flops_fp4 = 9e15, .net_bw = 50e9},
+    /* One GPU of a GB200 NVL72 (its 72-GPU NVLink domain), the same page's GB200 column
+     * (with sparsity): FP4 20 PFLOPS, FP8/FP6 10, FP16/BF16 5, halved to 10, 5 and 2.5
+     * dense; 186 GB HBM3E, 8 TB/s; NVLink 1.8 TB/s (rack: 130 TB/s over 72 GPUs). Network:
+     * one 400 Gb/s ConnectX-7 per GPU (DGX GB200: 72 OSFP single-port ConnectX-7 VPI; four
+     * per compute tray of four GPUs). link_latency 0, as for b200. */
+    {.name = "gb200", .mem_bw = 8e12, .flops = 2.5e15, .mem_bytes = 186e9, .link_bw = 900e9,
+     .flops_fp8 = 5e15, .flops_fp4 = 10e15, .net_bw = 50e9},
+    /* NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): 48 GB GDDR6 with ECC,
+     * 864 GB/s, "BFLOAT16 Tensor Core 362.05 | 733*", "FP8 Tensor Core 733 | 1,466*" (* with
+     * sparsity; the first figures are dense), PCIe Gen4 x16 64 GB/s both ways. No NVLink:
+     * link_bw is PCIe Gen4 x16, 32 GB/s per direction. */
+    {.name = "l40s", .mem_bw = 864e9, .flops = 362.05e12, .mem_bytes = 48e9, .link_bw = 32e9,
+     .flops_fp8 = 733e12},
+    /* NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4): 24 GB GDDR6, 300 GB/s, BF16
+     * Tensor Core 242 teraFLOPS* and FP8 485 teraFLOPS* (* with sparsity) = 121 and 242.5
+     * dense, PCIe Gen4 x16 64 GB/s both ways: link_bw 32 GB/s per direction (no NVLink). */
+    {.name = "l4", .mem_bw = 300e9, .flops = 121e12, .mem_bytes = 24e9, .link_bw = 32e9,
+     .flops_fp8 = 242.5e12},
+    /* NVIDIA Ada GPU Architecture whitepaper (v2.01), appendix table, GeForce RTX 4090:
+     * 24 GB GDDR6X, 1,008 GB/s; "Peak BF16 Tensor TFLOPS with FP32 Accumulate 165.2/330.4"
+     * and "Peak FP8 Tensor TFLOPS with FP32 Accumulate 330.3/660.6" (dense/sparse; GeForce
+     * runs FP32 accumulation, what cuBLAS uses, at half the FP16-accumulate rate). PCIe
+     * Gen4 x16, no NVLink: link_bw 32 GB/s per direction. */
+    {.name = "rtx-4090", .mem_bw = 1008e9, .flops = 165.2e12, .mem_bytes = 24e9,
+     .link_bw = 32e9, .flops_fp8 = 330.3e12},
+    /* AMD Instinct MI300X (amd.com/en/products/accelerators/instinct/mi300/mi300x.html and
+     * its footnote MI300-17): 192 GB HBM3, 5.3 TB/s, BF16 1,307.4 TFLOPS and FP8 2,614.9
+     * dense (2,614.9 and 5,229.8 with sparsity); "Infinity Fabric Links 8", "Peak Infinity
+     * Fabric Link Bandwidth 128 GB/s" (both ways). On the 8-GPU platform 7 links reach the
+     * peers, 896 GB/s aggregate: link_bw 448 GB/s per direction, what an all-reduce over all
+     * 8 GPUs has (a pair of GPUs shares one link, 64 GB/s per direction). Network unknown
+     * (no AMD reference system). */
+    {.name = "mi300x", .mem_bw = 5.3e12, .flops = 1307.4e12, .mem_bytes = 192e9,
+     .link_bw = 448e9, .flops_fp8 = 2614.9e12},
+    /* AMD Instinct MI325X (amd.com/en/products/accelerators/instinct/mi300/mi325x.html):
+     * 256 GB HBM3E, 6 TB/s, BF16 1,307.4 TFLOPS and FP8 2,614.9 dense (5,229.8 FP8 with
+     * sparsity), the MI300X's Infinity Fabric (8 links of 128 GB/s; 7 to the peers on the
+     * 8-GPU platform): link_bw 448 GB/s per direction, as mi300x. Network unknown. */
+    {.name = "mi325x", .mem_bw = 6e12, .flops = 1307.4e12, .mem_bytes = 256e9,
+     .link_bw = 448e9, .flops_fp8 = 2614.9e12},
 };
 #define N_HWS ((int)(sizeof builtin_hws / sizeof builtin_hws[0]))
 
@@ -423,6 +514,17 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
     if (!isfinite(hw->mem_cuda) || hw->mem_cuda < 0 || hw->mem_cuda > hw->mem_bytes * 1.1)
         return errf(err, errlen, "%s: mem_cuda must be >= 0 bytes and no more than about "
                     "mem_bytes (got %g)", n, hw->mem_cuda);
+    /* the optional figures: 0 means none or unknown */
+    struct { const char *key; double v; } opt[] = {
+        {"flops_fp8", hw->flops_fp8}, {"flops_fp4", hw->flops_fp4}, {"net_bw", hw->net_bw},
+        {"net_latency", hw->net_latency},
+    };
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (!isfinite(opt[i].v) || opt[i].v < 0)
+            return errf(err, errlen, "%s: %s must be >= 0 (0: none or unknown; got %g)", n,
+                        opt[i].key, opt[i].v);
+    if (hw->measured != 0 && hw->measured != 1)
+        return errf(err, errlen, "%s: measured must be 0 or 1 (got %d)", n, (int)hw->measured);
     return 0;
 }
 
@@ -465,6 +567,11 @@ const kv_spec_t preset_hw_keys[] = {
     {"link_bw", KV_DOUBLE, offsetof(preset_hw_t, link_bw), 0},
     {"link_latency", KV_DOUBLE, offsetof(preset_hw_t, link_latency), 0},
     {"mem_cuda", KV_DOUBLE, offsetof(preset_hw_t, mem_cuda), 0},
+    {"flops_fp8", KV_DOUBLE, offsetof(preset_hw_t, flops_fp8), 0},
+    {"flops_fp4", KV_DOUBLE, offsetof(preset_hw_t, flops_fp4), 0},
+    {"net_bw", KV_DOUBLE, offsetof(preset_hw_t, net_bw), 0},
+    {"net_latency", KV_DOUBLE, offsetof(preset_hw_t, net_latency), 0},
+    {"measured", KV_INT, offsetof(preset_hw_t, measured), 0},
 };
 const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 

@@ -66,6 +66,15 @@ typedef struct {
     double mem_cuda;      /* bytes: the device memory CUDA reports as its total
                              (cudaMemGetInfo, what vLLM's gpu_memory_utilization is a
                              fraction of); 0 = mem_bytes */
+    /* Recorded and shown only: no cost formula reads these yet. */
+    double flops_fp8;     /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor math */
+    double flops_fp4;     /* dense FP4 tensor FLOP/s (Blackwell); 0 = none */
+    double net_bw;        /* bytes/s per GPU and direction of the scale-out network (one
+                             400 Gb/s NIC per GPU on a DGX H100 = 50e9); 0 = unknown */
+    double net_latency;   /* seconds, one message across that network; 0 = unknown */
+    int32_t measured;     /* 1: link_latency and the roofline efficiencies used with this
+                             GPU come from measurements in the data (Vidur's profiles);
+                             0: datasheet figures only, the efficiencies are guesses */
 } preset_hw_t;
 
 /* Built-in lookup by name (case-insensitive); NULL when unknown. */
@@ -108,7 +117,8 @@ int preset_model_key_may_be_absent(int i);
 void preset_model_json(FILE *f, const preset_model_t *m);
 
 /* Checks a shape or a hardware record: positive sizes, n_heads a multiple of n_kv_heads,
- * dtype_bytes 1, 2 or 4, finite positive figures. Returns 0, or -1 with a message in err
+ * dtype_bytes 1, 2 or 4, finite positive figures (the optional hardware figures finite and
+ * >= 0, measured 0 or 1). Returns 0, or -1 with a message in err
  * (prefixed by the preset's name). Built-ins always pass; the file loaders call these. */
 int preset_model_validate(const preset_model_t *m, char *err, size_t errlen);
 int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);

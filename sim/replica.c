@@ -34,6 +34,18 @@ static int pick_model(sim_t *m, sim_rep_t *r, preset_model_t *model) {
     return 0;
 }
 
+/* On hardware with no measurement in the data (preset_hw_t.measured 0: every preset but
+ * a100-80g, h100 and h200, and any --hw file that does not say measured = 1) the roofline
+ * that costs the run uses efficiencies and a link latency nobody measured there: the
+ * calibration text, which the run prints and records, says so. */
+static void note_unmeasured(sim_rep_t *r, const preset_hw_t *hw) {
+    size_t n = strlen(r->calibration);
+    if (hw->measured || n >= sizeof r->calibration) return;
+    snprintf(r->calibration + n, sizeof r->calibration - n, "; on %.48s the efficiencies "
+             "(flops_eff, bw_eff, attn_eff) and link latency are not measured (datasheet "
+             "figures only)", hw->name);
+}
+
 /* Without --cost, the calibration shipped for this built-in model on this built-in GPU at
  * this tp (cost_file_builtin), unless the roofline was asked for; r->calibration says
  * which model costs the run, and why the roofline when it is the roofline. */
@@ -47,6 +59,7 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
     }
     if (o->roofline) {
         snprintf(r->calibration, sizeof r->calibration, "none: the roofline was asked for");
+        note_unmeasured(r, hw);
         return 0;
     }
     int shipped = preset_hw_find(hw->name) &&
@@ -64,6 +77,7 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
             snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration or "
                      "operator rates for %.60s on %.60s at tp %d; the roofline's efficiencies "
                      "are guesses", model->name, hw->name, (int)r->spec.tp);
+            note_unmeasured(r, hw);
             return 0;
         }
         r->cf = cf;
@@ -87,6 +101,7 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
     if (cost_file_same_shape(model, &cf->model, e, sizeof e) != 0) {
         snprintf(r->calibration, sizeof r->calibration, "none: %.60s is not the shape of the "
                  "shipped %.100s (%.60s)", model->name, path, e);
+        note_unmeasured(r, hw);
         free(cf);
         return 0;
     }

@@ -16,7 +16,8 @@ static const preset_model_t tiny = {.name = "tiny", .n_layers = 2, .d_model = 8,
                                     .n_kv_heads = 1, .head_dim = 4, .d_ff = 16, .vocab = 32,
                                     .max_seq = 64, .dtype_bytes = 2};
 /* 1 MFLOP/s and 1 MB/s so that one FLOP or one byte is one microsecond. */
-static const preset_hw_t slow = {"slow", 1e6, 1e6, 1e9, 1e6, 0, 0};
+static const preset_hw_t slow = {.name = "slow", .mem_bw = 1e6, .flops = 1e6, .mem_bytes = 1e9,
+                                 .link_bw = 1e6};
 
 static cost_model_t *tiny_model(void) {
     cost_roofline_params_t p;

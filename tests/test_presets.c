@@ -164,7 +164,7 @@ START_TEST(test_builtins_valid) {
     int k = 0;
     for (const preset_hw_t *h; (h = preset_hw_at(k)) != NULL; k++)
         ck_assert_msg(preset_hw_validate(h, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_ge(k, 3);
+    ck_assert_int_eq(k, 13);
     ck_assert_ptr_null(preset_model_at(-1));
     ck_assert_ptr_null(preset_hw_at(k));
     const preset_hw_t *a100 = preset_hw_find("a100-80g");
@@ -172,6 +172,50 @@ START_TEST(test_builtins_valid) {
     ck_assert(a100->mem_bw == 2.039e12 && a100->flops == 312e12 && a100->mem_bytes == 80e9);
     ck_assert(preset_hw_find("h100")->mem_bw == 3.35e12);
     ck_assert(preset_hw_find("h200")->mem_bytes == 141e9);
+}
+END_TEST
+
+/* The figures of the newer presets as their datasheets print them (sim/presets.c), with-
+ * sparsity peaks halved; and which presets are measured. */
+START_TEST(test_hw_datasheets) {
+    const char *measured[] = {"a100-80g", "h100", "h200"};
+    for (int i = 0; preset_hw_at(i); i++) {
+        const preset_hw_t *h = preset_hw_at(i);
+        int want = 0;
+        for (size_t j = 0; j < sizeof measured / sizeof *measured; j++)
+            want |= !strcmp(h->name, measured[j]);
+        ck_assert_msg(h->measured == want, "%s: measured %d", h->name, (int)h->measured);
+        /* an FP4 peak only where there is an FP8 one, and each above the one before */
+        if (h->flops_fp4 > 0) ck_assert(h->flops_fp8 > 0 && h->flops_fp4 > h->flops_fp8);
+        if (h->flops_fp8 > 0) ck_assert(h->flops_fp8 > h->flops);
+    }
+    /* H100 SXM: FP8 3,958 TFLOPS with sparsity; 400 Gb/s NDR per GPU on a DGX H100 */
+    const preset_hw_t *h = preset_hw_find("h100");
+    ck_assert(h->flops_fp8 == 1979e12 && h->flops_fp4 == 0 && h->net_bw == 50e9);
+    ck_assert_ptr_null(preset_hw_find("h100-sxm"));
+    /* H100 PCIe: BF16 1,513 and FP8 3,026 with sparsity, 2 TB/s; PCIe Gen5 x16 link */
+    h = preset_hw_find("h100-pcie");
+    ck_assert(h->flops == 756.5e12 && h->flops_fp8 == 1513e12 && h->mem_bw == 2.0e12);
+    ck_assert(h->link_bw == 64e9 && h->net_bw == 0 && h->link_latency == 0);
+    /* B200 (HGX): FP4 18, FP8 9, BF16 4.5 PFLOPS with sparsity, 180 GB, 7.7 TB/s */
+    h = preset_hw_find("b200");
+    ck_assert(h->flops == 2.25e15 && h->flops_fp8 == 4.5e15 && h->flops_fp4 == 9e15);
+    ck_assert(h->mem_bytes == 180e9 && h->mem_bw == 7.7e12 && h->link_bw == 900e9);
+    /* one GB200 NVL72 GPU: FP4 20, FP8 10, BF16 5 PFLOPS with sparsity, 186 GB, 8 TB/s */
+    h = preset_hw_find("gb200");
+    ck_assert(h->flops == 2.5e15 && h->flops_fp8 == 5e15 && h->flops_fp4 == 10e15);
+    ck_assert(h->mem_bytes == 186e9 && h->mem_bw == 8e12);
+    /* L4: BF16 242 and FP8 485 with sparsity, 300 GB/s, PCIe Gen4 x16 */
+    h = preset_hw_find("l4");
+    ck_assert(h->flops == 121e12 && h->flops_fp8 == 242.5e12 && h->mem_bw == 300e9);
+    ck_assert(h->link_bw == 32e9 && h->mem_bytes == 24e9);
+    /* MI300X: BF16 1,307.4 and FP8 2,614.9 dense, 5.3 TB/s, 192 GB; 7 x 128 GB/s links */
+    h = preset_hw_find("mi300x");
+    ck_assert(h->flops == 1307.4e12 && h->flops_fp8 == 2614.9e12 && h->mem_bw == 5.3e12);
+    ck_assert(h->mem_bytes == 192e9 && h->link_bw == 448e9 && h->flops_fp4 == 0);
+    /* A100 40GB: 1,555 GB/s; no FP8 */
+    h = preset_hw_find("a100-40g");
+    ck_assert(h->mem_bw == 1.555e12 && h->mem_bytes == 40e9 && h->flops_fp8 == 0);
 }
 END_TEST
 
@@ -204,8 +248,9 @@ START_TEST(test_unknown_names) {
     ck_assert_int_eq(preset_model_get("llama-3.2-3b", &m, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "unknown model 'llama-3.2-3b'") == err, "%s", err);
     ck_assert_int_eq(preset_hw_get("tpu", &h, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "unknown hardware 'tpu'; built-in hardware: a100-80g, h100, h200")
-                  == err, "%s", err);
+    ck_assert_msg(strstr(err, "unknown hardware 'tpu'; built-in hardware: a100-80g, a100-40g, "
+                         "h100, h100-pcie, h200, h20, b200, gb200, l40s, l4, rtx-4090, mi300x, "
+                         "mi325x (or give a preset file path)") == err, "%s", err);
     ck_assert_int_eq(preset_model_get("", &m, err, sizeof err), -1);
 }
 END_TEST
@@ -330,6 +375,27 @@ START_TEST(test_hw_file) {
     ck_assert_str_eq(h.name, "test-gpu");
     ck_assert(h.mem_bw == 1.5e12 && h.flops == 200e12 && h.mem_bytes == 48e9);
     ck_assert(h.link_bw == 0);
+    ck_assert(h.flops_fp8 == 0 && h.flops_fp4 == 0 && h.net_bw == 0 && h.net_latency == 0);
+    ck_assert(h.measured == 0);
+
+    /* the optional figures: read when given, >= 0, measured 0 or 1 */
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 1e12\nflops = 1e14\nmem_bytes = 1e9\nflops_fp8 = 2e14\nflops_fp4 = 4e14\n"
+        "net_bw = 50e9\nnet_latency = 5e-6\nmeasured = 1\n"));
+    ck_assert_msg(preset_hw_get(path, &h, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    ck_assert(h.flops_fp8 == 2e14 && h.flops_fp4 == 4e14 && h.net_bw == 50e9);
+    ck_assert(h.net_latency == 5e-6 && h.measured == 1);
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 1e12\nflops = 1e14\nmem_bytes = 1e9\nnet_bw = -1\n"));
+    ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "net_bw must be >= 0"), "%s", err);
+    unlink(path);
+    ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
+        "mem_bw = 1e12\nflops = 1e14\nmem_bytes = 1e9\nmeasured = 2\n"));
+    ck_assert_int_eq(preset_hw_get(path, &h, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "measured must be 0 or 1 (got 2)"), "%s", err);
+    unlink(path);
 
     ck_assert_ptr_nonnull(testutil_write_tmp(path, sizeof path, ".hw",
         "mem_bw = 2.0T\n"));
@@ -381,6 +447,7 @@ static Suite *presets_suite(void) {
     tcase_add_test(tc, test_kv_architectures);
     tcase_add_test(tc, test_validation_2026);
     tcase_add_test(tc, test_builtins_valid);
+    tcase_add_test(tc, test_hw_datasheets);
     tcase_add_test(tc, test_lookup_case_insensitive);
     tcase_add_test(tc, test_unknown_names);
     tcase_add_test(tc, test_model_file_good);
