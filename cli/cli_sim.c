@@ -40,6 +40,22 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_AEFF: o->roofline = 1; ok = cli_double(arg, 1e-6, 1, &o->cost.attn_eff); break;
     case CLI_SIM_OVERHEAD: o->roofline = 1; ok = cli_double(arg, 0, 10, &o->cost.overhead_s); break;
     case CLI_SIM_ROOFLINE: o->roofline = 1; break;
+    case CLI_SIM_WFORMAT: {
+        preset_model_t probe = {0};
+        char e[160];
+        o->weight_format = arg;
+        ok = preset_model_set_format(&probe, arg, e, sizeof e) == 0;
+        if (!ok) snprintf(cli_want, sizeof cli_want, "bf16, fp8, int4, mxfp4 or nvfp4");
+        break;
+    }
+    case CLI_SIM_KVDTYPE: {
+        preset_model_t probe = {0};
+        char e[160];
+        o->kv_dtype = arg;
+        ok = preset_model_set_kv_dtype(&probe, arg, e, sizeof e) == 0;
+        if (!ok) snprintf(cli_want, sizeof cli_want, "bf16 or fp8");
+        break;
+    }
     case CLI_SIM_PTIME: ok = cli_double(arg, 1e-3, 3600, &o->limits.time_limit_s); break;
     case CLI_SIM_PMEM: ok = cli_double(arg, 1, 1e6, &o->limits.mem_limit_mb); break;
     case CLI_SIM_PREFIX: o->prefix_caching = 1; break;
@@ -114,6 +130,11 @@ void cli_sim_usage(FILE *f) {
         "  --save-tokens         also record one tokens row per output token (token_id -1,\n"
         "                        emitted at the end of its step), for inter-token latency\n"
         "  --roofline            the roofline model even where a calibration is shipped\n"
+        "  --weight-format F     the layers' weights: bf16 (the model's), fp8 (W8A8), int4\n"
+        "                        (W4A16, AWQ/GPTQ), mxfp4 (W4A16, gpt-oss), nvfp4 (W4A4 on\n"
+        "                        a GPU with FP4); priced on the roofline (the shipped rates\n"
+        "                        are bf16 measurements)\n"
+        "  --kv-dtype bf16|fp8   the KV cache's element (fp8: half the bytes, twice the blocks)\n"
         "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
         "                        roofline efficiency factors and fixed per-step overhead\n"
         "                        (each implies --roofline)\n"

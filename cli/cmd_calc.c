@@ -164,6 +164,7 @@ int cmd_kv(int argc, char **argv) {
             if (r < 0 || parse_long(cmd, "--batch", val, 1, &batch) != 0) return 2;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--tp", &val)) != 0) {
             if (r < 0 || parse_long(cmd, "--tp", val, 1, &tp) != 0) return 2;
+
         } else if ((r = opt_take(cmd, argc, argv, &i, "--dtype", &val)) != 0) {
             if (r < 0) return 2;
             if (!(kvb = dtype_bytes(val))) {
@@ -188,7 +189,7 @@ int cmd_kv(int argc, char **argv) {
     }
     double weights = preset_model_weight_bytes(&m);
     preset_model_t mk = m;  /* the KV-cache view: element size from --dtype */
-    if (kvb) mk.dtype_bytes = kvb;
+    if (kvb) mk.dtype_bytes = mk.kv_dtype_bytes = kvb;
     double per_tok = preset_model_kv_bytes_per_token(&mk);
     double per_seq = preset_model_kv_bytes_at(&mk, (double)seq), per_batch = per_seq * (double)batch;
 
@@ -312,6 +313,7 @@ static void kv_window_saving(const preset_model_t *m, double ctx) {
 static void roofline_usage(FILE *f) {
     fputs("usage: twinserve roofline --model NAME [--hw NAME | --bandwidth B/s] [--flops F]\n"
           "                          [--dtype fp16|bf16|fp8|fp32] [--ctx N] [--tp N]\n"
+          "                          [--weight-format F] [--kv-dtype bf16|fp8]\n"
           "Where a model's serving time goes on a device: the decode bound from bandwidth, the\n"
           "ridge point, arithmetic intensity and predicted step times of 1024- and 2048-token prefills\n"
           "and of decode steps at batch 1, 8, 64 and 256.\n"
@@ -322,6 +324,9 @@ static void roofline_usage(FILE *f) {
           "                   the bandwidth bound is printed)\n"
           "  --dtype T        weight and KV element type (default: the model's)\n"
           "  --ctx N          tokens already cached for each decode sequence (default 1024)\n"
+          "  --weight-format F  the layers' weights: bf16, fp8 (W8A8, at the FP8 peak), int4 or\n"
+          "                   mxfp4 (W4A16), nvfp4 (W4A4 where the GPU has FP4)\n"
+          "  --kv-dtype bf16|fp8  the KV cache's element\n"
           "  --tp N           tensor-parallel degree: the step on each of N devices, with its\n"
           "                   all-reduces (default 1)\n"
           "exit status: 0 ok, 1 a preset could not be loaded, 2 usage error\n", f);
@@ -339,6 +344,7 @@ static void roofline_row(const cost_model_t *cm, const char *label, const cost_s
 
 int cmd_roofline(int argc, char **argv) {
     const char *cmd = "roofline", *model = NULL, *hwname = NULL, *val = NULL;
+    const char *wformat = NULL, *kvdtype = NULL;
     double bw = 0, flops = 0;
     long ctx = 1024, tp = 1;
     int wb = 0, r, rc = 1;
@@ -364,6 +370,12 @@ int cmd_roofline(int argc, char **argv) {
             if (r < 0 || parse_long(cmd, "--ctx", val, 0, &ctx) != 0) return 2;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--tp", &val)) != 0) {
             if (r < 0 || parse_long(cmd, "--tp", val, 1, &tp) != 0) return 2;
+        } else if ((r = opt_take(cmd, argc, argv, &i, "--weight-format", &val)) != 0) {
+            if (r < 0) return 2;
+            wformat = val;
+        } else if ((r = opt_take(cmd, argc, argv, &i, "--kv-dtype", &val)) != 0) {
+            if (r < 0) return 2;
+            kvdtype = val;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--dtype", &val)) != 0) {
             if (r < 0) return 2;
             if (!(wb = dtype_bytes(val))) {
@@ -387,6 +399,12 @@ int cmd_roofline(int argc, char **argv) {
         goto done;
     }
     if (wb) m.dtype_bytes = wb;
+    if ((wformat && preset_model_set_format(&m, wformat, err, sizeof err) != 0) ||
+        (kvdtype && preset_model_set_kv_dtype(&m, kvdtype, err, sizeof err) != 0)) {
+        fprintf(stderr, "twinserve roofline: %s\n", err);
+        rc = 2;
+        goto done;
+    }
     if (hwname || !bw) {
         if (preset_hw_get(hwname ? hwname : "a100-80g", &hw, err, sizeof err) != 0) {
             fprintf(stderr, "twinserve roofline: %s\n", err);
@@ -402,16 +420,28 @@ int cmd_roofline(int argc, char **argv) {
     if (flops) hw.flops = flops;
 
     double params = preset_model_params(&m), wbytes = preset_model_weight_bytes(&m);
-    printf("Roofline of %s on %s%s, %s weights (%d byte%s)\n", m.name, hw.name,
+    printf("Roofline of %s on %s%s, %s weights (%d byte%s%s%s)\n", m.name, hw.name,
            (!hwname && !bw) ? " (the default; choose with --hw)" : "", dtype_name(m.dtype_bytes),
-           (int)m.dtype_bytes, m.dtype_bytes == 1 ? "" : "s");
-    printf("  parameters %s (%.2fe9) x %d B = %s of weights\n", fmt_int(params, a),
-           params / 1e9, (int)m.dtype_bytes, fmt_gb(wbytes, b1));
+           (int)m.dtype_bytes, m.dtype_bytes == 1 ? "" : "s",
+           m.weight_bits > 0 ? ", the layers' matrices " : "",
+           m.weight_bits > 0 ? preset_model_format_name(&m) : "");
+    if (m.weight_bits > 0)
+        printf("  parameters %s (%.2fe9): the layers' matrices in %s (%.4g B a weight with its "
+               "scales), the rest at %d B = %s of weights\n", fmt_int(params, a), params / 1e9,
+               preset_model_format_name(&m), preset_model_matrix_bytes(&m), (int)m.dtype_bytes,
+               fmt_gb(wbytes, b1));
+    else
+        printf("  parameters %s (%.2fe9) x %d B = %s of weights\n", fmt_int(params, a),
+               params / 1e9, (int)m.dtype_bytes, fmt_gb(wbytes, b1));
     printf("  bandwidth %s B/s", fmt_e(hw.mem_bw, a));
     if (hw.flops > 0) printf(", peak %s FLOP/s (dense)", fmt_e(hw.flops, a));
     if (preset_model_is_moe(&m)) {
         /* a token passes through its top-k experts only: batch 1 reads the active weights */
-        double active = preset_model_active_params(&m) * m.dtype_bytes;
+        /* the active share of the weights' bytes (the routed experts are matrices) */
+        double active = wbytes - (preset_model_all_expert_params(&m) -
+                                  (double)preset_model_moe_layers(&m) * m.experts_per_tok *
+                                      preset_model_expert_params(&m)) *
+                                     preset_model_matrix_bytes(&m);
         printf("\n\nDecode upper bound at batch 1: each new token reads the weights it uses "
                "once\n  (a mixture of experts: its active %s of the %s)\n", fmt_gb(active, b1),
                fmt_gb(wbytes, b2));

@@ -169,7 +169,9 @@ static int same_layers(const preset_model_t *a, const preset_model_t *b) {
            a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads &&
            a->head_dim == b->head_dim && a->d_ff == b->d_ff &&
            a->n_experts == b->n_experts && a->experts_per_tok == b->experts_per_tok &&
-           a->moe_d_ff == b->moe_d_ff && a->dtype_bytes == b->dtype_bytes;
+           a->moe_d_ff == b->moe_d_ff && a->dtype_bytes == b->dtype_bytes &&
+           a->weight_bits == b->weight_bits && a->weight_group == b->weight_group &&
+           a->act_bits == b->act_bits && a->kv_dtype_bytes == b->kv_dtype_bytes;
     /* a sliding window is priced as full attention (preset_model_priced): a calibration
      * holds for the model with or without it */
 }
@@ -379,6 +381,10 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     if (m->sliding_window > 0)
         fprintf(f, "sliding_window = %d\nn_window_layers = %d\n", m->sliding_window,
                 m->n_window_layers);
+    if (m->weight_bits > 0)
+        fprintf(f, "weight_bits = %d\nweight_group = %d\nscale_bits = %d\nact_bits = %d\n",
+                m->weight_bits, m->weight_group, m->scale_bits, m->act_bits);
+    if (m->kv_dtype_bytes > 0) fprintf(f, "kv_dtype_bytes = %d\n", m->kv_dtype_bytes);
     if (cf->kind == COST_FILE_LINEAR) {
         const cost_linear_params_t *p = &cf->lin;
         fprintf(f, "\n# the forward pass (seconds; sim/cost.h has the formula)\n");
@@ -569,6 +575,9 @@ int cost_file_same_shape(const preset_model_t *a, const preset_model_t *b, char 
         {"n_experts", a->n_experts, b->n_experts},
         {"experts_per_tok", a->experts_per_tok, b->experts_per_tok},
         {"moe_d_ff", a->moe_d_ff, b->moe_d_ff},
+        {"weight_bits", a->weight_bits, b->weight_bits},
+        {"act_bits", a->act_bits, b->act_bits},
+        {"kv_dtype_bytes", a->kv_dtype_bytes, b->kv_dtype_bytes},
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].x != f[i].y)

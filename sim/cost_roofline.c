@@ -88,6 +88,9 @@ typedef struct {
     cost_roofline_params_t p;
     /* Reciprocal throughputs, s per FLOP or per byte (efficiencies applied). */
     double inv_gemm, inv_attn, inv_bw, inv_link;
+    /* the layers' matrices: their bytes a parameter and their products' reciprocal peak
+     * (the weight format's, presets.h); the LM head and the activations stay at b */
+    double bm, inv_mm;
     /* Per device: */
     double layers, d, b;     /* n_layers, d_model, dtype_bytes */
     /* attention by presets.h's per-device figures (preset_model_attn_device, _pair_flops,
@@ -158,22 +161,22 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     acc_t norm = {0};
     op(r, &norm, 4.0 * T * d, r->inv_gemm, d * b, 0, 2.0 * act);
     acc_add_scaled(&layer, &norm, 2.0);
-    op(r, &layer, 2.0 * T * r->w_qkv, r->inv_gemm, r->w_qkv * b, 0, act + T * r->qkv_out * b);
+    op(r, &layer, 2.0 * T * r->w_qkv, r->inv_mm, r->w_qkv * r->bm, 0, act + T * r->qkv_out * b);
     op(r, &layer, r->attn_flop * attn_pairs, r->inv_attn, 0,
        r->kv_tok * (attended + T), 2.0 * T * r->q_dim * b);
-    op(r, &layer, 2.0 * T * r->w_o, r->inv_gemm, r->w_o * b, 0, T * r->q_dim * b + act);
+    op(r, &layer, 2.0 * T * r->w_o, r->inv_mm, r->w_o * r->bm, 0, T * r->q_dim * b + act);
     acc_t dense = {0}, sparse = {0};
     if (r->dense_layers > 0)
-        op(r, &dense, 2.0 * T * r->w_mlp, r->inv_gemm, r->w_mlp * b, 0, 2.0 * act);
+        op(r, &dense, 2.0 * T * r->w_mlp, r->inv_mm, r->w_mlp * r->bm, 0, 2.0 * act);
     if (r->moe) {
         /* the router over every token, then each touched expert's weights read once and
          * its tokens' products (sim/cost.h: E_t), and a shared expert every token passes */
         double touched = cost_moe_experts_touched(r->n_exp, r->top_k, T);
         op(r, &sparse, 2.0 * T * r->d * r->n_exp, r->inv_gemm, r->d * r->n_exp * b, 0, act);
-        op_bw(r, &sparse, 2.0 * T * r->top_k * r->w_exp, r->inv_gemm, touched * r->w_exp * b, 0,
+        op_bw(r, &sparse, 2.0 * T * r->top_k * r->w_exp, r->inv_mm, touched * r->w_exp * r->bm, 0,
               2.0 * T * r->top_k * r->d * b, 1.0 / r->moe_eff);
         if (r->w_shared > 0)
-            op(r, &sparse, 2.0 * T * r->w_shared, r->inv_gemm, r->w_shared * b, 0, 2.0 * act);
+            op(r, &sparse, 2.0 * T * r->w_shared, r->inv_mm, r->w_shared * r->bm, 0, 2.0 * act);
     }
     if (r->ar_bytes > 0 && r->p.ar_s_per_byte > 0) {
         /* a serving profile's all-reduce: latency + message bytes x time per byte */
@@ -262,6 +265,8 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
 
     const double tp = p->tp;
     r->inv_gemm = 1.0 / (hw->flops * p->flops_eff);
+    r->inv_mm = 1.0 / (preset_hw_matrix_flops(hw, m) * p->flops_eff);
+    r->bm = preset_model_matrix_bytes(m);
     r->inv_attn = 1.0 / (hw->flops * p->attn_eff);
     r->inv_bw = 1.0 / (hw->mem_bw * p->bw_eff);
     r->inv_link = hw->link_bw > 0 ? 1.0 / (hw->link_bw * p->bw_eff) : 0.0;

@@ -370,8 +370,71 @@ double preset_model_active_params(const preset_model_t *m) {
            (double)preset_model_moe_layers(m) * m->experts_per_tok * preset_model_expert_params(m);
 }
 
+double preset_model_matrix_bytes(const preset_model_t *m) {
+    if (m->weight_bits <= 0) return m->dtype_bytes;
+    double b = m->weight_bits / 8.0;
+    return m->weight_group > 0 ? b + m->scale_bits / 8.0 / m->weight_group : b;
+}
+
+int32_t preset_model_kv_elem_bytes(const preset_model_t *m) {
+    return m->kv_dtype_bytes > 0 ? m->kv_dtype_bytes : m->dtype_bytes;
+}
+
 double preset_model_weight_bytes(const preset_model_t *m) {
-    return preset_model_params(m) * m->dtype_bytes;
+    /* the layers' matrices at their format; the embedding, LM head and norms at dtype */
+    double matrices = preset_model_layer_matrix_params(m) + preset_model_all_expert_params(m);
+    return matrices * preset_model_matrix_bytes(m) + (preset_model_params(m) - matrices) * m->dtype_bytes;
+}
+
+typedef struct {
+    const char *name;
+    int32_t bits, group, scale_bits, act_bits;
+} format_t;
+
+static const format_t formats[] = {
+    {"fp8", 8, 0, 0, 8},        /* W8A8 (DeepSeek-V3's block-scaled fp8, vLLM's fp8) */
+    {"int4", 4, 128, 16, 16},   /* AWQ/GPTQ: fp16 scales per 128 weights, bf16 products */
+    {"mxfp4", 4, 32, 8, 16},    /* OCP MX: e8m0 scales per 32 (gpt-oss's experts) */
+    {"nvfp4", 4, 16, 8, 4},     /* NVIDIA: fp8 scales per 16, FP4 products on Blackwell */
+};
+
+int preset_model_set_format(preset_model_t *m, const char *format, char *err, size_t errlen) {
+    if (!strcasecmp(format, "bf16") || !strcasecmp(format, "fp16")) {
+        m->weight_bits = m->weight_group = m->scale_bits = m->act_bits = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (!strcasecmp(format, formats[i].name)) {
+            m->weight_bits = formats[i].bits;
+            m->weight_group = formats[i].group;
+            m->scale_bits = formats[i].scale_bits;
+            m->act_bits = formats[i].act_bits;
+            return 0;
+        }
+    return errf(err, errlen, "unknown weight format '%s' (bf16, fp8, int4, mxfp4 or nvfp4)",
+                format);
+}
+
+int preset_model_set_kv_dtype(preset_model_t *m, const char *dtype, char *err, size_t errlen) {
+    if (!strcasecmp(dtype, "bf16") || !strcasecmp(dtype, "fp16")) m->kv_dtype_bytes = 2;
+    else if (!strcasecmp(dtype, "fp8")) m->kv_dtype_bytes = 1;
+    else return errf(err, errlen, "unknown KV dtype '%s' (bf16 or fp8)", dtype);
+    return 0;
+}
+
+const char *preset_model_format_name(const preset_model_t *m) {
+    if (m->weight_bits <= 0) return "bf16";
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (m->weight_bits == formats[i].bits && m->weight_group == formats[i].group &&
+            m->scale_bits == formats[i].scale_bits && m->act_bits == formats[i].act_bits)
+            return formats[i].name;
+    return "custom";
+}
+
+double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m) {
+    if (m->act_bits == 8 && hw->flops_fp8 > 0) return hw->flops_fp8;
+    if (m->act_bits == 4 && hw->flops_fp4 > 0) return hw->flops_fp4;
+    return hw->flops;
 }
 
 double preset_model_kv_elems_per_layer(const preset_model_t *m) {
@@ -380,14 +443,14 @@ double preset_model_kv_elems_per_layer(const preset_model_t *m) {
 }
 
 double preset_model_kv_bytes_per_token(const preset_model_t *m) {
-    return m->n_layers * preset_model_kv_elems_per_layer(m) * m->dtype_bytes;
+    return m->n_layers * preset_model_kv_elems_per_layer(m) * preset_model_kv_elem_bytes(m);
 }
 
 double preset_model_kv_bytes_device(const preset_model_t *m, int32_t tp) {
     const double t = tp > 1 ? tp : 1;
     if (m->kv_lora_rank > 0) return preset_model_kv_bytes_per_token(m);
     double kv = m->n_kv_heads >= t ? m->n_kv_heads / t : 1.0;
-    return 2.0 * m->n_layers * kv * m->head_dim * m->dtype_bytes;
+    return 2.0 * m->n_layers * kv * m->head_dim * preset_model_kv_elem_bytes(m);
 }
 
 double preset_model_attn_pair_flops(const preset_model_t *m, int32_t tp) {
@@ -420,7 +483,7 @@ void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in,
 }
 
 double preset_model_kv_bytes_at(const preset_model_t *m, double ctx) {
-    double per = preset_model_kv_elems_per_layer(m) * m->dtype_bytes;
+    double per = preset_model_kv_elems_per_layer(m) * preset_model_kv_elem_bytes(m);
     int32_t win = m->sliding_window > 0 ? m->n_window_layers : 0;
     double held = ctx < m->sliding_window ? ctx : m->sliding_window;
     return (m->n_layers - win) * per * ctx + win * per * (win ? held : 0);
@@ -490,6 +553,16 @@ int preset_model_validate(const preset_model_t *m, char *err, size_t errlen) {
         return errf(err, errlen, "%s: q_lora_rank, qk_nope_head_dim, qk_rope_head_dim and "
                     "v_head_dim describe latent attention: they need kv_lora_rank > 0", n);
     }
+    if (!(m->weight_bits == 0 || m->weight_bits == 4 || m->weight_bits == 8 ||
+          m->weight_bits == 16 || m->weight_bits == 32) ||
+        !(m->act_bits == 0 || m->act_bits == 4 || m->act_bits == 8 || m->act_bits == 16) ||
+        m->weight_group < 0 || m->scale_bits < 0 || (m->weight_group > 0) != (m->scale_bits > 0) ||
+        !(m->kv_dtype_bytes == 0 || m->kv_dtype_bytes == 1 || m->kv_dtype_bytes == 2 ||
+          m->kv_dtype_bytes == 4))
+        return errf(err, errlen, "%s: a precision must be weight_bits 4, 8, 16 or 32, act_bits 4, "
+                    "8 or 16, weight_group and scale_bits both > 0 or both 0, kv_dtype_bytes 1, "
+                    "2 or 4 (got %d, %d, %d, %d, %d)", n, (int)m->weight_bits, (int)m->act_bits,
+                    (int)m->weight_group, (int)m->scale_bits, (int)m->kv_dtype_bytes);
     if ((m->sliding_window > 0) != (m->n_window_layers > 0) || m->n_window_layers > m->n_layers)
         return errf(err, errlen, "%s: a sliding window needs both sliding_window > 0 and "
                     "n_window_layers in 1..n_layers (%d); got %d and %d", n, (int)m->n_layers,
@@ -556,6 +629,11 @@ const kv_spec_t preset_model_keys[] = {
     {"v_head_dim", KV_INT, offsetof(preset_model_t, v_head_dim), 0},
     {"sliding_window", KV_INT, offsetof(preset_model_t, sliding_window), 0},
     {"n_window_layers", KV_INT, offsetof(preset_model_t, n_window_layers), 0},
+    {"weight_bits", KV_INT, offsetof(preset_model_t, weight_bits), 0},
+    {"weight_group", KV_INT, offsetof(preset_model_t, weight_group), 0},
+    {"scale_bits", KV_INT, offsetof(preset_model_t, scale_bits), 0},
+    {"act_bits", KV_INT, offsetof(preset_model_t, act_bits), 0},
+    {"kv_dtype_bytes", KV_INT, offsetof(preset_model_t, kv_dtype_bytes), 0},
 };
 const int preset_model_n_keys = (int)(sizeof preset_model_keys / sizeof preset_model_keys[0]);
 

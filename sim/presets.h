@@ -52,6 +52,18 @@ typedef struct {
      * 1024); the others to the whole context. Which layers does not change a cost. */
     int32_t sliding_window;
     int32_t n_window_layers;
+    /* Precision (0 = dtype_bytes for all): the layers' matrices (attention, MLP, experts)
+     * stored at weight_bits, with one scale of scale_bits per weight_group weights (0: no
+     * group scales; per-channel or per-block scales cost nothing that matters), multiplied
+     * at act_bits (16: dequantised to bf16, W4A16 / W8A16; 8: FP8 products, W8A8; 4: FP4,
+     * W4A4); the embedding, the LM head and the norms stay at dtype_bytes, as quantised
+     * checkpoints keep them. kv_dtype_bytes: the KV cache's element (fp8 KV: 1). Named
+     * formats: preset_model_set_format. */
+    int32_t weight_bits;
+    int32_t weight_group;
+    int32_t scale_bits;
+    int32_t act_bits;
+    int32_t kv_dtype_bytes;
 } preset_model_t;
 
 typedef struct {
@@ -122,6 +134,10 @@ void preset_model_json(FILE *f, const preset_model_t *m);
  * (prefixed by the preset's name). Built-ins always pass; the file loaders call these. */
 int preset_model_validate(const preset_model_t *m, char *err, size_t errlen);
 int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);
+/* The dense peak the layers' products of m run at on hw: FP8 for act_bits 8 and FP4 for 4
+ * where the GPU has them (flops_fp8, flops_fp4), else its bf16 peak (a GPU without FP8
+ * products runs an fp8 checkpoint dequantised, as vLLM's Marlin kernels do). */
+double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m);
 
 /* Derived figures. */
 double preset_model_params(const preset_model_t *m);       /* total parameters */
@@ -151,6 +167,20 @@ double preset_model_kv_elems_per_layer(const preset_model_t *m);
  * tokens, its window layers min(ctx, sliding_window) (vLLM's hybrid allocator frees the
  * blocks that left the window). */
 double preset_model_kv_bytes_at(const preset_model_t *m, double ctx);
+/* Bytes a layer-matrix parameter takes, its group scales included (bf16: 2; fp8: 1; int4
+ * with fp16 scales per 128: 0.5 + 2/128; MXFP4, e8m0 per 32: 0.5 + 1/32; NVFP4, fp8 per 16:
+ * 0.5 + 1/16), and a KV element's bytes. */
+double preset_model_matrix_bytes(const preset_model_t *m);
+int32_t preset_model_kv_elem_bytes(const preset_model_t *m);
+/* The weight format by name: bf16 (the model's dtype), fp8 (W8A8), int4 (W4A16, fp16 scales
+ * per 128: AWQ/GPTQ), mxfp4 (W4A16, e8m0 scales per 32: gpt-oss's experts), nvfp4 (W4A4,
+ * fp8 scales per 16, on a GPU with FP4 products; W4A16 elsewhere, as vLLM falls back). And
+ * the KV element: bf16 or fp8. 0, or -1 with the names accepted in err. */
+int preset_model_set_format(preset_model_t *m, const char *format, char *err, size_t errlen);
+int preset_model_set_kv_dtype(preset_model_t *m, const char *dtype, char *err, size_t errlen);
+/* The format's name ("bf16", "fp8", "int4", "mxfp4", "nvfp4", or "custom"). */
+const char *preset_model_format_name(const preset_model_t *m);
+
 /* Per device at tensor-parallel degree tp (Megatron sharding, as vLLM):
  *  - the KV bytes a cached token holds on one device over all layers: K/V heads split by
  *    tp, one replicated head a device when tp > n_kv_heads; MLA's latent is replicated on

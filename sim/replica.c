@@ -27,6 +27,10 @@ static int pick_model(sim_t *m, sim_rep_t *r, preset_model_t *model) {
     } else if (preset_model_get(name ? name : SIM_DEFAULT_MODEL, model, e, sizeof e)) {
         return sim_fail(m, "--model: %s", e);
     }
+    if (o->weight_format && preset_model_set_format(model, o->weight_format, e, sizeof e) != 0)
+        return sim_fail(m, "--weight-format: %s", e);
+    if (o->kv_dtype && preset_model_set_kv_dtype(model, o->kv_dtype, e, sizeof e) != 0)
+        return sim_fail(m, "--kv-dtype: %s", e);
     if (r->cf && cost_file_same_shape(model, &r->cf->model, e, sizeof e) != 0)
         return sim_fail(m, "%s does not have the shape the cost file %s was fitted for (%s: %s); "
                     "a cost model describes one model", what, o->cost_path, r->cf->model.name,
@@ -72,6 +76,15 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
         int got = ops && preset_hw_find(hw->name) && gpu_ops_builtin(hw->name, ops) == 0 &&
                   gpu_ops_linear(ops, model, hw, r->spec.tp, cf, e, sizeof e) == 0;
         free(ops);
+        if (!got && (model->weight_bits > 0 || model->kv_dtype_bytes > 0)) {
+            free(cf);
+            snprintf(r->calibration, sizeof r->calibration, "none: the shipped calibrations "
+                     "and operator rates are bf16 measurements and %.60s runs %s weights with "
+                     "%d-byte KV; the roofline's efficiencies are guesses", model->name,
+                     preset_model_format_name(model), (int)preset_model_kv_elem_bytes(model));
+            note_unmeasured(r, hw);
+            return 0;
+        }
         if (!got) {
             free(cf);
             snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration or "

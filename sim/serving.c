@@ -279,7 +279,8 @@ double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp) {
     double matrices = preset_model_layer_matrix_params(m) - router +
                       preset_model_all_expert_params(m);
     double norms = (2.0 * m->n_layers + 1.0) * d;
-    return (embed + head + matrices / t + router + norms) * b;
+    /* the layers' matrices at their weight format (presets.h), the rest at the dtype */
+    return (embed + head + router + norms) * b + matrices / t * preset_model_matrix_bytes(m);
 }
 
 /* The torch peak of vLLM's profiling pass (gpu_model_runner.py, profile_run: a dummy

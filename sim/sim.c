@@ -518,7 +518,9 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fail(&m, "out of memory (run config)");
         goto done;
     }
-    fprintf(cf, "{\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
+    fprintf(cf, "{\"weight_format\":\"%s\",\"kv_dtype_bytes\":%d,", preset_model_format_name(model),
+            (int)preset_model_kv_elem_bytes(model));
+    fprintf(cf, "\"num_blocks\":%d,\"block_size\":%d,\"max_tokens\":%d,\"max_seqs\":%d,"
                 "\"max_model_len\":%d,\"watermark\":%.17g,\"gpu_util\":%.17g,\"tp\":%d,"
                 "\"prefix_caching\":%s,\"kv_blocks_given\":%s,\"cost\":",
             num_blocks, o->block_size, o->max_tokens, o->max_seqs,

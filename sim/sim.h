@@ -145,6 +145,9 @@ typedef struct {
     int32_t kv_blocks;        /* > 0: the KV capacity in blocks, as an engine run's (else
                                * from hw and gpu_util; required with a linear cost file) */
     int32_t tp;               /* tensor-parallel degree (default 1) */
+    const char *weight_format;/* NULL: the model's; else bf16|fp8|int4|mxfp4|nvfp4 for every
+                               * replica's model (preset_model_set_format) */
+    const char *kv_dtype;     /* NULL: the model's; else bf16|fp8 (the KV cache's element) */
     const char *db_path;      /* default twinserve.db */
     const char *run_name;     /* NULL: recorder's default */
     uint64_t seed;

@@ -425,6 +425,19 @@ kvgb=$(sql "$T/mla.db" "select round(json_extract(config, '$.num_blocks') * 16 *
 awk -v g="$kvgb" 'BEGIN { exit !(g >= 35 && g <= 60) }' || bad " KV pool of ${kvgb} GB a device"
 [ "$(sql "$T/mla.db" "select count(*) from requests where status = 'finished'")" = 20 ] ||
     bad " not every request finished"
+# the same with the format options on the built-in shape, recorded in the run's config
+run simfmt "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model deepseek-v3 \
+    --weight-format fp8 --kv-dtype fp8 --hw h200 --tp 8 --db "$T/fmt.db"
+want_rc 0
+[ "$(sql "$T/fmt.db" "select json_extract(config, '$.weight_format') || ' ' ||
+      json_extract(config, '$.kv_dtype_bytes') from runs")" = "fp8 1" ] || bad " the config lacks the format"
+run simmx "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-120b \
+    --weight-format mxfp4 --hw h100 --db "$T/fmt.db"
+want_rc 0
+run simbadfmt "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-120b \
+    --weight-format fp6 --db "$T/fmt.db"
+want_rc 2
+want_err "bad value 'fp6' for --weight-format (bf16, fp8, int4, mxfp4 or nvfp4)"
 run roofmla "$BIN" roofline --model deepseek-v3 --hw h200
 want_rc 0
 want_out "tokens/s <= bandwidth / weight bytes" "decode B=64"
@@ -434,7 +447,7 @@ want_rc 0
 want_err "gpt-oss-20b's 128-token sliding window (12 of its 24 layers) is priced as full attention"
 run engswa "$BIN" generate --model dummy:gpt-oss-20b -n 1
 want_rc 1
-want_err "dummy:gpt-oss-20b: a sliding window; the engine runs dense Llama-family models with full attention only"
+want_err "dummy:gpt-oss-20b: a sliding window; the engine runs" "with full attention only"
 end
 
 begin "kv errors: unknown model exit 1, missing --seq and bad --seq exit 2"

@@ -153,6 +153,20 @@ START_TEST(test_hand_mla_moe) {
      * 576 + shared 288 + final norm 16 + LM head 512 */
     ck_assert_double_eq_tol(b.weight_bytes, 2 * 432.0 + 768 + 64 + 576 + 288 + 16 + 512, 1e-9);
     cost_free(m);
+    /* fp8 weights (W8A8) on a device whose FP8 peak is twice its bf16 one: the layers'
+     * matrices read half the bytes and multiply at twice the rate; the norms and the LM head
+     * do not change (304 + 96 per layer, 768, 576 + 288 halve: 1,984 B less) */
+    preset_model_t fp8 = tiny_mla;
+    preset_hw_t slow8 = slow;
+    slow8.flops_fp8 = 2e6;
+    ck_assert_int_eq(preset_model_set_format(&fp8, "fp8", err, sizeof err), 0);
+    cost_model_t *m8 = cost_roofline_new(&fp8, &slow8, &p);
+    ck_assert_ptr_nonnull(m8);
+    cost_breakdown_t b8;
+    ck_assert_int_eq(cost_roofline_explain(m8, &s, 1, &b8), 0);
+    ck_assert_double_eq_tol(b.weight_bytes - b8.weight_bytes, (2 * 400.0 + 768 + 864) / 2, 1e-9);
+    ck_assert_double_eq_tol(b8.flops, b.flops, 1e-9);
+    cost_free(m8);
     /* the latent is whole on every device: 8 devices hold it 8 times, GQA heads split */
     ck_assert(preset_model_kv_bytes_device(&tiny_mla, 2) == 2 * 6 * 2.0);
     ck_assert(preset_model_kv_bytes_device(&tiny, 2) == 2 * 2 * 1 * 4 * 2.0);  /* 1 KV head kept */

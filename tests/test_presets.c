@@ -153,6 +153,52 @@ START_TEST(test_validation_2026) {
 }
 END_TEST
 
+/* Weight formats (issue #29 item 3): the bytes a matrix weight takes with its scales, the
+ * peak its products run at, the KV element. */
+START_TEST(test_precision) {
+    char err[256];
+    preset_model_t m = *model("gpt-oss-120b");
+    const preset_hw_t *h100 = preset_hw_find("h100"), *a100 = preset_hw_find("a100-80g"),
+                      *b200 = preset_hw_find("b200");
+    ck_assert(preset_model_matrix_bytes(&m) == 2.0);
+    ck_assert_str_eq(preset_model_format_name(&m), "bf16");
+    ck_assert_int_eq(preset_model_set_format(&m, "mxfp4", err, sizeof err), 0);
+    ck_assert(preset_model_matrix_bytes(&m) == 0.5 + 1.0 / 32);   /* e8m0 per 32 */
+    ck_assert_str_eq(preset_model_format_name(&m), "mxfp4");
+    /* the layers' matrices at 0.53125 B, the embedding, LM head and norms at 2 B */
+    double matrices = preset_model_layer_matrix_params(&m) + preset_model_all_expert_params(&m);
+    ck_assert_double_eq_tol(preset_model_weight_bytes(&m),
+                            matrices * 0.53125 + (preset_model_params(&m) - matrices) * 2, 1);
+    ck_assert(preset_model_weight_bytes(&m) < 80e9);   /* gpt-oss-120b fits one 80 GB GPU */
+    ck_assert(preset_hw_matrix_flops(h100, &m) == h100->flops);    /* W4A16: bf16 products */
+    ck_assert_int_eq(preset_model_set_format(&m, "int4", err, sizeof err), 0);
+    ck_assert(preset_model_matrix_bytes(&m) == 0.5 + 2.0 / 128);  /* fp16 per 128 */
+    ck_assert_int_eq(preset_model_set_format(&m, "fp8", err, sizeof err), 0);
+    ck_assert(preset_model_matrix_bytes(&m) == 1.0);
+    ck_assert(preset_hw_matrix_flops(h100, &m) == h100->flops_fp8);
+    ck_assert(preset_hw_matrix_flops(a100, &m) == a100->flops);   /* no FP8 products on A100 */
+    ck_assert_int_eq(preset_model_set_format(&m, "nvfp4", err, sizeof err), 0);
+    ck_assert(preset_model_matrix_bytes(&m) == 0.5 + 1.0 / 16);
+    ck_assert(preset_hw_matrix_flops(b200, &m) == b200->flops_fp4);
+    ck_assert(preset_hw_matrix_flops(h100, &m) == h100->flops);   /* Hopper: W4A16 */
+    ck_assert_int_eq(preset_model_set_format(&m, "bf16", err, sizeof err), 0);
+    ck_assert(preset_model_weight_bytes(&m) == preset_model_weight_bytes(model("gpt-oss-120b")));
+    ck_assert_int_eq(preset_model_set_format(&m, "fp6", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "unknown weight format 'fp6' (bf16, fp8, int4, mxfp4 or nvfp4)"),
+                  "%s", err);
+    /* fp8 KV halves the cache */
+    preset_model_t k = *model("llama-3-8b");
+    ck_assert_int_eq(preset_model_set_kv_dtype(&k, "fp8", err, sizeof err), 0);
+    ck_assert(preset_model_kv_bytes_per_token(&k) == 65536.0);
+    ck_assert(preset_model_kv_bytes_device(&k, 2) == 32768.0);
+    ck_assert_int_eq(preset_model_set_kv_dtype(&k, "int2", err, sizeof err), -1);
+    ck_assert(preset_model_validate(&k, err, sizeof err) == 0);
+    k.weight_bits = 6;
+    ck_assert_int_eq(preset_model_validate(&k, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "weight_bits 4, 8, 16 or 32"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_builtins_valid) {
     char err[256];
     int n = 0;
@@ -446,6 +492,7 @@ static Suite *presets_suite(void) {
     tcase_add_test(tc, test_param_counts_2026);
     tcase_add_test(tc, test_kv_architectures);
     tcase_add_test(tc, test_validation_2026);
+    tcase_add_test(tc, test_precision);
     tcase_add_test(tc, test_builtins_valid);
     tcase_add_test(tc, test_hw_datasheets);
     tcase_add_test(tc, test_lookup_case_insensitive);
