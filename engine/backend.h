@@ -159,6 +159,18 @@ struct backend {
     int (*add)(backend_t *b, void *x, const void *y, size_t n);     /* x += y, BK_ACT */
     /* out [n_sample][dim] = x[sample_rows[i]], both of `kind` */
     int (*gather_rows)(backend_t *b, void *out, const void *x, bk_kind_t kind, int32_t dim);
+    /* Mixture of experts (optional: NULL on a backend without them; engine/forward_moe.c
+     * refuses such a model there). Index and weight arrays are host memory, read before the
+     * call returns. Both BK_ACT and independent of the prepared batch.
+     *  - gather_idx: out [n][dim] = x[rows[i]] (a token's rows for one expert);
+     *  - moe_combine: out [n][dim], row t = base[t] (or 0 when base is NULL), then
+     *    + w[t k + j] * y[src[t k + j]] for j = 0..k-1 in that order, accumulated in fp32:
+     *    a row's sum depends only on its own k terms and their order, never on other rows
+     *    (the batch-invariance promise, bk_opts_t). out may not overlap y or base. */
+    int (*gather_idx)(backend_t *b, void *out, const void *x, int32_t dim, const int32_t *rows,
+                      int32_t n);
+    int (*moe_combine)(backend_t *b, void *out, const void *y, const void *base,
+                       const int32_t *src, const float *w, int32_t n, int32_t k, int32_t dim);
     /* ids_host [n_sample]: draws from logits [n_sample][vocab]; kind BK_F32 (the forward
      * pass's logits) is the one every backend takes */
     int (*sample)(backend_t *b, int32_t *ids_host, const void *logits, bk_kind_t kind,

@@ -19,8 +19,15 @@
 #endif
 
 enum { DUMMY_T_TOK_EMB = 0, DUMMY_T_LM_HEAD = 1 };
-enum { DUMMY_K_WQ = 0, DUMMY_K_WK, DUMMY_K_WV, DUMMY_K_WO, DUMMY_K_W1, DUMMY_K_W2, DUMMY_K_W3 };
+enum { DUMMY_K_WQ = 0, DUMMY_K_WK, DUMMY_K_WV, DUMMY_K_WO, DUMMY_K_W1, DUMMY_K_W2, DUMMY_K_W3,
+       DUMMY_K_ROUTER, DUMMY_K_SH_W1, DUMMY_K_SH_W2, DUMMY_K_SH_W3 };
 #define DUMMY_T_LAYER(l, kind) (16u + 16u * (uint64_t)(l) + (uint64_t)(kind))
+/* A routed expert's matrices (kind DUMMY_K_W1, W2 or W3: gate, down, up), expert e of layer
+ * l in a model of n_experts: above every DUMMY_T_LAYER id (layers < 4096), and below 2^24 as
+ * long as layers x experts < 2^21 (model_config_check), so `tensor << 40` keeps every bit. */
+#define DUMMY_T_EXPERT(l, e, n_experts, kind)                                               \
+    ((1u << 20) + 3u * ((uint64_t)(l) * (uint64_t)(n_experts) + (uint64_t)(e)) +             \
+     (uint64_t)(kind) - DUMMY_K_W1)
 
 DUMMY_FN uint64_t dummy_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

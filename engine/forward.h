@@ -5,7 +5,8 @@
  * (n_blocks blocks of block_size tokens, every layer). fwd_step then runs one step: every
  * token of the batch (prompt chunks, decode tokens, speculative drafts of many requests,
  * mixed) through every layer in one pass, logits only for the sampled rows, and sampling
- * on the backend.
+ * on the backend. A mixture-of-experts layer's MLP runs in engine/forward_moe.c (CPU
+ * backend; a backend without the MoE ops refuses such a model at fwd_new).
  *
  * Invariants: the batch's block ids are < n_blocks and its positions < the model's max_seq
  * (checked; -1 with a message otherwise). The pass reads KV only through block tables.

@@ -12,7 +12,7 @@
 
 typedef struct {
     char *name;
-    uint64_t ne0, ne1, bytes;
+    uint64_t ne0, ne1, ne2, bytes;   /* ne2 0: at most 2-D */
     uint32_t type;
     const void *data;
 } wtensor_t;
@@ -157,9 +157,18 @@ void gguf_w_copy(gguf_writer_t *w, const gguf_kv_t *kv) {
 
 void gguf_w_tensor(gguf_writer_t *w, const char *name, uint64_t ne0, uint64_t ne1,
                    uint32_t type, const void *data) {
+    gguf_w_tensor3(w, name, ne0, ne1, 0, type, data);
+}
+
+void gguf_w_tensor3(gguf_writer_t *w, const char *name, uint64_t ne0, uint64_t ne1,
+                    uint64_t ne2, uint32_t type, const void *data) {
     if (w->errmsg[0]) return;
     uint64_t bytes;
-    uint64_t n = ne0 * (ne1 ? ne1 : 1);
+    if (ne2 && !ne1) {
+        wfail(w, "tensor %s: a third dimension without a second", name);
+        return;
+    }
+    uint64_t n = ne0 * (ne1 ? ne1 : 1) * (ne2 ? ne2 : 1);
     int64_t be;
     if (!dq_supported(type, &be, NULL) || ne0 % (uint64_t)be != 0 ||
         dq_bytes(type, n, &bytes) != 0) {
@@ -187,7 +196,7 @@ void gguf_w_tensor(gguf_writer_t *w, const char *name, uint64_t ne0, uint64_t ne
         wfail(w, "out of memory");
         return;
     }
-    w->t[w->n_t++] = (wtensor_t){nm, ne0, ne1, bytes, type, data};
+    w->t[w->n_t++] = (wtensor_t){nm, ne0, ne1, ne2, bytes, type, data};
 }
 
 static uint64_t pad_to(uint64_t off) { return (GGUF_W_ALIGN - off % GGUF_W_ALIGN) % GGUF_W_ALIGN; }
@@ -206,9 +215,10 @@ int gguf_w_write(gguf_writer_t *w, const char *path) {
     for (size_t i = 0; i < w->n_t; i++) {
         wtensor_t *t = &w->t[i];
         put_str(w, t->name, strlen(t->name));
-        put_le(w, t->ne1 ? 2 : 1, 4);
+        put_le(w, t->ne2 ? 3 : t->ne1 ? 2 : 1, 4);
         put_le(w, t->ne0, 8);
         if (t->ne1) put_le(w, t->ne1, 8);
+        if (t->ne2) put_le(w, t->ne2, 8);
         put_le(w, t->type, 4);
         put_le(w, off, 8);
         off += t->bytes + pad_to(t->bytes);

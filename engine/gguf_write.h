@@ -4,8 +4,9 @@
  * GGUF_W_ALIGN bytes (general.alignment is not written: 32 is the format's default).
  *
  * Invariants: keys are written in the order added, tensors likewise; a tensor's shape is
- * {ne0, ne1} (ne1 = 0: a vector), ne0 contiguous, and its bytes are dq_bytes(type,
- * ne0 * ne1) (engine/dequant.h). Errors (a duplicate tensor name, a key that cannot be
+ * {ne0, ne1} (ne1 = 0: a vector) or {ne0, ne1, ne2} (gguf_w_tensor3: a mixture of experts'
+ * stacked matrices, ne2 outermost), ne0 contiguous, and its bytes are dq_bytes(type,
+ * ne0 * ne1 * ne2) (engine/dequant.h). Errors (a duplicate tensor name, a key that cannot be
  * copied, a failed write) are kept: every later call is a no-op, and gguf_w_write reports
  * the first one.
  *
@@ -42,6 +43,9 @@ void gguf_w_copy(gguf_writer_t *w, const gguf_kv_t *kv);
 
 void gguf_w_tensor(gguf_writer_t *w, const char *name, uint64_t ne0, uint64_t ne1,
                    uint32_t type, const void *data);
+/* a 3-D tensor (ne2 > 0; ne2 = 0 is gguf_w_tensor) */
+void gguf_w_tensor3(gguf_writer_t *w, const char *name, uint64_t ne0, uint64_t ne1,
+                    uint64_t ne2, uint32_t type, const void *data);
 
 /* Writes the file (replacing path). 0, or -1 with the message in gguf_w_errmsg. */
 int gguf_w_write(gguf_writer_t *w, const char *path);

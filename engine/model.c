@@ -20,6 +20,55 @@
 #define MAX_HIDDEN (1 << 20)
 #define MAX_VOCAB (1 << 22)
 #define MAX_SEQ (1 << 24)
+/* DeepSeek-V3 has 256 routed experts; layers x experts stays below 2^21 so that every
+ * expert's dummy tensor id fits (engine/dummy_weight.h, DUMMY_T_EXPERT). */
+#define MAX_EXPERTS 4096
+#define MAX_LAYER_EXPERTS (1 << 21)
+
+/* The mixture-of-experts fields: all 0 (dense), or a consistent MoE. */
+static int moe_check(const model_config_t *c, const char *what, char *err, size_t errlen) {
+    if (c->n_experts == 0) {
+        if (c->experts_per_tok || c->moe_hidden || c->n_dense_layers || c->shared_hidden) {
+            snprintf(err, errlen, "%s: experts_per_tok %d, moe_hidden %d, n_dense_layers %d, "
+                     "shared_hidden %d without experts (n_experts = 0)", what,
+                     (int)c->experts_per_tok, (int)c->moe_hidden, (int)c->n_dense_layers,
+                     (int)c->shared_hidden);
+            return -1;
+        }
+        return 0;
+    }
+    if (c->n_experts < 2 || c->n_experts > MAX_EXPERTS) {
+        snprintf(err, errlen, "%s: n_experts = %d is out of range (0 for a dense model, or "
+                 "2..%d)", what, (int)c->n_experts, MAX_EXPERTS);
+        return -1;
+    }
+    if (c->experts_per_tok < 1 || c->experts_per_tok > c->n_experts) {
+        snprintf(err, errlen, "%s: experts_per_tok = %d is out of range (1..n_experts = %d)",
+                 what, (int)c->experts_per_tok, (int)c->n_experts);
+        return -1;
+    }
+    if (c->moe_hidden <= 0 || c->moe_hidden > MAX_HIDDEN || c->shared_hidden < 0 ||
+        c->shared_hidden > MAX_HIDDEN) {
+        snprintf(err, errlen, "%s: moe_hidden = %d, shared_hidden = %d (need 1..%d and 0..%d)",
+                 what, (int)c->moe_hidden, (int)c->shared_hidden, MAX_HIDDEN, MAX_HIDDEN);
+        return -1;
+    }
+    if (c->n_dense_layers < 0 || c->n_dense_layers >= c->n_layers) {
+        snprintf(err, errlen, "%s: n_dense_layers = %d is out of range (0..n_layers - 1 = %d)",
+                 what, (int)c->n_dense_layers, (int)c->n_layers - 1);
+        return -1;
+    }
+    if ((int64_t)c->n_layers * c->n_experts > MAX_LAYER_EXPERTS) {
+        snprintf(err, errlen, "%s: %d layers x %d experts is more than the engine takes (%d)",
+                 what, (int)c->n_layers, (int)c->n_experts, MAX_LAYER_EXPERTS);
+        return -1;
+    }
+    return 0;
+}
+
+int model_layer_is_moe(const model_config_t *c, int32_t l) {
+    return c->n_experts > 0 && l >= c->n_dense_layers;
+}
 
 int model_config_check(const model_config_t *c, const char *what, char *err, size_t errlen) {
     struct { const char *name; int32_t v, max; } f[] = {
@@ -57,24 +106,34 @@ int model_config_check(const model_config_t *c, const char *what, char *err, siz
         snprintf(err, errlen, "%s: tied = %d (must be 0 or 1)", what, (int)c->tied);
         return -1;
     }
-    return 0;
+    return moe_check(c, what, err, errlen);
 }
 
-/* Per-layer tensor sizes in floats, in arena order. */
-static void layer_sizes(const model_config_t *c, size_t sz[9]) {
+/* Per-layer tensors, in arena order: the dense ones, then a mixture of experts'. */
+#define N_SLOTS 16
+
+/* Layer l's tensor sizes in floats, in arena order (0: the layer has no such tensor). */
+static void layer_sizes(const model_config_t *c, int32_t l, size_t sz[N_SLOTS]) {
     size_t d = (size_t)c->dim, q = (size_t)c->n_heads * (size_t)c->head_dim;
     size_t kv = (size_t)c->n_kv_heads * (size_t)c->head_dim, h = (size_t)c->hidden_dim;
-    size_t s[9] = {d, q * d, kv * d, kv * d, d * q, d, h * d, d * h, h * d};
+    int moe = model_layer_is_moe(c, l);
+    size_t e = moe ? (size_t)c->n_experts : 0, eh = (size_t)c->moe_hidden * e;
+    size_t sh = moe ? (size_t)c->shared_hidden : 0;
+    if (moe) h = 0;
+    size_t s[N_SLOTS] = {d, q * d, kv * d, kv * d, d * q, d, h * d, d * h, h * d,
+                         e * d, eh * d, d * eh, eh * d, sh * d, d * sh, sh * d};
     memcpy(sz, s, sizeof s);
 }
 
 double model_params(const model_config_t *c) {
-    size_t sz[9];
-    layer_sizes(c, sz);
-    double per_layer = 0;
-    for (int i = 0; i < 9; i++) per_layer += (double)sz[i];
+    double layers = 0;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        size_t sz[N_SLOTS];
+        layer_sizes(c, l, sz);
+        for (int i = 0; i < N_SLOTS; i++) layers += (double)sz[i];
+    }
     double emb = (double)c->vocab * c->dim;
-    return emb + c->n_layers * per_layer + c->dim + (c->tied ? 0 : emb);
+    return emb + layers + c->dim + (c->tied ? 0 : emb);
 }
 
 void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype_bytes,
@@ -91,12 +150,20 @@ void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype
     out->max_seq = c->max_seq;
     out->tied_embeddings = c->tied;
     out->dtype_bytes = dtype_bytes;
+    out->n_experts = c->n_experts;
+    out->experts_per_tok = c->experts_per_tok;
+    out->moe_d_ff = c->moe_hidden;
+    out->n_dense_layers = c->n_dense_layers;
+    out->shared_d_ff = c->shared_hidden;
 }
 
 size_t model_body_floats(const model_config_t *c) {
-    size_t sz[9], n = (size_t)c->vocab * (size_t)c->dim + (size_t)c->dim;
-    layer_sizes(c, sz);
-    for (int i = 0; i < 9; i++) n += sz[i] * (size_t)c->n_layers;
+    size_t n = (size_t)c->vocab * (size_t)c->dim + (size_t)c->dim;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        size_t sz[N_SLOTS];
+        layer_sizes(c, l, sz);
+        for (int i = 0; i < N_SLOTS; i++) n += sz[i];
+    }
     return n;
 }
 
@@ -121,8 +188,6 @@ static int alloc_model(const model_config_t *c, const char *source, const char *
     }
     model_t *m = calloc(1, sizeof *m);
     if (m) m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    size_t sz[9];
-    layer_sizes(c, sz);
     size_t nf = (size_t)(2 * c->n_layers + 1) * (size_t)c->dim;
     if (matrices) nf = model_body_floats(c) + (c->tied ? 0 : (size_t)c->vocab * (size_t)c->dim);
     void *arena = NULL;
@@ -140,12 +205,17 @@ static int alloc_model(const model_config_t *c, const char *source, const char *
         m->tok_emb = p;
         p += (size_t)c->vocab * (size_t)c->dim;
     }
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < N_SLOTS; k++) {
         if (!matrices && k != 0 && k != 5) continue;   /* attn_norm and ffn_norm only */
         for (int32_t l = 0; l < c->n_layers; l++) {
             model_layer_t *L = &m->layers[l];
-            float **slot[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
-                               &L->ffn_norm,  &L->w1, &L->w2, &L->w3};
+            float **slot[N_SLOTS] = {&L->attn_norm, &L->wq,       &L->wk,       &L->wv,
+                                     &L->wo,        &L->ffn_norm, &L->w1,       &L->w2,
+                                     &L->w3,        &L->router,   &L->exp_gate, &L->exp_down,
+                                     &L->exp_up,    &L->sh_w1,    &L->sh_w2,    &L->sh_w3};
+            size_t sz[N_SLOTS];
+            layer_sizes(c, l, sz);
+            if (sz[k] == 0) continue;   /* NULL: this layer has no such tensor */
             *slot[k] = p;
             p += sz[k];
         }

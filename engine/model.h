@@ -5,6 +5,12 @@
  * grouped-query attention -> output projection -> residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x)
  * * w3 x) -> residual); final RMSNorm; LM head.
  *
+ * A mixture of experts (n_experts > 0): the layers from n_dense_layers on replace the MLP by
+ * a router and n_experts SwiGLU experts of moe_hidden, experts_per_tok of them per token
+ * (engine/forward_moe.c has the routing rule), plus a shared expert of shared_hidden that
+ * every token passes (0: none). Their w1/w2/w3 are then NULL; the dense layers before them
+ * keep a SwiGLU of hidden_dim and have no router or experts.
+ *
  * Invariants:
  *  - Every weight is fp32 on the host, dequantised at load, row-major [out][in]: the rows of
  *    wq are the outputs, each row holds `in` contiguous floats (llama2.c's layout, and
@@ -42,6 +48,12 @@ typedef struct {
     float rope_theta;     /* 10000 for llama2.c files */
     float norm_eps;       /* 1e-5 for llama2.c files */
     int32_t tied;         /* 1: lm_head shares tok_emb */
+    /* mixture of experts; all 0 for a dense model (see the top of this file) */
+    int32_t n_experts;    /* 0, or >= 2 */
+    int32_t experts_per_tok; /* top-k: 1..n_experts */
+    int32_t moe_hidden;   /* one expert's SwiGLU hidden size */
+    int32_t n_dense_layers; /* the first layers are dense: 0..n_layers - 1 */
+    int32_t shared_hidden;  /* the shared expert's hidden size; 0: none */
 } model_config_t;
 
 typedef struct {
@@ -54,6 +66,15 @@ typedef struct {
     float *w1;            /* gate [hidden_dim][dim] */
     float *w2;            /* down [dim][hidden_dim] */
     float *w3;            /* up   [hidden_dim][dim] */
+    /* MoE layers only (NULL otherwise); experts are the outer dimension, as GGUF's 3-D
+     * tensors: expert e's gate is exp_gate + e * moe_hidden * dim */
+    float *router;        /* [n_experts][dim] */
+    float *exp_gate;      /* [n_experts][moe_hidden][dim] */
+    float *exp_down;      /* [n_experts][dim][moe_hidden] */
+    float *exp_up;        /* [n_experts][moe_hidden][dim] */
+    float *sh_w1;         /* shared expert gate [shared_hidden][dim] (NULL: none) */
+    float *sh_w2;         /* down [dim][shared_hidden] */
+    float *sh_w3;         /* up [shared_hidden][dim] */
 } model_layer_t;
 
 /* A matrix as its file stores it (ggml type id, engine/dequant.h; bytes row-major
@@ -64,8 +85,10 @@ typedef struct {
     const void *data;
 } model_stored_t;
 
+/* exp_*: the whole 3-D tensor (every expert), expert e at e x its bytes per expert. */
 typedef struct {
     model_stored_t wq, wk, wv, wo, w1, w2, w3;
+    model_stored_t router, exp_gate, exp_down, exp_up, sh_w1, sh_w2, sh_w3;
 } model_stored_layer_t;
 
 typedef struct model {
@@ -108,8 +131,13 @@ int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *
 void model_free(model_t *m);
 
 /* Checks a configuration read from a file: positive sizes within sane bounds, head
- * divisibility, an even head_dim. 0, or -1 with a message naming `what` (the file). */
+ * divisibility, an even head_dim; a mixture of experts' fields all 0, or n_experts >= 2,
+ * experts_per_tok 1..n_experts, moe_hidden positive, n_dense_layers below n_layers.
+ * 0, or -1 with a message naming `what` (the file). */
 int model_config_check(const model_config_t *c, const char *what, char *err, size_t errlen);
+
+/* 1 when layer l's MLP is a mixture of experts (n_experts > 0, l >= n_dense_layers). */
+int model_layer_is_moe(const model_config_t *c, int32_t l);
 
 /* Parameters (counting lm_head once when tied), and fp32 bytes of weights. */
 double model_params(const model_config_t *c);
@@ -121,7 +149,9 @@ void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype
 
 /* Allocates a model for a checked configuration: one 64-byte-aligned arena of fp32 weights
  * (uninitialised) laid out in llama2.c's order (tok_emb, then each per-layer tensor for all
- * layers: attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3; final_norm; lm_head unless tied),
+ * layers: attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, then a mixture of experts' router,
+ * exp_gate, exp_down, exp_up, sh_w1, sh_w2, sh_w3, each only in the layers that have it;
+ * final_norm; lm_head unless tied),
  * the pointers set into it, source and format copied. Refuses (-1 with a message naming
  * `source`) a model larger than the machine's physical memory, before allocating. */
 int model_alloc(const model_config_t *c, const char *source, const char *format,

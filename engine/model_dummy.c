@@ -4,7 +4,12 @@
  * Values: engine/dummy_weight.h, a pure function of (seed, tensor, element), so the weights
  * depend only on the seed (never on the thread count) and a backend can generate the same
  * ones where they live (MODEL_SHAPE_ONLY: the host holds no weights at all). RMSNorm weights
- * are 1. rope_theta is 500000 for llama-3 presets (as those models use), 10000 otherwise. */
+ * are 1. rope_theta is 500000 for llama-3 presets (as those models use), 10000 otherwise.
+ *
+ * A mixture-of-experts preset (n_experts) gets a router and its experts in every layer from
+ * n_dense_layers on, and a shared expert there when shared_d_ff > 0 (DeepSeek's plain sum:
+ * no gate of its own). Latent attention and sliding windows are refused: the forward pass
+ * has neither. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,8 +77,10 @@ static int fill_model(model_t *m, uint64_t seed, char *err, size_t errlen) {
     const model_config_t *c = &m->cfg;
     size_t dim = (size_t)c->dim, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim, hid = (size_t)c->hidden_dim;
+    size_t eh = (size_t)c->moe_hidden, sh = (size_t)c->shared_hidden;
     int n = 0;
-    tensor_job_t *t = malloc(((size_t)c->n_layers * 7 + 2) * sizeof *t);
+    tensor_job_t *t = malloc(((size_t)c->n_layers * (11 + 3 * (size_t)c->n_experts) + 2) *
+                             sizeof *t);
     if (!t) {
         snprintf(err, errlen, "%s: out of memory", m->source);
         return -1;
@@ -86,9 +93,30 @@ static int fill_model(model_t *m, uint64_t seed, char *err, size_t errlen) {
         t[n++] = (tensor_job_t){L->wk, kvd * dim, DUMMY_T_LAYER(l, DUMMY_K_WK)};
         t[n++] = (tensor_job_t){L->wv, kvd * dim, DUMMY_T_LAYER(l, DUMMY_K_WV)};
         t[n++] = (tensor_job_t){L->wo, dim * qd, DUMMY_T_LAYER(l, DUMMY_K_WO)};
-        t[n++] = (tensor_job_t){L->w1, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W1)};
-        t[n++] = (tensor_job_t){L->w2, dim * hid, DUMMY_T_LAYER(l, DUMMY_K_W2)};
-        t[n++] = (tensor_job_t){L->w3, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W3)};
+        if (!model_layer_is_moe(c, l)) {
+            t[n++] = (tensor_job_t){L->w1, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W1)};
+            t[n++] = (tensor_job_t){L->w2, dim * hid, DUMMY_T_LAYER(l, DUMMY_K_W2)};
+            t[n++] = (tensor_job_t){L->w3, hid * dim, DUMMY_T_LAYER(l, DUMMY_K_W3)};
+        } else {
+            int32_t ne = c->n_experts;
+            t[n++] = (tensor_job_t){L->router, (size_t)ne * dim, DUMMY_T_LAYER(l, DUMMY_K_ROUTER)};
+            /* each expert its own tensor id, elements r * cols + c of its own matrix: what
+             * gen_matrix makes of that id on a backend (MODEL_SHAPE_ONLY) */
+            for (int32_t e = 0; e < ne; e++) {
+                size_t off = (size_t)e * eh * dim;
+                t[n++] = (tensor_job_t){L->exp_gate + off, eh * dim,
+                                        DUMMY_T_EXPERT(l, e, ne, DUMMY_K_W1)};
+                t[n++] = (tensor_job_t){L->exp_down + off, dim * eh,
+                                        DUMMY_T_EXPERT(l, e, ne, DUMMY_K_W2)};
+                t[n++] = (tensor_job_t){L->exp_up + off, eh * dim,
+                                        DUMMY_T_EXPERT(l, e, ne, DUMMY_K_W3)};
+            }
+            if (sh) {
+                t[n++] = (tensor_job_t){L->sh_w1, sh * dim, DUMMY_T_LAYER(l, DUMMY_K_SH_W1)};
+                t[n++] = (tensor_job_t){L->sh_w2, dim * sh, DUMMY_T_LAYER(l, DUMMY_K_SH_W2)};
+                t[n++] = (tensor_job_t){L->sh_w3, sh * dim, DUMMY_T_LAYER(l, DUMMY_K_SH_W3)};
+            }
+        }
         for (size_t i = 0; i < dim; i++) L->attn_norm[i] = L->ffn_norm[i] = 1.0f;
     }
     for (size_t i = 0; i < dim; i++) m->final_norm[i] = 1.0f;
@@ -103,25 +131,30 @@ int model_load_dummy(const char *preset, uint64_t seed, int flags, model_t **out
     preset_model_t p;
     if (preset_model_get(preset, &p, err, errlen) != 0) return -1;
     if (p.kv_lora_rank > 0 || p.sliding_window > 0) {
-        snprintf(err, errlen, "dummy:%s: %s; the engine runs dense Llama-family models with full "
-                 "attention only (simulate it with `twinserve sim --model %s`)", preset,
+        snprintf(err, errlen, "dummy:%s: %s; the engine runs Llama-family models (dense or a "
+                 "mixture of experts) with full attention only (simulate it with `twinserve "
+                 "sim --model %s`)", preset,
                  p.kv_lora_rank > 0 ? "multi-head latent attention" : "a sliding window",
                  preset);
         return -1;
     }
-    if (preset_model_is_moe(&p)) {
-        snprintf(err, errlen, "dummy:%s: a mixture of %d experts; the engine runs dense "
-                 "Llama-family models only (simulate it with `twinserve sim --model %s`)",
-                 preset, (int)p.n_experts, preset);
-        return -1;
-    }
+    int moe = preset_model_is_moe(&p);
     model_config_t c = {
         .dim = p.d_model, .n_layers = p.n_layers, .n_heads = p.n_heads,
-        .n_kv_heads = p.n_kv_heads, .head_dim = p.head_dim, .hidden_dim = p.d_ff,
+        .n_kv_heads = p.n_kv_heads, .head_dim = p.head_dim,
+        /* a preset with experts only in every layer may leave d_ff unused (0) */
+        .hidden_dim = p.d_ff > 0 || !moe ? p.d_ff : p.moe_d_ff,
         .vocab = p.vocab, .max_seq = p.max_seq,
         .rope_theta = strncasecmp(p.name, "llama-3", 7) == 0 ? 500000.0f : 10000.0f,
         .norm_eps = 1e-5f, .tied = p.tied_embeddings ? 1 : 0,
     };
+    if (moe) {
+        c.n_experts = p.n_experts;
+        c.experts_per_tok = p.experts_per_tok;
+        c.moe_hidden = p.moe_d_ff;
+        c.n_dense_layers = p.n_dense_layers;
+        c.shared_hidden = p.shared_d_ff;
+    }
     char source[512];
     snprintf(source, sizeof source, "dummy:%s", preset);
     model_t *m;

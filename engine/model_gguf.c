@@ -4,7 +4,18 @@
  *
  * Hyperparameters come from llama.* metadata; the vocabulary size from token_embd's shape.
  * ggml's ne[0] is the input dimension, so a [out][in] row-major matrix has ne = {in, out}
- * and its bytes are already in model.h's layout. output.weight absent = tied embeddings. */
+ * and its bytes are already in model.h's layout. output.weight absent = tied embeddings.
+ *
+ * A mixture of experts, as llama.cpp writes Mixtral (architecture "llama"): metadata
+ * llama.expert_count and llama.expert_used_count; per MoE layer a router
+ * blk.N.ffn_gate_inp.weight {dim, n_experts} and the experts stacked in 3-D tensors
+ * blk.N.ffn_{gate,up}_exps.weight {dim, moe_hidden, n_experts} and ffn_down_exps {moe_hidden,
+ * dim, n_experts} (experts outermost, so expert e's matrix is a contiguous [out][in] slice),
+ * and optionally an ungated shared expert blk.N.ffn_{gate,up,down}_shexp.weight. The leading
+ * layers without a router are dense (DeepSeek's first_k_dense_replace). Refused, naming the
+ * tensor or key: the per-expert 2-D tensors of older files (blk.N.ffn_gate.E.weight), a gated
+ * shared expert (ffn_gate_inp_shexp, Qwen2-MoE), a router without llama.expert_count, and a
+ * gating function other than softmax (llama.expert_gating_func). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,21 +54,22 @@ static int meta_float(const gguf_t *g, const char *key, float *out, char *err, s
 /* Finds `name`, checks its shape {ne0, ne1} (ne1 = 0: a vector) and type, notes where it
  * is stored (st not NULL), counts its bytes per type for model_t.weight_type, and (dst not
  * NULL) dequantises it into dst. */
-static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
-                       float *dst, model_stored_t *st, uint64_t type_bytes[32], char *err,
-                       size_t errlen) {
+static int load_tensor3(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
+                        uint64_t ne2, float *dst, model_stored_t *st, uint64_t type_bytes[32],
+                        char *err, size_t errlen) {
     const gguf_tensor_t *t = gguf_tensor(g, name);
     if (!t) {
         snprintf(err, errlen, "%s: tensor %s is missing", g->path, name);
         return -1;
     }
-    uint64_t want1 = ne1 ? ne1 : 1;
-    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    uint64_t want1 = ne1 ? ne1 : 1, want2 = ne2 ? ne2 : 1;
+    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != want2 || t->ne[3] != 1) {
         snprintf(err, errlen,
-                 "%s: tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu]",
-                 g->path, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                 (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
-                 (unsigned long long)ne0, (unsigned long long)want1);
+                 "%s: tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu, "
+                 "%llu]", g->path, name, (unsigned long long)t->ne[0],
+                 (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                 (unsigned long long)t->ne[3], (unsigned long long)ne0,
+                 (unsigned long long)want1, (unsigned long long)want2);
         return -1;
     }
     if (!t->data || !dq_supported(t->type, NULL, NULL)) {
@@ -68,6 +80,95 @@ static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t
     if (st) *st = (model_stored_t){t->type, t->data};
     if (t->type < 32) type_bytes[t->type] += t->n_bytes;
     if (dst) dq_convert(t->type, t->data, dst, t->n_elems);
+    return 0;
+}
+
+static int load_tensor(const gguf_t *g, const char *name, uint64_t ne0, uint64_t ne1,
+                       float *dst, model_stored_t *st, uint64_t type_bytes[32], char *err,
+                       size_t errlen) {
+    return load_tensor3(g, name, ne0, ne1, 0, dst, st, type_bytes, err, errlen);
+}
+
+static const gguf_tensor_t *layer_tensor(const gguf_t *g, int32_t l, const char *what) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, what);
+    return gguf_tensor(g, name);
+}
+
+/* A layout of experts the engine does not read, in layer l: -1 with a message naming its
+ * tensor, else 0. */
+static int moe_refuse_layout(const gguf_t *g, int32_t l, char *err, size_t errlen) {
+    if (layer_tensor(g, l, "ffn_gate_inp_shexp")) {
+        snprintf(err, errlen, "%s: tensor blk.%d.ffn_gate_inp_shexp.weight: a shared expert "
+                 "with its own gate (Qwen2-MoE) is not supported (only an ungated shared "
+                 "expert, blk.N.ffn_*_shexp)", g->path, (int)l);
+        return -1;
+    }
+    if (!layer_tensor(g, l, "ffn_gate_exps") && layer_tensor(g, l, "ffn_gate.0")) {
+        snprintf(err, errlen, "%s: tensor blk.%d.ffn_gate.0.weight: experts stored one 2-D "
+                 "tensor each (an older llama.cpp layout) are not supported; convert the file "
+                 "again (experts stacked in blk.N.ffn_gate_exps.weight)", g->path, (int)l);
+        return -1;
+    }
+    return 0;
+}
+
+/* llama.expert_* metadata and the shapes they imply (see the top of this file). */
+static int read_moe(const gguf_t *g, model_config_t *c, char *err, size_t errlen) {
+    int32_t ne = 0, nu = 0, gating = 0, groups = 0;
+    if (meta_int(g, "llama.expert_count", 0, &ne, err, errlen) < 0 ||
+        meta_int(g, "llama.expert_used_count", 0, &nu, err, errlen) < 0 ||
+        meta_int(g, "llama.expert_gating_func", 0, &gating, err, errlen) < 0 ||
+        meta_int(g, "llama.expert_group_count", 0, &groups, err, errlen) < 0)
+        return -1;
+    if (ne == 0) {
+        for (int32_t l = 0; l < c->n_layers; l++)
+            if (layer_tensor(g, l, "ffn_gate_inp")) {
+                snprintf(err, errlen, "%s: tensor blk.%d.ffn_gate_inp.weight is a router, but "
+                         "llama.expert_count is missing", g->path, (int)l);
+                return -1;
+            }
+        return 0;
+    }
+    if (nu == 0) {
+        snprintf(err, errlen, "%s: metadata key llama.expert_used_count is missing (the file "
+                 "has llama.expert_count = %d)", g->path, (int)ne);
+        return -1;
+    }
+    if (gating > 1) {   /* llama.cpp: 1 softmax, 2 sigmoid */
+        snprintf(err, errlen, "%s: llama.expert_gating_func = %d: only softmax routing (1) is "
+                 "supported", g->path, (int)gating);
+        return -1;
+    }
+    if (groups > 1) {
+        snprintf(err, errlen, "%s: llama.expert_group_count = %d: group-limited routing is not "
+                 "supported", g->path, (int)groups);
+        return -1;
+    }
+    c->n_experts = ne;
+    c->experts_per_tok = nu;
+    int32_t nd = 0;
+    while (nd < c->n_layers && !layer_tensor(g, nd, "ffn_gate_inp")) {
+        if (moe_refuse_layout(g, nd, err, errlen)) return -1;
+        nd++;
+    }
+    if (nd == c->n_layers) {
+        snprintf(err, errlen, "%s: llama.expert_count = %d but no layer has a router "
+                 "(blk.N.ffn_gate_inp.weight)", g->path, (int)ne);
+        return -1;
+    }
+    c->n_dense_layers = nd;
+    if (moe_refuse_layout(g, nd, err, errlen)) return -1;
+    const gguf_tensor_t *gx = layer_tensor(g, nd, "ffn_gate_exps");
+    if (!gx) {
+        snprintf(err, errlen, "%s: tensor blk.%d.ffn_gate_exps.weight is missing", g->path,
+                 (int)nd);
+        return -1;
+    }
+    /* the sizes come from the first MoE layer's shapes; load_all checks every layer's */
+    c->moe_hidden = gx->ne[1] <= INT32_MAX ? (int32_t)gx->ne[1] : -1;
+    const gguf_tensor_t *sx = layer_tensor(g, nd, "ffn_gate_shexp");
+    c->shared_hidden = !sx ? 0 : sx->ne[1] <= INT32_MAX ? (int32_t)sx->ne[1] : -1;
     return 0;
 }
 
@@ -115,8 +216,18 @@ static int read_config(const gguf_t *g, model_config_t *c, char *err, size_t err
     }
     c->vocab = emb->ne[1] <= INT32_MAX ? (int32_t)emb->ne[1] : -1;
     c->tied = gguf_tensor(g, "output.weight") == NULL;
+    if (read_moe(g, c, err, errlen)) return -1;
     return model_config_check(c, g->path, err, errlen);
 }
+
+/* One tensor of a layer: its name's middle part, its shape (0: absent dimension), where it
+ * goes. */
+typedef struct {
+    const char *n;
+    uint64_t ne0, ne1, ne2;
+    float *dst;
+    model_stored_t *st;
+} tspec_t;
 
 /* Loads (m != NULL) or only checks (m == NULL) every tensor of the configuration. */
 static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char *err,
@@ -137,17 +248,40 @@ static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char 
     for (int32_t l = 0; l < c.n_layers; l++) {
         model_layer_t *L = m ? &m->layers[l] : &none;
         model_stored_layer_t sn, *S = m ? &m->stored_layers[l] : &sn;
-        struct { const char *n; uint64_t ne0, ne1; float *dst; model_stored_t *st; } ts[9] = {
-            {"attn_norm", d, 0, L->attn_norm, NULL}, {"attn_q", d, q, L->wq, &S->wq},
-            {"attn_k", d, kv, L->wk, &S->wk},        {"attn_v", d, kv, L->wv, &S->wv},
-            {"attn_output", q, d, L->wo, &S->wo},    {"ffn_norm", d, 0, L->ffn_norm, NULL},
-            {"ffn_gate", d, h, L->w1, &S->w1},       {"ffn_down", h, d, L->w2, &S->w2},
-            {"ffn_up", d, h, L->w3, &S->w3},
+        uint64_t e = (uint64_t)c.n_experts, eh = (uint64_t)c.moe_hidden;
+        uint64_t sh = (uint64_t)c.shared_hidden;
+        tspec_t ts[16] = {
+            {"attn_norm", d, 0, 0, L->attn_norm, NULL}, {"attn_q", d, q, 0, L->wq, &S->wq},
+            {"attn_k", d, kv, 0, L->wk, &S->wk},        {"attn_v", d, kv, 0, L->wv, &S->wv},
+            {"attn_output", q, d, 0, L->wo, &S->wo},    {"ffn_norm", d, 0, 0, L->ffn_norm, NULL},
         };
-        for (int k = 0; k < 9; k++) {
+        int n = 6;
+        if (!model_layer_is_moe(&c, l)) {
+            ts[n++] = (tspec_t){"ffn_gate", d, h, 0, L->w1, &S->w1};
+            ts[n++] = (tspec_t){"ffn_down", h, d, 0, L->w2, &S->w2};
+            ts[n++] = (tspec_t){"ffn_up", d, h, 0, L->w3, &S->w3};
+        } else {
+            if (moe_refuse_layout(g, l, err, errlen)) return -1;
+            ts[n++] = (tspec_t){"ffn_gate_inp", d, e, 0, L->router, &S->router};
+            ts[n++] = (tspec_t){"ffn_gate_exps", d, eh, e, L->exp_gate, &S->exp_gate};
+            ts[n++] = (tspec_t){"ffn_down_exps", eh, d, e, L->exp_down, &S->exp_down};
+            ts[n++] = (tspec_t){"ffn_up_exps", d, eh, e, L->exp_up, &S->exp_up};
+            if (sh) {
+                ts[n++] = (tspec_t){"ffn_gate_shexp", d, sh, 0, L->sh_w1, &S->sh_w1};
+                ts[n++] = (tspec_t){"ffn_down_shexp", sh, d, 0, L->sh_w2, &S->sh_w2};
+                ts[n++] = (tspec_t){"ffn_up_shexp", d, sh, 0, L->sh_w3, &S->sh_w3};
+            } else if (layer_tensor(g, l, "ffn_gate_shexp")) {
+                snprintf(err, errlen, "%s: tensor blk.%d.ffn_gate_shexp.weight: a shared "
+                         "expert in this layer but not in layer %d", g->path, (int)l,
+                         (int)c.n_dense_layers);
+                return -1;
+            }
+        }
+        for (int k = 0; k < n; k++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, ts[k].n);
-            if (load_tensor(g, name, ts[k].ne0, ts[k].ne1, ts[k].dst, ts[k].st, tb, err, errlen))
+            if (load_tensor3(g, name, ts[k].ne0, ts[k].ne1, ts[k].ne2, ts[k].dst, ts[k].st, tb,
+                             err, errlen))
                 return -1;
         }
     }

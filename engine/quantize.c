@@ -61,10 +61,11 @@ static void bufs_free(bufs_t *b) {
     free(b->bufs);
 }
 
-/* Adds tensor `name` of shape {ne0, ne1} (ne1 = 0: a vector, kept F32) converted from x. */
-static int add_tensor(gguf_writer_t *w, bufs_t *bufs, const char *name, const float *x,
-                      uint64_t ne0, uint64_t ne1, uint32_t type, quant_report_t *r, char *err,
-                      size_t errlen) {
+/* Adds tensor `name` of shape {ne0, ne1, ne2} (ne1 = 0: a vector, kept F32; ne2 = 0: 2-D,
+ * else a mixture of experts' stacked matrices) converted from x. */
+static int add_tensor3(gguf_writer_t *w, bufs_t *bufs, const char *name, const float *x,
+                       uint64_t ne0, uint64_t ne1, uint64_t ne2, uint32_t type,
+                       quant_report_t *r, char *err, size_t errlen) {
     int64_t be;
     if (!ne1) type = DQ_F32;
     dq_supported(type, &be, NULL);
@@ -72,7 +73,7 @@ static int add_tensor(gguf_writer_t *w, bufs_t *bufs, const char *name, const fl
         type = DQ_F16;
         r->n_fallback++;
     }
-    uint64_t n = ne0 * (ne1 ? ne1 : 1), bytes;
+    uint64_t n = ne0 * (ne1 ? ne1 : 1) * (ne2 ? ne2 : 1), bytes;
     void *dst;
     if (dq_bytes(type, n, &bytes) != 0 || !(dst = buf_new(bufs, (size_t)bytes))) {
         snprintf(err, errlen, "tensor %s: out of memory for %llu elements", name,
@@ -80,11 +81,17 @@ static int add_tensor(gguf_writer_t *w, bufs_t *bufs, const char *name, const fl
         return -1;
     }
     dq_quantize(type, x, dst, n);
-    gguf_w_tensor(w, name, ne0, ne1, type, dst);
-    r->n_matrices += ne1 != 0;
+    gguf_w_tensor3(w, name, ne0, ne1, ne2, type, dst);
+    r->n_matrices += ne1 != 0 ? (ne2 ? ne2 : 1) : 0;
     r->params += (double)n;
     r->bytes += bytes;
     return 0;
+}
+
+static int add_tensor(gguf_writer_t *w, bufs_t *bufs, const char *name, const float *x,
+                      uint64_t ne0, uint64_t ne1, uint32_t type, quant_report_t *r, char *err,
+                      size_t errlen) {
+    return add_tensor3(w, bufs, name, x, ne0, ne1, 0, type, r, err, errlen);
 }
 
 static int add_tensors(gguf_writer_t *w, bufs_t *bufs, const model_t *m, uint32_t type,
@@ -100,17 +107,28 @@ static int add_tensors(gguf_writer_t *w, bufs_t *bufs, const model_t *m, uint32_
         return -1;
     for (int32_t l = 0; l < c->n_layers; l++) {
         const model_layer_t *L = &m->layers[l];
-        struct { const char *n; const float *x; uint64_t ne0, ne1; } ts[9] = {
-            {"attn_norm", L->attn_norm, d, 0}, {"attn_q", L->wq, d, q},
-            {"attn_k", L->wk, d, kv},          {"attn_v", L->wv, d, kv},
-            {"attn_output", L->wo, q, d},      {"ffn_norm", L->ffn_norm, d, 0},
-            {"ffn_gate", L->w1, d, h},         {"ffn_down", L->w2, h, d},
-            {"ffn_up", L->w3, d, h},
+        /* a mixture of experts in llama.cpp's layout (engine/model_gguf.c) */
+        uint64_t e = (uint64_t)c->n_experts, eh = (uint64_t)c->moe_hidden;
+        uint64_t sh = (uint64_t)c->shared_hidden;
+        int moe = model_layer_is_moe(c, l);
+        struct { const char *n; const float *x; uint64_t ne0, ne1, ne2; } ts[] = {
+            {"attn_norm", L->attn_norm, d, 0, 0}, {"attn_q", L->wq, d, q, 0},
+            {"attn_k", L->wk, d, kv, 0},          {"attn_v", L->wv, d, kv, 0},
+            {"attn_output", L->wo, q, d, 0},      {"ffn_norm", L->ffn_norm, d, 0, 0},
+            {"ffn_gate", L->w1, d, h, 0},         {"ffn_down", L->w2, h, d, 0},
+            {"ffn_up", L->w3, d, h, 0},
+            {"ffn_gate_inp", L->router, d, e, 0}, {"ffn_gate_exps", L->exp_gate, d, eh, e},
+            {"ffn_down_exps", L->exp_down, eh, d, e}, {"ffn_up_exps", L->exp_up, d, eh, e},
+            {"ffn_gate_shexp", L->sh_w1, d, sh, 0}, {"ffn_down_shexp", L->sh_w2, sh, d, 0},
+            {"ffn_up_shexp", L->sh_w3, d, sh, 0},
         };
-        for (int k = 0; k < 9; k++) {
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
             char name[64];
+            if ((k >= 6 && k < 9 && moe) || (k >= 9 && (!moe || (k >= 13 && !sh)))) continue;
             snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, ts[k].n);
-            if (add_tensor(w, bufs, name, ts[k].x, ts[k].ne0, ts[k].ne1, type, r, err, errlen))
+            /* the router stays F32, as llama.cpp's quantiser keeps it */
+            if (add_tensor3(w, bufs, name, ts[k].x, ts[k].ne0, ts[k].ne1, ts[k].ne2,
+                            k == 9 ? DQ_F32 : type, r, err, errlen))
                 return -1;
         }
     }
@@ -132,6 +150,10 @@ static void add_config(gguf_writer_t *w, const model_config_t *c, uint32_t type)
     gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim);
     gguf_w_f32(w, "llama.rope.freq_base", c->rope_theta);
     gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+    if (c->n_experts > 0) {
+        gguf_w_u32(w, "llama.expert_count", (uint32_t)c->n_experts);
+        gguf_w_u32(w, "llama.expert_used_count", (uint32_t)c->experts_per_tok);
+    }
 }
 
 /* A llama2.c tokenizer as tokenizer.ggml.* arrays: spaces back to U+2581, token types as

@@ -38,7 +38,7 @@ static model_t *make_model(int32_t dim, int32_t layers, int32_t heads, int32_t k
                            int32_t hidden, int32_t vocab, int tied) {
     model_t *m = calloc(1, sizeof *m);
     m->cfg = (model_config_t){dim, layers, heads, kv, hd, hidden, vocab, MAXSEQ, 10000.0f,
-                              1e-5f, tied};
+                              1e-5f, tied, 0, 0, 0, 0, 0};   /* dense: no experts */
     float s = 1.0f / sqrtf((float)dim);
     m->tok_emb = rnd((size_t)vocab * dim, 1, 0);
     m->layers = calloc((size_t)layers, sizeof *m->layers);

@@ -321,6 +321,32 @@ static int cpu_gather_rows(backend_t *b, void *out, const void *x, bk_kind_t kin
     return 0;
 }
 
+static int cpu_gather_idx(backend_t *b, void *out, const void *x, int32_t dim,
+                          const int32_t *rows, int32_t n) {
+    (void)b;
+    for (int32_t i = 0; i < n; i++)
+        memcpy((float *)out + (size_t)i * dim, (const float *)x + (size_t)rows[i] * dim,
+               (size_t)dim * sizeof(float));
+    return 0;
+}
+
+static int cpu_moe_combine(backend_t *b, void *out, const void *y, const void *base,
+                           const int32_t *src, const float *w, int32_t n, int32_t k,
+                           int32_t dim) {
+    (void)b;
+    for (int32_t t = 0; t < n; t++) {
+        float *o = (float *)out + (size_t)t * dim;
+        if (base) memcpy(o, (const float *)base + (size_t)t * dim, (size_t)dim * sizeof *o);
+        else memset(o, 0, (size_t)dim * sizeof *o);
+        for (int32_t j = 0; j < k; j++) {
+            const float *r = (const float *)y + (size_t)src[(size_t)t * k + j] * dim;
+            float wj = w[(size_t)t * k + j];
+            for (int32_t i = 0; i < dim; i++) o[i] += wj * r[i];
+        }
+    }
+    return 0;
+}
+
 typedef struct {
     cpu_t *c;
     float *y;
@@ -756,6 +782,8 @@ backend_t *backend_cpu_new(const bk_opts_t *opts, char *err, size_t errlen) {
     b->silu_mul = cpu_silu_mul;
     b->add = cpu_add;
     b->gather_rows = cpu_gather_rows;
+    b->gather_idx = cpu_gather_idx;
+    b->moe_combine = cpu_moe_combine;
     b->sample = cpu_sample;
     b->sync = cpu_sync;
     b->roofs = cpu_roofs;

@@ -731,6 +731,10 @@ extern "C" backend_t *backend_cuda_new(const bk_opts_t *opts, char *err, size_t 
     b->silu_mul = cuda_silu_mul;
     b->add = cuda_add;
     b->gather_rows = cuda_gather_rows;
+    /* mixtures of experts are not on the GPU yet: without these ops the forward pass
+     * refuses an MoE model here with a message naming the backend (engine/forward_moe.c) */
+    b->gather_idx = NULL;
+    b->moe_combine = NULL;
     b->sample = cuda_sample;
     b->sync = cuda_sync;
     b->roofs = cuda_roofs;
