@@ -264,6 +264,8 @@ int calib_fit(const calib_input_t *in, const fit_opts_t *o, cost_file_t *cf, fit
     cf->lin.layer_params = preset_model_layer_matrix_params(&in->shape);
     cf->lin.lm_params = preset_model_lm_params(&in->shape);
     cf->lin.tp = 1;   /* measured on one device */
+    /* a mixture of experts: its experts' term on the fitted gemm curve (sim/cost.h: moe) */
+    cost_file_moe_shape(&in->shape, &cf->lin);
     char e[512];
     if (fit_pass(in->pass, in->n_pass, o, &cf->lin, pr, e, sizeof e) != 0)
         return errf(err, errlen, "%s: %s", in->source, e);

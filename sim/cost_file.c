@@ -378,6 +378,12 @@ static void write_body(FILE *f, const cost_file_t *cf, const char *comment) {
     if (preset_model_is_moe(m))
         fprintf(f, "n_experts = %d\nexperts_per_tok = %d\nmoe_d_ff = %d\n", m->n_experts,
                 m->experts_per_tok, m->moe_d_ff);
+    if (m->n_dense_layers > 0) fprintf(f, "n_dense_layers = %d\n", m->n_dense_layers);
+    if (m->shared_d_ff > 0) fprintf(f, "shared_d_ff = %d\n", m->shared_d_ff);
+    if (m->kv_lora_rank > 0)
+        fprintf(f, "kv_lora_rank = %d\nq_lora_rank = %d\nqk_nope_head_dim = %d\n"
+                   "qk_rope_head_dim = %d\nv_head_dim = %d\n", m->kv_lora_rank, m->q_lora_rank,
+                m->qk_nope_head_dim, m->qk_rope_head_dim, m->v_head_dim);
     if (m->sliding_window > 0)
         fprintf(f, "sliding_window = %d\nn_window_layers = %d\n", m->sliding_window,
                 m->n_window_layers);

@@ -94,12 +94,22 @@ static int pick_kv_knots(const fit_point_t *pts, const size_t *idx, size_t n, do
  * weights from j on) and h_j the KV curve's extra rate beyond kv knot j (its column the
  * positions beyond it). */
 static void design_row(const cost_features_t *f, const double *knots, int nk,
-                       const double *kv_knots, int nkv, double lp, double hp, double *row) {
-    double wt[COST_MAX_KNOTS], ws[COST_MAX_KNOTS], suffix = 0;
+                       const double *kv_knots, int nkv, const cost_linear_params_t *p,
+                       double *row) {
+    double wt[COST_MAX_KNOTS], ws[COST_MAX_KNOTS], wm[COST_MAX_KNOTS], suffix = 0;
+    const double lp = p->layer_params, hp = p->lm_params;
     cost_linear_gemm_weights(knots, nk, (double)f->tokens, wt);
     cost_linear_gemm_weights(knots, nk, (double)f->sampled, ws);
+    /* a mixture of experts' products run on the same gemm curve (cost_linear_moe_time
+     * without expert knots): the experts a pass touches, each at its share of the rows */
+    double mp = 0;
+    if (p->moe_layers > 0 && f->tokens > 0) {
+        double touched = cost_moe_experts_touched(p->moe_experts, p->moe_top_k, (double)f->tokens);
+        mp = p->moe_layers * touched * p->moe_expert_params / (p->moe_eff > 0 ? p->moe_eff : 1.0);
+        cost_linear_gemm_weights(knots, nk, (double)f->tokens * p->moe_top_k / touched, wm);
+    }
     for (int k = nk - 1; k >= 0; k--) {
-        suffix += lp * wt[k] + hp * ws[k];
+        suffix += lp * wt[k] + hp * ws[k] + (mp > 0 ? mp * wm[k] : 0.0);
         row[k] = suffix;
     }
     row[nk + FIT_TERM_STEP] = 1;
@@ -160,7 +170,7 @@ static int fit_once(const fit_point_t *pts, const size_t *idx, size_t n, double 
     }
     for (size_t i = 0; i < n; i++) {
         const fit_point_t *pt = &pts[idx[i]];
-        design_row(&pt->f, knots, nk, kv_knots, nkv, p->layer_params, p->lm_params, row);
+        design_row(&pt->f, knots, nk, kv_knots, nkv, p, row);
         double w = pt->w > 0 ? pt->w : 1;
         for (int a = 0; a < nv; a++) row[a] /= pt->t;   /* relative error: the target is 1 */
         for (int a = 0; a < nv; a++) {

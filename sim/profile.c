@@ -67,7 +67,9 @@ static double *time_field(profile_point_t *pt, int c) {
 
 /* ---- header keys ---------------------------------------------------------------------- */
 
-enum { K_STR, K_COUNT, K_SHAPE, K_RATE };
+/* K_SHAPE0: a shape key that may be 0 and is written only when it is not (a mixture of
+ * experts' keys: a dense profile's header stays as it was) */
+enum { K_STR, K_COUNT, K_SHAPE, K_RATE, K_SHAPE0 };
 
 typedef struct {
     const char *key;
@@ -78,6 +80,7 @@ typedef struct {
 
 #define STR_KEY(k, f) { k, K_STR, offsetof(profile_t, f), sizeof((profile_t *)0)->f }
 #define SHAPE_KEY(f) { #f, K_SHAPE, offsetof(preset_model_t, f), 0 }
+#define SHAPE0_KEY(f) { #f, K_SHAPE0, offsetof(preset_model_t, f), 0 }
 static const hkey_t hkeys[] = {
     STR_KEY("model", model), STR_KEY("backend", backend), STR_KEY("weight_type", weight_type),
     STR_KEY("date", date), STR_KEY("version", version),
@@ -85,6 +88,8 @@ static const hkey_t hkeys[] = {
     SHAPE_KEY(n_layers), SHAPE_KEY(d_model), SHAPE_KEY(n_heads), SHAPE_KEY(n_kv_heads),
     SHAPE_KEY(head_dim), SHAPE_KEY(d_ff), SHAPE_KEY(vocab), SHAPE_KEY(max_seq),
     SHAPE_KEY(tied_embeddings), SHAPE_KEY(dtype_bytes),
+    SHAPE0_KEY(n_experts), SHAPE0_KEY(experts_per_tok), SHAPE0_KEY(moe_d_ff),
+    SHAPE0_KEY(n_dense_layers), SHAPE0_KEY(shared_d_ff),
     { "mem_bw_gbs", K_RATE, offsetof(profile_t, mem_bw), 0 },
     { "gemm_gflops", K_RATE, offsetof(profile_t, gemm_flops), 0 },
     { "mem_bw_gbs_end", K_RATE, offsetof(profile_t, mem_bw_end), 0 },
@@ -271,6 +276,12 @@ static int read_header(reader_t *r, profile_t *p, char *line) {
             if (parse_count(val, INT32_MAX, &v))
                 return RFAIL(r, "%s: '%.40s' is not a non-negative integer", key, val);
             *(int *)((char *)p + h->off) = (int)v;
+            break;
+        case K_SHAPE0:
+            if (parse_count(val, INT32_MAX, &v))
+                return RFAIL(r, "model shape key %s: '%.40s' is not a non-negative integer", key,
+                             val);
+            *(int32_t *)((char *)&p->shape + h->off) = (int32_t)v;
             break;
         case K_SHAPE: {
             int tied = !strcmp(key, "tied_embeddings");
@@ -528,10 +539,10 @@ int profile_write_header(FILE *f, const profile_t *p, const char *command) {
             if (*cp) write_kv(f, h->key, cp);
         } else if (h->type == K_COUNT) {
             if (*(const int *)cp >= 0) fprintf(f, "# %s = %d\n", h->key, *(const int *)cp);
-        } else if (h->type == K_SHAPE) {
-            if (p->has_shape)
-                fprintf(f, "# %s = %d\n", h->key,
-                        *(const int32_t *)((const char *)&p->shape + h->off));
+        } else if (h->type == K_SHAPE || h->type == K_SHAPE0) {
+            int32_t v = *(const int32_t *)((const char *)&p->shape + h->off);
+            if (p->has_shape && (h->type == K_SHAPE || v != 0))
+                fprintf(f, "# %s = %d\n", h->key, v);
         } else if (isfinite(*(const double *)cp)) {
             snprintf(num, sizeof num, "%.10g", *(const double *)cp / 1e9);
             write_kv(f, h->key, num);

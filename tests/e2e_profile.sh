@@ -35,6 +35,44 @@ awk -F, '!/^#/ && NF != 18 { exit 1 }' "$T/q.csv" || bad " a row without 18 fiel
 ls "$T" | grep -q '\.tmp-' && bad " a temporary file was left"
 end
 
+begin "profile and calibrate of a mixture of experts: the header keeps the experts, the fit prices them"
+cat >"$T/moe.model" <<'EOF2'
+name = tiny-moe
+n_layers = 3
+d_model = 128
+n_heads = 4
+n_kv_heads = 2
+d_ff = 256
+vocab = 512
+max_seq = 512
+tied_embeddings = 1
+dtype_bytes = 4
+n_experts = 4
+experts_per_tok = 2
+moe_d_ff = 128
+n_dense_layers = 1
+shared_d_ff = 128
+EOF2
+run moep "$BIN" profile --model "dummy:$T/moe.model" --out "$T/moe.csv" --grid quick --reps 2 -q
+want_rc 0
+for k in "# n_experts = 4" "# experts_per_tok = 2" "# moe_d_ff = 128" "# n_dense_layers = 1" \
+         "# shared_d_ff = 128"; do
+    grep -qxF -- "$k" "$T/moe.csv" || bad " header lacks '$k'"
+done
+grep -q "^# n_experts" "$T/q.csv" && bad " a dense profile names experts"
+run moec "$BIN" calibrate --profile "$T/moe.csv" --out "$T/moe.cost"
+want_rc 0
+for k in "n_experts = 4" "n_dense_layers = 1" "shared_d_ff = 128"; do
+    grep -qxF -- "$k" "$T/moe.cost" || bad " cost file lacks '$k'"
+done
+# the simulator runs on it (tests/test_fit.c checks that the fit prices the experts)
+"$BIN" trace gen --n 20 --rate 5 --seed 1 --prompt uniform:8:100 --output uniform:4:20 \
+    --out "$T/tr.csv" >/dev/null
+run moes "$BIN" sim -q --trace "$T/tr.csv" --policy "$POL/continuous.lua" --cost "$T/moe.cost" \
+    --kv-blocks 256 --db "$T/moe.db"
+want_rc 0
+end
+
 begin "profile: the default policy is found beside the binary from another directory"
 mkdir -p "$T/elsewhere"
 run other bash -c "cd '$T/elsewhere' && '$BIN' profile --model $M --out p.csv --grid quick --reps 1 -q"

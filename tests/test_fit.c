@@ -236,6 +236,48 @@ START_TEST(test_fit_recovers_known_model) {
 }
 END_TEST
 
+/* A mixture of experts (issue #29): points from a known model with an experts' term on
+ * the gemm curve come back exactly when the fit is told the experts, and a fit that does
+ * not know them (the dense design) cannot follow them. */
+START_TEST(test_fit_recovers_moe) {
+    cost_linear_params_t t, p;
+    truth(&t);
+    t.moe_layers = 3;
+    t.moe_experts = 8;
+    t.moe_top_k = 2;
+    t.moe_expert_params = 2e7;
+    cost_model_t *m = cost_linear_new(&t);
+    ck_assert_ptr_nonnull(m);
+    fit_point_t pts[128];
+    size_t n = grid(m, 0, 0, pts);
+    fit_opts_t o;
+    fit_opts_defaults(&o);
+    fit_report_t r;
+    char err[512];
+    memset(&p, 0, sizeof p);
+    p.layer_params = t.layer_params;
+    p.lm_params = t.lm_params;
+    p.moe_layers = t.moe_layers;
+    p.moe_experts = t.moe_experts;
+    p.moe_top_k = t.moe_top_k;
+    p.moe_expert_params = t.moe_expert_params;
+    ck_assert_msg(fit_pass(pts, n, &o, &p, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(r.fit_median < 1e-6 && r.cv_median < 0.01, "fit %g cv %g", r.fit_median,
+                  r.cv_median);
+    REL_NEAR(p.step_s, t.step_s, 1e-4);
+    fit_report_free(&r);
+    cost_linear_params_t dense;
+    memset(&dense, 0, sizeof dense);
+    dense.layer_params = t.layer_params;
+    dense.lm_params = t.lm_params;
+    ck_assert_msg(fit_pass(pts, n, &o, &dense, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(r.fit_median > 1e-3, "a dense fit follows experts it is not told of (%g)",
+                  r.fit_median);
+    fit_report_free(&r);
+    cost_free(m);
+}
+END_TEST
+
 /* A K/V read rate that rises past a cache-sized knot: the fitted curve follows it. */
 START_TEST(test_fit_kv_curve) {
     cost_linear_params_t t, p;
@@ -491,6 +533,7 @@ int main(void) {
     tcase_add_test(tc, test_nnls);
     tcase_add_test(tc, test_linear_model_by_hand);
     tcase_add_test(tc, test_fit_recovers_known_model);
+    tcase_add_test(tc, test_fit_recovers_moe);
     tcase_add_test(tc, test_fit_kv_curve);
     tcase_add_test(tc, test_fit_outlier_dropped);
     tcase_add_test(tc, test_fit_degenerate);
