@@ -9,6 +9,17 @@
 
 static const struct option shared[] = { CLI_SIM_OPTIONS, { 0, 0, 0, 0 } };
 
+/* A name the preset setter takes (tried on a scratch shape: the run applies it to each
+ * replica's model); else cli_want says which are. */
+static int known_name(int (*set)(preset_model_t *, const char *, char *, size_t),
+                      const char *arg, const char *names) {
+    preset_model_t probe = {0};
+    char e[160];
+    if (set(&probe, arg, e, sizeof e) == 0) return 1;
+    snprintf(cli_want, sizeof cli_want, "%s", names);
+    return 0;
+}
+
 int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     int ok = 1;
     cli_want[0] = '\0';
@@ -40,22 +51,13 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_AEFF: o->roofline = 1; ok = cli_double(arg, 1e-6, 1, &o->cost.attn_eff); break;
     case CLI_SIM_OVERHEAD: o->roofline = 1; ok = cli_double(arg, 0, 10, &o->cost.overhead_s); break;
     case CLI_SIM_ROOFLINE: o->roofline = 1; break;
-    case CLI_SIM_WFORMAT: {
-        preset_model_t probe = {0};
-        char e[160];
-        o->weight_format = arg;
-        ok = preset_model_set_format(&probe, arg, e, sizeof e) == 0;
-        if (!ok) snprintf(cli_want, sizeof cli_want, "bf16, fp8, int4, mxfp4 or nvfp4");
+    case CLI_SIM_WFORMAT:
+        ok = known_name(preset_model_set_format, o->weight_format = arg,
+                        "bf16, fp8, int4, mxfp4 or nvfp4");
         break;
-    }
-    case CLI_SIM_KVDTYPE: {
-        preset_model_t probe = {0};
-        char e[160];
-        o->kv_dtype = arg;
-        ok = preset_model_set_kv_dtype(&probe, arg, e, sizeof e) == 0;
-        if (!ok) snprintf(cli_want, sizeof cli_want, "bf16 or fp8");
+    case CLI_SIM_KVDTYPE:
+        ok = known_name(preset_model_set_kv_dtype, o->kv_dtype = arg, "bf16 or fp8");
         break;
-    }
     case CLI_SIM_PTIME: ok = cli_double(arg, 1e-3, 3600, &o->limits.time_limit_s); break;
     case CLI_SIM_PMEM: ok = cli_double(arg, 1, 1e6, &o->limits.mem_limit_mb); break;
     case CLI_SIM_PREFIX: o->prefix_caching = 1; break;
