@@ -586,10 +586,11 @@ int cmd_presets(int argc, char **argv) {
                m->n_dense_layers > 0 ? ", dense first layers" : "");
     }
     printf("\nGPUs (datasheet figures: dense tensor peaks, memory in decimal GB, link (GPU to "
-           "GPU)\nand network (scale-out, per GPU) per direction; - is none, unknown or not "
+           "GPU)\nand network (scale-out, per GPU) per direction, node = GPUs one link domain "
+           "joins (a\n--tp beyond it all-reduces over the network); - is none, unknown or not "
            "modelled):\n");
-    printf("  %-10s %12s %12s %11s %11s %8s %10s %9s %10s\n", "name", "bandwidth",
-           "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "memory", "link", "network",
+    printf("  %-10s %12s %12s %11s %11s %8s %10s %5s %9s %10s\n", "name", "bandwidth",
+           "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "memory", "link", "node", "network",
            "all-reduce");
     int unmeasured = 0;
     for (int i = 0; preset_hw_at(i); i++) {
@@ -602,9 +603,11 @@ int cmd_presets(int argc, char **argv) {
         if (h->flops_fp4 > 0) snprintf(fp4, sizeof fp4, "%.0f", h->flops_fp4 / 1e12);
         if (h->net_bw > 0) snprintf(net, sizeof net, "%.0f GB/s", h->net_bw / 1e9);
         if (h->link_latency > 0) snprintf(ar, sizeof ar, "%.0f us", h->link_latency * 1e6);
-        printf("  %-10s %7.3f TB/s %12.0f %11s %11s %5.0f GB %5.0f GB/s %9s %10s\n", name,
+        char node[16] = "-";
+        if (h->node_gpus > 0) snprintf(node, sizeof node, "%d", (int)h->node_gpus);
+        printf("  %-10s %7.3f TB/s %12.0f %11s %11s %5.0f GB %5.0f GB/s %5s %9s %10s\n", name,
                h->mem_bw / 1e12, h->flops / 1e12, fp8, fp4, h->mem_bytes / 1e9,
-               h->link_bw / 1e9, net, ar);
+               h->link_bw / 1e9, node, net, ar);
     }
     if (unmeasured)
         printf("  * datasheet figures only, no measurement of this GPU in the data: the "

@@ -242,6 +242,8 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (p->tp > 1 && !(hw->link_bw > 0))
         return errf(err, errlen, "tp %d needs the interconnect bandwidth: %s has no link_bw",
                     (int)p->tp, hw->name);
+    double lat, spb;
+    if (preset_hw_multinode_allreduce(hw, p->tp, &lat, &spb, err, errlen) < 0) return -1;
     return 0;
 }
 
@@ -262,6 +264,11 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->m = *m;
     r->hw = *hw;
     r->p = *p;
+    /* a group wider than one link domain all-reduces over the network, whatever a serving
+     * profile measured within a node */
+    double lat, spb;
+    if (preset_hw_multinode_allreduce(hw, p->tp, &lat, &spb, NULL, 0) == 1)
+        r->p.ar_latency_s = lat, r->p.ar_s_per_byte = spb;
 
     const double tp = p->tp;
     r->inv_gemm = 1.0 / (hw->flops * p->flops_eff);

@@ -312,9 +312,13 @@ int gpu_ops_linear(const gpu_ops_t *o, const preset_model_t *m, const preset_hw_
     p->kv_token_s = preset_model_kv_bytes_device(m, tp) / read_bw;
     p->attn_pair_s = L * preset_model_attn_pair_flops(m, tp) / (hw->flops * GPU_ATTN_EFF);
     p->step_s = L * 2.0 * floor_s;
+    double net_lat, net_spb;
+    int multi = preset_hw_multinode_allreduce(hw, tp, &net_lat, &net_spb, err, errlen);
+    if (multi < 0) return -1;
     if (ar >= 0) {
-        p->allreduce_latency_s = o->ar_latency_s[ar];
-        p->allreduce_s_per_byte = o->ar_s_per_byte[ar];
+        /* NCCL within one node as profiled; across nodes the network's ring */
+        p->allreduce_latency_s = multi ? net_lat : o->ar_latency_s[ar];
+        p->allreduce_s_per_byte = multi ? net_spb : o->ar_s_per_byte[ar];
         p->allreduces = 2.0 * L;
         p->ar_bytes_per_token = d * m->dtype_bytes;
     }

@@ -194,19 +194,20 @@ static const preset_hw_t builtin_hws[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 2,039 GB/s HBM2e, BF16 tensor
      * 312 TFLOPS (624 with sparsity), 80 GB, NVLink 600 GB/s; no FP8. Network: NVIDIA DGX
      * A100 datasheet, 8x single-port ConnectX-6 VPI 200 Gb/s HDR InfiniBand (one per GPU). */
-    {.name = "a100-80g", .mem_bw = 2.039e12, .flops = 312e12, .mem_bytes = 80e9,
+    {.name = "a100-80g", .node_gpus = 8, .mem_bw = 2.039e12, .flops = 312e12, .mem_bytes = 80e9,
      .link_bw = 300e9, .link_latency = 36e-6, .mem_cuda = 79.15 * 1073741824.0,
      .net_bw = 25e9, .measured = 1},
     /* The same datasheet, A100 40GB SXM: 1,555 GB/s HBM2, BF16 312 TFLOPS (624 with
      * sparsity), 40 GB, NVLink 600 GB/s; the same DGX A100 network. link_latency is the
      * a100-80g's, borrowed (the same NVLink 3 and NVSwitch), not measured on this part. */
-    {.name = "a100-40g", .mem_bw = 1.555e12, .flops = 312e12, .mem_bytes = 40e9,
+    {.name = "a100-40g", .node_gpus = 8, .mem_bw = 1.555e12, .flops = 312e12, .mem_bytes = 40e9,
      .link_bw = 300e9, .link_latency = 36e-6, .net_bw = 25e9},
     /* NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5: 3.35 TB/s HBM3, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, FP8 3,958 with sparsity = 1,979 dense, 80 GB,
      * NVLink 900 GB/s. Network: NVIDIA DGX H100 datasheet, 8x single-port ConnectX-7 VPI,
      * 400 Gb/s InfiniBand/Ethernet (one per GPU). */
-    {.name = "h100", .mem_bw = 3.35e12, .flops = 989e12, .mem_bytes = 80e9, .link_bw = 450e9,
+    {.name = "h100", .node_gpus = 8,
+     .mem_bw = 3.35e12, .flops = 989e12, .mem_bytes = 80e9, .link_bw = 450e9,
      .link_latency = 29e-6, .mem_cuda = 79.22 * 1073741824.0, .flops_fp8 = 1979e12,
      .net_bw = 50e9, .measured = 1},
     /* The same datasheet, H100 PCIe: 2 TB/s HBM2e, BF16 1,513 TFLOPS with sparsity = 756.5
@@ -214,13 +215,14 @@ static const preset_hw_t builtin_hws[] = {
      * 128GB/s". The NVLink bridge joins pairs of cards only, so link_bw is the PCIe Gen5 x16
      * figure, 128 GB/s both ways = 64 per direction: what any tp beyond 2 goes over. No
      * reference system, so no network figure. */
-    {.name = "h100-pcie", .mem_bw = 2.0e12, .flops = 756.5e12, .mem_bytes = 80e9,
+    {.name = "h100-pcie", .node_gpus = 8, .mem_bw = 2.0e12, .flops = 756.5e12, .mem_bytes = 80e9,
      .link_bw = 64e9, .flops_fp8 = 1513e12},
     /* NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, BF16 tensor
      * 1,979 TFLOPS with sparsity = 989 dense, FP8 3,958 with sparsity = 1,979 dense,
      * 141 GB, NVLink 900 GB/s. Network: DGX H200 (NVIDIA DGX BasePOD reference
      * architecture, core components), eight single-port ConnectX-7 VPI, up to 400 Gb/s. */
-    {.name = "h200", .mem_bw = 4.8e12, .flops = 989e12, .mem_bytes = 141e9, .link_bw = 450e9,
+    {.name = "h200", .node_gpus = 8,
+     .mem_bw = 4.8e12, .flops = 989e12, .mem_bytes = 141e9, .link_bw = 450e9,
      .link_latency = 29e-6, .mem_cuda = 139.97 * 1073741824.0, .flops_fp8 = 1979e12,
      .net_bw = 50e9, .measured = 1},
     /* NVIDIA H20 (HGX H20): NVIDIA publishes no datasheet page for it; its specification
@@ -228,7 +230,8 @@ static const preset_hw_t builtin_hws[] = {
      * dense): 96 GB HBM3, 4.0 TB/s, BF16 148 TFLOPS, FP8 296 TFLOPS, NVLink 900 GB/s. The
      * sheet marks no sparsity; taken as dense. link_latency is the h100's, borrowed (the
      * same NVLink 4 and NVSwitch), not measured. Network unknown. */
-    {.name = "h20", .mem_bw = 4.0e12, .flops = 148e12, .mem_bytes = 96e9, .link_bw = 450e9,
+    {.name = "h20", .node_gpus = 8,
+     .mem_bw = 4.0e12, .flops = 148e12, .mem_bytes = 96e9, .link_bw = 450e9,
      .link_latency = 29e-6, .flops_fp8 = 296e12},
     /* NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72,
      * "Individual Blackwell GPU Specifications", HGX B200 column, figures with sparsity):
@@ -237,32 +240,36 @@ static const preset_hw_t builtin_hws[] = {
      * DGX B200, 8x single-port ConnectX-7 VPI, up to 400 Gb/s (NVIDIA DGX BasePOD reference
      * architecture). No NVLink 5 all-reduce profile in the data: link_latency 0 (the
      * all-reduce costs its bytes only). */
-    {.name = "b200", .mem_bw = 7.7e12, .flops = 2.25e15, .mem_bytes = 180e9, .link_bw = 900e9,
+    {.name = "b200", .node_gpus = 8,
+     .mem_bw = 7.7e12, .flops = 2.25e15, .mem_bytes = 180e9, .link_bw = 900e9,
      .flops_fp8 = 4.5e15, .flops_fp4 = 9e15, .net_bw = 50e9},
     /* One GPU of a GB200 NVL72 (its 72-GPU NVLink domain), the same page's GB200 column
      * (with sparsity): FP4 20 PFLOPS, FP8/FP6 10, FP16/BF16 5, halved to 10, 5 and 2.5
      * dense; 186 GB HBM3E, 8 TB/s; NVLink 1.8 TB/s (rack: 130 TB/s over 72 GPUs). Network:
      * one 400 Gb/s ConnectX-7 per GPU (DGX GB200: 72 OSFP single-port ConnectX-7 VPI; four
      * per compute tray of four GPUs). link_latency 0, as for b200. */
-    {.name = "gb200", .mem_bw = 8e12, .flops = 2.5e15, .mem_bytes = 186e9, .link_bw = 900e9,
+    {.name = "gb200", .node_gpus = 72,
+     .mem_bw = 8e12, .flops = 2.5e15, .mem_bytes = 186e9, .link_bw = 900e9,
      .flops_fp8 = 5e15, .flops_fp4 = 10e15, .net_bw = 50e9},
     /* NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): 48 GB GDDR6 with ECC,
      * 864 GB/s, "BFLOAT16 Tensor Core 362.05 | 733*", "FP8 Tensor Core 733 | 1,466*" (* with
      * sparsity; the first figures are dense), PCIe Gen4 x16 64 GB/s both ways. No NVLink:
      * link_bw is PCIe Gen4 x16, 32 GB/s per direction. */
-    {.name = "l40s", .mem_bw = 864e9, .flops = 362.05e12, .mem_bytes = 48e9, .link_bw = 32e9,
+    {.name = "l40s", .node_gpus = 8,
+     .mem_bw = 864e9, .flops = 362.05e12, .mem_bytes = 48e9, .link_bw = 32e9,
      .flops_fp8 = 733e12},
     /* NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4): 24 GB GDDR6, 300 GB/s, BF16
      * Tensor Core 242 teraFLOPS* and FP8 485 teraFLOPS* (* with sparsity) = 121 and 242.5
      * dense, PCIe Gen4 x16 64 GB/s both ways: link_bw 32 GB/s per direction (no NVLink). */
-    {.name = "l4", .mem_bw = 300e9, .flops = 121e12, .mem_bytes = 24e9, .link_bw = 32e9,
+    {.name = "l4", .node_gpus = 8,
+     .mem_bw = 300e9, .flops = 121e12, .mem_bytes = 24e9, .link_bw = 32e9,
      .flops_fp8 = 242.5e12},
     /* NVIDIA Ada GPU Architecture whitepaper (v2.01), appendix table, GeForce RTX 4090:
      * 24 GB GDDR6X, 1,008 GB/s; "Peak BF16 Tensor TFLOPS with FP32 Accumulate 165.2/330.4"
      * and "Peak FP8 Tensor TFLOPS with FP32 Accumulate 330.3/660.6" (dense/sparse; GeForce
      * runs FP32 accumulation, what cuBLAS uses, at half the FP16-accumulate rate). PCIe
      * Gen4 x16, no NVLink: link_bw 32 GB/s per direction. */
-    {.name = "rtx-4090", .mem_bw = 1008e9, .flops = 165.2e12, .mem_bytes = 24e9,
+    {.name = "rtx-4090", .node_gpus = 8, .mem_bw = 1008e9, .flops = 165.2e12, .mem_bytes = 24e9,
      .link_bw = 32e9, .flops_fp8 = 330.3e12},
     /* AMD Instinct MI300X (amd.com/en/products/accelerators/instinct/mi300/mi300x.html and
      * its footnote MI300-17): 192 GB HBM3, 5.3 TB/s, BF16 1,307.4 TFLOPS and FP8 2,614.9
@@ -271,13 +278,13 @@ static const preset_hw_t builtin_hws[] = {
      * peers, 896 GB/s aggregate: link_bw 448 GB/s per direction, what an all-reduce over all
      * 8 GPUs has (a pair of GPUs shares one link, 64 GB/s per direction). Network unknown
      * (no AMD reference system). */
-    {.name = "mi300x", .mem_bw = 5.3e12, .flops = 1307.4e12, .mem_bytes = 192e9,
+    {.name = "mi300x", .node_gpus = 8, .mem_bw = 5.3e12, .flops = 1307.4e12, .mem_bytes = 192e9,
      .link_bw = 448e9, .flops_fp8 = 2614.9e12},
     /* AMD Instinct MI325X (amd.com/en/products/accelerators/instinct/mi300/mi325x.html):
      * 256 GB HBM3E, 6 TB/s, BF16 1,307.4 TFLOPS and FP8 2,614.9 dense (5,229.8 FP8 with
      * sparsity), the MI300X's Infinity Fabric (8 links of 128 GB/s; 7 to the peers on the
      * 8-GPU platform): link_bw 448 GB/s per direction, as mi300x. Network unknown. */
-    {.name = "mi325x", .mem_bw = 6e12, .flops = 1307.4e12, .mem_bytes = 256e9,
+    {.name = "mi325x", .node_gpus = 8, .mem_bw = 6e12, .flops = 1307.4e12, .mem_bytes = 256e9,
      .link_bw = 448e9, .flops_fp8 = 2614.9e12},
 };
 #define N_HWS ((int)(sizeof builtin_hws / sizeof builtin_hws[0]))
@@ -383,7 +390,8 @@ int32_t preset_model_kv_elem_bytes(const preset_model_t *m) {
 double preset_model_weight_bytes(const preset_model_t *m) {
     /* the layers' matrices at their format; the embedding, LM head and norms at dtype */
     double matrices = preset_model_layer_matrix_params(m) + preset_model_all_expert_params(m);
-    return matrices * preset_model_matrix_bytes(m) + (preset_model_params(m) - matrices) * m->dtype_bytes;
+    return matrices * preset_model_matrix_bytes(m) +
+           (preset_model_params(m) - matrices) * m->dtype_bytes;
 }
 
 typedef struct {
@@ -431,6 +439,18 @@ const char *preset_model_format_name(const preset_model_t *m) {
     return "custom";
 }
 
+int preset_hw_multinode_allreduce(const preset_hw_t *hw, int32_t tp, double *latency_s,
+                                  double *s_per_byte, char *err, size_t errlen) {
+    if (hw->node_gpus <= 0 || tp <= hw->node_gpus) return 0;
+    if (!(hw->net_bw > 0))
+        return errf(err, errlen, "tp %d spans %d link domains of %d %s GPUs, and the network "
+                    "between them is unknown (net_bw)", (int)tp,
+                    (int)((tp + hw->node_gpus - 1) / hw->node_gpus), (int)hw->node_gpus, hw->name);
+    *latency_s = hw->link_latency + hw->net_latency;
+    *s_per_byte = 2.0 * (tp - 1.0) / tp / hw->net_bw;
+    return 1;
+}
+
 double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m) {
     if (m->act_bits == 8 && hw->flops_fp8 > 0) return hw->flops_fp8;
     if (m->act_bits == 4 && hw->flops_fp4 > 0) return hw->flops_fp4;
@@ -468,7 +488,8 @@ void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in,
         const double lat = m->kv_lora_rank + (double)m->qk_rope_head_dim;
         const double q_a = m->q_lora_rank > 0 ? d * m->q_lora_rank : 0;
         const double q_b = (m->q_lora_rank > 0 ? (double)m->q_lora_rank : d) * heads * qk;
-        const double kv_b = (double)m->kv_lora_rank * heads * (m->qk_nope_head_dim + (double)m->v_head_dim);
+        const double kv_b =
+            (double)m->kv_lora_rank * heads * (m->qk_nope_head_dim + (double)m->v_head_dim);
         *w_in = q_a + d * lat + q_b + kv_b;
         *w_out = heads * m->v_head_dim * d;
         *act_in = m->q_lora_rank + lat + heads * (qk + qk + m->v_head_dim);
@@ -584,6 +605,8 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen) {
     if (!isfinite(hw->link_latency) || hw->link_latency < 0)
         return errf(err, errlen, "%s: link_latency must be >= 0 seconds (got %g)", n,
                     hw->link_latency);
+    if (hw->node_gpus < 0)
+        return errf(err, errlen, "%s: node_gpus must be >= 0 (got %d)", n, (int)hw->node_gpus);
     if (!isfinite(hw->mem_cuda) || hw->mem_cuda < 0 || hw->mem_cuda > hw->mem_bytes * 1.1)
         return errf(err, errlen, "%s: mem_cuda must be >= 0 bytes and no more than about "
                     "mem_bytes (got %g)", n, hw->mem_cuda);
@@ -650,6 +673,7 @@ const kv_spec_t preset_hw_keys[] = {
     {"net_bw", KV_DOUBLE, offsetof(preset_hw_t, net_bw), 0},
     {"net_latency", KV_DOUBLE, offsetof(preset_hw_t, net_latency), 0},
     {"measured", KV_INT, offsetof(preset_hw_t, measured), 0},
+    {"node_gpus", KV_INT, offsetof(preset_hw_t, node_gpus), 0},
 };
 const int preset_hw_n_keys = (int)(sizeof preset_hw_keys / sizeof preset_hw_keys[0]);
 

@@ -84,6 +84,9 @@ typedef struct {
     double net_bw;        /* bytes/s per GPU and direction of the scale-out network (one
                              400 Gb/s NIC per GPU on a DGX H100 = 50e9); 0 = unknown */
     double net_latency;   /* seconds, one message across that network; 0 = unknown */
+    int32_t node_gpus;    /* GPUs one link domain joins (an HGX board: 8; GB200 NVL72: 72);
+                             a tensor-parallel group larger than it all-reduces over the
+                             network (net_bw). 0: any group fits (a file that does not say) */
     int32_t measured;     /* 1: link_latency and the roofline efficiencies used with this
                              GPU come from measurements in the data (Vidur's profiles);
                              0: datasheet figures only, the efficiencies are guesses */
@@ -138,6 +141,13 @@ int preset_hw_validate(const preset_hw_t *hw, char *err, size_t errlen);
  * where the GPU has them (flops_fp8, flops_fp4), else its bf16 peak (a GPU without FP8
  * products runs an fp8 checkpoint dequantised, as vLLM's Marlin kernels do). */
 double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m);
+/* A tensor-parallel all-reduce of tp devices that spans several link domains (tp >
+ * node_gpus): a ring bottlenecked by the network, 2 (tp - 1) / tp of the bytes at net_bw
+ * per device, after link_latency + net_latency. Returns 1 with the figures (seconds, and
+ * seconds per byte of the all-reduced tensor), 0 when the group fits one domain (nothing
+ * written), -1 when it spans domains and net_bw is unknown (a message in err). */
+int preset_hw_multinode_allreduce(const preset_hw_t *hw, int32_t tp, double *latency_s,
+                                  double *s_per_byte, char *err, size_t errlen);
 
 /* Derived figures. */
 double preset_model_params(const preset_model_t *m);       /* total parameters */

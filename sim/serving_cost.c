@@ -14,6 +14,9 @@ void serving_adjust_linear(const serving_t *s, cost_linear_params_t *p, const pr
         p->n_kv_knots = 0;
     }
     if (tp > 1) serving_allreduce(s, tp, &p->allreduce_latency_s, &p->allreduce_s_per_byte);
+    double lat, spb;   /* vLLM's custom all-reduce stays within a node: the network beyond */
+    if (hw && preset_hw_multinode_allreduce(hw, tp, &lat, &spb, NULL, 0) == 1)
+        p->allreduce_latency_s = lat, p->allreduce_s_per_byte = spb;
     if (isfinite(s->moe_gemm_eff) && s->moe_gemm_eff > 0) p->moe_eff = s->moe_gemm_eff;
 }
 

@@ -136,6 +136,35 @@ static const preset_model_t tiny_mla = {
     .experts_per_tok = 2, .moe_d_ff = 6, .n_dense_layers = 1, .shared_d_ff = 6,
     .kv_lora_rank = 4, .qk_nope_head_dim = 2, .qk_rope_head_dim = 2, .v_head_dim = 3};
 
+/* A tensor-parallel group wider than a node all-reduces over the network (issue #29 item
+ * 4): llama-3.1-405b at tp 16 on h100 (8 a node, 50 GB/s a GPU): each of the 2 x 126
+ * all-reduces of a one-token decode costs link_latency + 2 (15/16) x 16384 x 2 B / 50e9. */
+START_TEST(test_multinode_allreduce) {
+    cost_roofline_params_t p;
+    cost_roofline_defaults(&p);
+    p.tp = 16;
+    const preset_hw_t *h100 = preset_hw_find("h100");
+    cost_model_t *m = cost_roofline_new(preset_model_find("llama-3.1-405b"), h100, &p);
+    ck_assert_ptr_nonnull(m);
+    cost_seq_t s = {1, 100, 1};
+    cost_breakdown_t b;
+    ck_assert_int_eq(cost_roofline_explain(m, &s, 1, &b), 0);
+    double one = h100->link_latency + h100->net_latency + 2.0 * 15 / 16 * 16384 * 2 / h100->net_bw;
+    ck_assert_double_eq_tol(b.comm_s, 2 * 126 * one, 1e-12);
+    cost_free(m);
+    /* a GPU whose network is unknown cannot span nodes: refused with the reason */
+    char err[256];
+    ck_assert_int_eq(cost_roofline_check(preset_model_find("llama-3.1-405b"),
+                                         preset_hw_find("h100-pcie"), &p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "tp 16 spans 2 link domains of 8 h100-pcie GPUs"), "%s", err);
+    /* GB200's NVLink domain holds 72: tp 16 stays on NVLink */
+    double lat, spb;
+    ck_assert_int_eq(preset_hw_multinode_allreduce(preset_hw_find("gb200"), 16, &lat, &spb, err,
+                                                   sizeof err), 0);
+    ck_assert_int_eq(preset_hw_multinode_allreduce(h100, 8, &lat, &spb, err, sizeof err), 0);
+}
+END_TEST
+
 START_TEST(test_hand_mla_moe) {
     char err[256];
     ck_assert_msg(preset_model_validate(&tiny_mla, err, sizeof err) == 0, "%s", err);
@@ -399,6 +428,7 @@ static Suite *cost_suite(void) {
     tcase_add_test(tc, test_tp_halves_weights);
     tcase_add_test(tc, test_check);
     tcase_add_test(tc, test_hand_mla_moe);
+    tcase_add_test(tc, test_multinode_allreduce);
     tcase_add_test(tc, test_explain_other_model);
     tcase_add_test(tc, test_fast);
     suite_add_tcase(s, tc);
