@@ -437,11 +437,7 @@ int cmd_roofline(int argc, char **argv) {
     if (hw.flops > 0) printf(", peak %s FLOP/s (dense)", fmt_e(hw.flops, a));
     if (preset_model_is_moe(&m)) {
         /* a token passes through its top-k experts only: batch 1 reads the active weights */
-        /* the active share of the weights' bytes (the routed experts are matrices) */
-        double active = wbytes - (preset_model_all_expert_params(&m) -
-                                  (double)preset_model_moe_layers(&m) * m.experts_per_tok *
-                                      preset_model_expert_params(&m)) *
-                                     preset_model_matrix_bytes(&m);
+        double active = preset_model_active_weight_bytes(&m);
         printf("\n\nDecode upper bound at batch 1: each new token reads the weights it uses "
                "once\n  (a mixture of experts: its active %s of the %s)\n", fmt_gb(active, b1),
                fmt_gb(wbytes, b2));

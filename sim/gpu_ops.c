@@ -222,10 +222,9 @@ int gpu_ops_linear(const gpu_ops_t *o, const preset_model_t *m, const preset_hw_
         return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)tp,
                     m->name, (int)m->n_heads);
     if (m->weight_bits > 0 || m->kv_dtype_bytes > 0)
-        return errf(err, errlen, "the operator rates were measured with %d-byte weights and KV "
-                    "(Vidur's bf16 profiles); %s's %s weights and %d-byte KV are not among them",
-                    (int)m->dtype_bytes, m->name, preset_model_format_name(m),
-                    (int)preset_model_kv_elem_bytes(m));
+        return errf(err, errlen, "the operator rates are bf16 measurements (Vidur's profiles) "
+                    "and %.60s runs %s weights with %d-byte KV", m->name,
+                    preset_model_format_name(m), (int)preset_model_kv_elem_bytes(m));
     int ar = tp <= 1 ? -1 : tp <= 2 ? 0 : tp <= 4 ? 1 : 2;
     if (ar >= 0 && !(o->ar_s_per_byte[ar] > 0))
         return errf(err, errlen, "%s: no all-reduce rate for tp %d", o->path, (int)tp);

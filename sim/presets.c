@@ -93,9 +93,18 @@ double preset_model_params(const preset_model_t *m) {
            m->n_layers * norms + d /* final norm */ + head;
 }
 
-double preset_model_active_params(const preset_model_t *m) {
-    return preset_model_params(m) - preset_model_all_expert_params(m) +
+/* The routed experts' parameters a token does not pass through. */
+static double unpicked_expert_params(const preset_model_t *m) {
+    return preset_model_all_expert_params(m) -
            (double)preset_model_moe_layers(m) * m->experts_per_tok * preset_model_expert_params(m);
+}
+
+double preset_model_active_params(const preset_model_t *m) {
+    return preset_model_params(m) - unpicked_expert_params(m);
+}
+
+double preset_model_active_weight_bytes(const preset_model_t *m) {
+    return preset_model_weight_bytes(m) - unpicked_expert_params(m) * preset_model_matrix_bytes(m);
 }
 
 double preset_model_matrix_bytes(const preset_model_t *m) {

@@ -166,6 +166,8 @@ double preset_model_lm_params(const preset_model_t *m);
 /* The parameters a token passes through: all but the routed experts it does not pick
  * (experts_per_tok of n_experts in each MoE layer); preset_model_params for a dense model. */
 double preset_model_active_params(const preset_model_t *m);
+/* Their bytes: preset_model_weight_bytes less the experts a token does not pick. */
+double preset_model_active_weight_bytes(const preset_model_t *m);
 /* 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes; with MLA, layers x
  * (kv_lora_rank + qk_rope_head_dim) x dtype_bytes. A token's full cost, window or not (the
  * KV a cached token holds while it is inside every layer's window). */

@@ -73,23 +73,18 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
     if (!shipped) {
         /* no profile of this model: the GPU's operator rates by shape (sim/gpu_ops.h) */
         gpu_ops_t *ops = malloc(sizeof *ops);
-        int got = ops && preset_hw_find(hw->name) && gpu_ops_builtin(hw->name, ops) == 0 &&
-                  gpu_ops_linear(ops, model, hw, r->spec.tp, cf, e, sizeof e) == 0;
+        int have_ops = ops && preset_hw_find(hw->name) && gpu_ops_builtin(hw->name, ops) == 0;
+        int got = have_ops && gpu_ops_linear(ops, model, hw, r->spec.tp, cf, e, sizeof e) == 0;
         free(ops);
-        if (!got && (model->weight_bits > 0 || model->kv_dtype_bytes > 0)) {
-            free(cf);
-            snprintf(r->calibration, sizeof r->calibration, "none: the shipped calibrations "
-                     "and operator rates are bf16 measurements and %.60s runs %s weights with "
-                     "%d-byte KV; the roofline's efficiencies are guesses", model->name,
-                     preset_model_format_name(model), (int)preset_model_kv_elem_bytes(model));
-            note_unmeasured(r, hw);
-            return 0;
-        }
         if (!got) {
             free(cf);
-            snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration or "
-                     "operator rates for %.60s on %.60s at tp %d; the roofline's efficiencies "
-                     "are guesses", model->name, hw->name, (int)r->spec.tp);
+            if (have_ops)   /* the rates exist but do not price this shape: their reason */
+                snprintf(r->calibration, sizeof r->calibration, "none: %.180s; the roofline's "
+                         "efficiencies are guesses", e);
+            else
+                snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration "
+                         "or operator rates for %.60s on %.60s at tp %d; the roofline's "
+                         "efficiencies are guesses", model->name, hw->name, (int)r->spec.tp);
             note_unmeasured(r, hw);
             return 0;
         }
