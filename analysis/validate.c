@@ -221,9 +221,11 @@ static int compare_steps(sqlite3 *db, int64_t id, const cost_model_t *cm,
                 goto done;
             }
         }
-        cost_features_t f = {sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
-                             sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6),
-                             sqlite3_column_int64(st, 7)};
+        cost_features_t f = {.tokens = sqlite3_column_int64(st, 3),
+                             .seqs = sqlite3_column_int64(st, 4),
+                             .sampled = sqlite3_column_int64(st, 5),
+                             .kv_tokens = sqlite3_column_int64(st, 6),
+                             .attn_pairs = sqlite3_column_int64(st, 7)};
         double dur = sqlite3_column_double(st, 1);
         if (f.tokens < 1 || !(dur > 0)) continue;
         double e = (cost_pass_time(cm, &f) - dur) / dur;

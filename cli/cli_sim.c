@@ -1,5 +1,6 @@
 /* cli_sim: see cli_sim.h. */
 #include "cli/cli_sim.h"
+#include "sim/parallel.h"
 
 #include <string.h>
 
@@ -32,6 +33,16 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_MODEL: o->model = arg; break;
     case CLI_SIM_HW: o->hw = arg; break;
     case CLI_SIM_TP: ok = cli_int(arg, 1, 1024, &o->tp); break;
+    case CLI_SIM_PARALLEL: {
+        par_t p;
+        char e[256];
+        if (par_parse(arg, &p, e, sizeof e) != 0) {
+            fprintf(stderr, "twinserve %s: --parallel: %s\n", cmd, e);
+            return 0;
+        }
+        o->parallel = arg;
+        break;
+    }
     case CLI_SIM_REPLICAS: ok = cli_int(arg, 1, 1 << 20, &o->replicas); break;
     case CLI_SIM_ROUTER: o->router_path = arg; break;
     case CLI_SIM_CLUSTER: o->cluster_path = arg; break;
@@ -106,6 +117,10 @@ void cli_sim_usage(FILE *f) {
         "                        config.json (docs/models.md)\n"
         "  --hw NAME|FILE        hardware preset (default a100-80g, or the cost file's)\n"
         "  --tp N                tensor-parallel degree (default 1)\n"
+        "  --parallel SPEC       the replica's GPUs beyond tp: tp=T,dp=D,ep=E,pp=P[,mb=M]\n"
+        "                        [,sched=async|sync]: data-parallel attention ranks (MoE,\n"
+        "                        with ep=T x D), expert parallelism, pipeline stages and\n"
+        "                        their micro-batches (docs/models.md, Parallelism)\n"
         "                        A built-in model on a100-80g or h100 uses the calibration\n"
         "                        shipped for it (Vidur's measured operators; `twinserve\n"
         "                        presets` lists them) unless --cost or --roofline is given;\n"

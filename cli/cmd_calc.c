@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "sim/cost.h"
+#include "sim/parallel.h"
 #include "sim/cost_file.h"
 #include "sim/presets.h"
 #include "sim/serving.h"
@@ -313,7 +314,7 @@ static void kv_window_saving(const preset_model_t *m, double ctx) {
 static void roofline_usage(FILE *f) {
     fputs("usage: twinserve roofline --model NAME [--hw NAME | --bandwidth B/s] [--flops F]\n"
           "                          [--dtype fp16|bf16|fp8|fp32] [--ctx N] [--tp N]\n"
-          "                          [--weight-format F] [--kv-dtype bf16|fp8]\n"
+          "                          [--weight-format F] [--kv-dtype bf16|fp8] [--parallel SPEC]\n"
           "Where a model's serving time goes on a device: the decode bound from bandwidth, the\n"
           "ridge point, arithmetic intensity and predicted step times of 1024- and 2048-token prefills\n"
           "and of decode steps at batch 1, 8, 64 and 256.\n"
@@ -329,28 +330,35 @@ static void roofline_usage(FILE *f) {
           "  --kv-dtype bf16|fp8  the KV cache's element\n"
           "  --tp N           tensor-parallel degree: the step on each of N devices, with its\n"
           "                   all-reduces (default 1)\n"
+          "  --parallel SPEC  tp=T,dp=D,ep=E,pp=P[,mb=M][,sched=async|sync]: data-parallel\n"
+          "                   attention, expert and pipeline parallelism (docs/models.md); the\n"
+          "                   FLOPs and bytes are one GPU's of the fullest stage, the step time\n"
+          "                   the whole pipeline's\n"
           "exit status: 0 ok, 1 a preset could not be loaded, 2 usage error\n", f);
 }
 
-/* Prints one row of the shape table. */
-static void roofline_row(const cost_model_t *cm, const char *label, const cost_seq_t *seqs,
-                         int32_t n, double tokens) {
+/* Prints one row of the shape table: the work of one device from cm, the step time from
+ * pm (cm itself, or the pipeline of its stages). */
+static void roofline_row(const cost_model_t *cm, const cost_model_t *pm, const char *label,
+                         const cost_seq_t *seqs, int32_t n, double tokens) {
     cost_breakdown_t b;
     cost_roofline_explain(cm, seqs, n, &b);
+    double t = pm == cm ? b.time_s : cost_step_time(pm, seqs, n);
     printf("  %-16s %10.3e %10.3e %9.1f  %-7s %9.3f ms %11.0f\n", label, b.flops, b.bytes,
            b.flops / b.bytes, b.compute_bound_s > b.memory_bound_s ? "compute" : "memory",
-           b.time_s * 1e3, tokens / b.time_s);
+           t * 1e3, tokens / t);
 }
 
 int cmd_roofline(int argc, char **argv) {
     const char *cmd = "roofline", *model = NULL, *hwname = NULL, *val = NULL;
-    const char *wformat = NULL, *kvdtype = NULL;
+    const char *wformat = NULL, *kvdtype = NULL, *parspec = NULL;
     double bw = 0, flops = 0;
     long ctx = 1024, tp = 1;
     int wb = 0, r, rc = 1;
     char err[512], a[32], b1[32], b2[32];
-    cost_model_t *cm = NULL;
+    cost_model_t *cm = NULL, *pm = NULL;
     cost_seq_t *seqs = NULL;
+    par_t par;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             roofline_usage(stdout);
@@ -370,6 +378,9 @@ int cmd_roofline(int argc, char **argv) {
             if (r < 0 || parse_long(cmd, "--ctx", val, 0, &ctx) != 0) return 2;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--tp", &val)) != 0) {
             if (r < 0 || parse_long(cmd, "--tp", val, 1, &tp) != 0) return 2;
+        } else if ((r = opt_take(cmd, argc, argv, &i, "--parallel", &val)) != 0) {
+            if (r < 0) return 2;
+            parspec = val;
         } else if ((r = opt_take(cmd, argc, argv, &i, "--weight-format", &val)) != 0) {
             if (r < 0) return 2;
             wformat = val;
@@ -392,6 +403,17 @@ int cmd_roofline(int argc, char **argv) {
         roofline_usage(stderr);
         return 2;
     }
+    par_default(&par, (int32_t)tp);
+    if (parspec && par_parse(parspec, &par, err, sizeof err) != 0) {
+        fprintf(stderr, "twinserve roofline: --parallel: %s\n", err);
+        return 2;
+    }
+    if (parspec && tp > 1 && par.tp != tp) {
+        fprintf(stderr, "twinserve roofline: --tp %ld and --parallel %s disagree on the "
+                "tensor-parallel degree (give it once, in the spec)\n", tp, parspec);
+        return 2;
+    }
+    tp = par.tp;
     preset_model_t m;
     preset_hw_t hw;
     if (preset_model_get(model, &m, err, sizeof err) != 0) {
@@ -472,13 +494,50 @@ int cmd_roofline(int argc, char **argv) {
     cost_roofline_params_t p;
     cost_roofline_defaults(&p);
     p.tp = (int32_t)tp;
-    if (cost_roofline_check(&m, &hw, &p, err, sizeof err) != 0) {
+    preset_model_t stage = m;
+    double p2p_lat = 0, p2p_spt = 0;
+    if (!par_is_tp_only(&par)) {
+        double a2a_lat, a2a_spt;
+        par_stage_model(&m, &par, &stage);
+        if (par_check(&par, &m, &hw, err, sizeof err) != 0 ||
+            par_a2a(&par, &stage, &hw, p.bw_eff, &a2a_lat, &a2a_spt, err, sizeof err) != 0 ||
+            par_p2p(&par, &stage, &hw, p.bw_eff, &p2p_lat, &p2p_spt, err, sizeof err) != 0) {
+            fprintf(stderr, "twinserve roofline: --parallel %s: %s\n", parspec, err);
+            rc = 2;
+            goto done;
+        }
+        par_apply_roofline(&par, a2a_lat, a2a_spt, &p);
+        char spec[128];
+        par_format(&par, spec, sizeof spec);
+        printf("\nParallel %s: %d GPUs; the fullest stage has %d of the %d layers. FLOPs and "
+               "bytes below\n  are one GPU's of that stage, a step's time the whole "
+               "replica's", spec, (int)par_gpus(&par), (int)stage.n_layers, (int)m.n_layers);
+        if (par.dp > 1)
+            printf(" (a decode step of B sequences:\n  ceil(B / %d) on the busiest "
+                   "data-parallel rank, the experts over all B; all-to-all %.1f us + %.3g us a token a MoE layer)",
+                   (int)par.dp, a2a_lat * 1e6, a2a_spt * 1e6);
+        if (par.pp > 1)
+            printf(";\n  the pipeline hands %.3g us + %.3g us a token between stages",
+                   p2p_lat * 1e6, p2p_spt * 1e6);
+        printf(".\n");
+    }
+    if (cost_roofline_check(&stage, &hw, &p, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve roofline: %s\n", err);
         goto done;
     }
-    if (!(cm = cost_roofline_new(&m, &hw, &p))) {
+    if (!(cm = cost_roofline_new(&stage, &hw, &p))) {
         fprintf(stderr, "twinserve roofline: out of memory\n");
         goto done;
+    }
+    pm = cm;
+    if (par.pp > 1) {
+        /* the pipeline owns a second copy of the stage: cm stays for the breakdowns */
+        cost_model_t *copy = cost_roofline_new(&stage, &hw, &p);
+        if (!copy || !(pm = par_pipeline_new(copy, &par, p2p_lat, p2p_spt))) {
+            pm = cm;
+            fprintf(stderr, "twinserve roofline: out of memory\n");
+            goto done;
+        }
     }
     enum { MAX_B = 4096 };
     if (!(seqs = malloc(sizeof *seqs * MAX_B))) {
@@ -512,18 +571,19 @@ int cmd_roofline(int argc, char **argv) {
     printf("  %-16s %10s %10s %9s  %-7s %12s %11s\n", "shape", "FLOPs", "bytes", "FLOP/B",
            "bound", "step time", "tokens/s");
     cost_seq_t prefill = {1024, 0, 1}, prefill2 = {2048, 0, 1};
-    roofline_row(cm, "prefill 1024", &prefill, 1, 1024);
-    roofline_row(cm, "prefill 2048", &prefill2, 1, 2048);
+    roofline_row(cm, pm, "prefill 1024", &prefill, 1, 1024);
+    roofline_row(cm, pm, "prefill 2048", &prefill2, 1, 2048);
     static const int batches[] = {1, 8, 64, 256};
     for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
         char label[48];
         snprintf(label, sizeof label, "decode B=%d", batches[k]);
-        roofline_row(cm, label, seqs, batches[k], batches[k]);
+        roofline_row(cm, pm, label, seqs, batches[k], batches[k]);
     }
     printf("  (decode: 1 new token per sequence after %ld cached)\n", ctx);
     rc = 0;
 done:
     free(seqs);
+    if (pm != cm) cost_free(pm);
     cost_free(cm);
     return rc;
 }

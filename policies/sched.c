@@ -50,6 +50,10 @@ sched_t *sched_new(const sched_config_t *cfg, const sched_policy_t *policy, cons
     else if (cfg->max_seqs < 1) why = "max_seqs must be >= 1";
     else if (cfg->max_model_len < 1) why = "max_model_len must be >= 1";
     else if (!(cfg->watermark >= 0 && cfg->watermark < 1)) why = "watermark must be in [0, 1)";
+    else if (cfg->window_tokens < 0 || !(cfg->window_share >= 0 && cfg->window_share <= 1))
+        why = "window_tokens must be >= 0 and window_share in [0, 1]";
+    else if (cfg->window_tokens > 0 && cfg->window_share > 0 && cfg->prefix_caching)
+        why = "prefix caching with sliding-window block accounting is not modelled";
     else if (!policy || !policy->schedule) why = "no policy schedule hook";
     if (why) goto fail;
     why = "out of memory";
@@ -150,7 +154,7 @@ void sched_clip_lengths(int32_t *prompt, int32_t *output, int32_t ctx) {
  * (sched_can_allocate), so that is the most one request can ever be given. */
 int sched_can_ever_hold(const sched_t *s, int64_t prompt, int64_t out, char *why, size_t len) {
     int64_t need = prompt + out;
-    int64_t blocks = (need + s->cfg.block_size - 1) / s->cfg.block_size;
+    int64_t blocks = sched_blocks_for(s, need);
     int32_t most = s->cfg.num_blocks - s->view.watermark_blocks;
     if (prompt < 1)
         snprintf(why, len, "empty prompt (%lld tokens)", (long long)prompt);
@@ -462,7 +466,8 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
          * with none the call needs exactly what sched_can_allocate checked. */
         for (; hits > 0; hits--) {
             int32_t nh = n < rem - hits * bs ? n : rem - hits * bs;
-            if (kv_blocks_for(hits * bs + nh + k, bs) - hits + idle <= kv_num_free(s->kv)) break;
+            if (sched_blocks_for(s, hits * bs + nh + k) - hits + idle <= kv_num_free(s->kv))
+                break;
             idle -= kv_cache_is_idle(s->kv, x->blocks[hits - 1]);
         }
         if (n > rem - hits * bs) n = rem - hits * bs; /* cached tokens cost nothing */
@@ -470,7 +475,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     if (budget_check(s, (int64_t)n + k, 1, id)) return -1;
     /* n <= remaining and k <= max_tokens (checked above): the sum fits in int32. */
     int32_t base = hits ? hits * bs : q->computed, have = hits ? hits : q->num_blocks;
-    int32_t want = kv_blocks_for(base + n + k, bs);
+    int32_t want = sched_blocks_for(s, (int64_t)base + n + k);
     int32_t need = want - have;
     if (need + idle > kv_num_free(s->kv)) {
         sched_set_error(s, "illegal plan: out of KV blocks: request %d needs %d more blocks, "
@@ -658,7 +663,7 @@ int sched_commit(sched_t *s, const sched_plan_t *plan, const int32_t *accepted, 
         q->spec_accepted += emit - 1;
         if (q->generated == 0) q->first_token_s = now;
         q->generated += emit;
-        int32_t keep = kv_blocks_for(q->computed + 1, s->cfg.block_size);
+        int32_t keep = sched_blocks_for(s, (int64_t)q->computed + 1);
         if (keep < q->num_blocks) { /* blocks held only for rejected drafts */
             kv_release(s->kv, x->blocks + keep, q->num_blocks - keep);
             q->num_blocks = keep;
@@ -716,7 +721,7 @@ const sched_req_t *sched_find(const sched_t *s, int32_t id) {
 /* 64-bit: n comes from policy code and may be anything. Saturates at INT32_MAX. */
 static int32_t blocks_needed(const sched_t *s, const slot_t *x, int64_t n) {
     int64_t tokens = (int64_t)x->pub.computed + (n > 0 ? n : 0);
-    int64_t need = (tokens + s->cfg.block_size - 1) / s->cfg.block_size - x->pub.num_blocks;
+    int64_t need = (int64_t)sched_blocks_for(s, tokens) - x->pub.num_blocks;
     return need <= 0 ? 0 : need > INT32_MAX ? INT32_MAX : (int32_t)need;
 }
 

@@ -164,6 +164,17 @@ typedef struct {
      * instead (a research oracle, recorded in the run's config). */
     int32_t max_output_tokens;
     int oracle_lengths;
+    /* Sliding-window layers (vLLM's hybrid allocator; 0: none): window_share of a token's
+     * KV (the window layers' share of the layers) is only kept for the last window_tokens
+     * positions, plus the block the window straddles. A block holds block_size tokens of
+     * every layer, so a sequence of n tokens holds
+     *     ceil(n / bs) - floor(window_share x max(0, ceil(n / bs) - ceil(window / bs) - 1))
+     * blocks (sched_blocks_for): the window layers' blocks that left the window are
+     * counted freed. The block ids then do not map to token positions, which only an
+     * executor that stores K/V would need (the simulator's; the engine runs no windows),
+     * and prefix caching is refused with it. */
+    int32_t window_tokens;
+    double window_share;
 } sched_config_t;
 
 typedef struct {

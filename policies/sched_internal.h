@@ -11,6 +11,7 @@
 #define TWIN_SCHED_INTERNAL_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "policies/kv.h"
@@ -119,5 +120,18 @@ void sched_cost_observe(sched_t *s, double prefill, double decode, double dur);
 /* A request reached a final state: its KV freed, reported once through the sink. */
 void sched_finalize(sched_t *s, slot_t *x, int32_t state, const char *reason);
 int sched_grow(void **v, int32_t *cap, int32_t need, size_t size);
+
+/* Blocks a sequence of n tokens holds (sched.h: window_tokens); kv_blocks_for without a
+ * window. */
+static inline int32_t sched_blocks_for(const sched_t *s, int64_t n) {
+    const int32_t bs = s->cfg.block_size;
+    if (n <= 0) return 0;
+    int64_t nb = (n + bs - 1) / bs;
+    if (s->cfg.window_tokens > 0 && s->cfg.window_share > 0) {
+        int64_t past = nb - ((int64_t)s->cfg.window_tokens + bs - 1) / bs - 1;
+        if (past > 0) nb -= (int64_t)floor(s->cfg.window_share * (double)past);
+    }
+    return nb > INT32_MAX ? INT32_MAX : (int32_t)nb;
+}
 
 #endif

@@ -54,7 +54,7 @@ int sched_add_transfer(sched_t *s, const sched_req_t *from, double now) {
     }
     /* the blocks the prefill side holds after its commit: the computed tokens and the
      * first sampled one, whose K/V the first decode step computes */
-    int32_t want = kv_blocks_for(from->computed + 1, s->cfg.block_size);
+    int32_t want = sched_blocks_for(s, (int64_t)from->computed + 1);
     if (want > kv_num_free(s->kv) - s->view.watermark_blocks ||
         sched_running_seqs(s) >= s->cfg.max_seqs)
         return 1;

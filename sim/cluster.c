@@ -1,6 +1,7 @@
 /* cluster: see cluster.h. The file is read with kvfile's section reader; the keys are
  * dispatched here by the current section. */
 #include "sim/cluster.h"
+#include "sim/parallel.h"
 
 #include <errno.h>
 #include <math.h>
@@ -144,8 +145,13 @@ static int key(void *ud, const char *k, const char *val, char *msg, size_t len) 
     if (!strcmp(k, "model")) return text(g->model, k, val, msg, len);
     if (!strcmp(k, "hw")) return text(g->hw, k, val, msg, len);
     if (!strcmp(k, "policy")) return text(g->policy, k, val, msg, len);
-    snprintf(msg, len, "unknown key '%s' in [group %s] (count, role, model, hw, tp, policy, "
-             "set.KEY, kv_blocks, gpu_util)", k, g->name);
+    if (!strcmp(k, "parallel")) {
+        par_t p;
+        if (par_parse(val, &p, msg, len) != 0) return -1;
+        return text(g->parallel, k, val, msg, len);
+    }
+    snprintf(msg, len, "unknown key '%s' in [group %s] (count, role, model, hw, tp, parallel, "
+             "policy, set.KEY, kv_blocks, gpu_util)", k, g->name);
     return -1;
 }
 
@@ -161,6 +167,12 @@ static int check(sim_cluster_t *c, char *err, size_t errlen) {
         if (g->count < 1) {
             snprintf(err, errlen, "%s:%d: group '%s' has no count (its number of replicas)",
                      c->path, g->line, g->name);
+            return -1;
+        }
+        if (g->tp > 0 && g->parallel[0]) {
+            snprintf(err, errlen, "%s:%d: group '%s' gives both tp and parallel: put the tensor-"
+                     "parallel degree in the spec (parallel = tp=%d,...)", c->path, g->line,
+                     g->name, (int)g->tp);
             return -1;
         }
         if (!first[g->role]) first[g->role] = g;

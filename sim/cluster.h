@@ -13,6 +13,7 @@
  *     model = llama-3-8b               # default: --model
  *     hw = h100                        # default: --hw
  *     tp = 1                           # default: --tp
+ *     parallel = tp=8,ep=8             # or a parallel spec (sim/parallel.h); not with tp
  *     policy = policies/continuous.lua # default: --policy
  *     set.max_seqs = 128               # the group's policy params
  *     kv_blocks = 20000                # default: from hw and gpu_util
@@ -43,6 +44,7 @@ typedef struct {
     char model[KV_TEXT_CAP], hw[KV_TEXT_CAP], policy[KV_TEXT_CAP]; /* "": the options' */
     char **sets;              /* "KEY=VALUE" */
     int n_sets;
+    char parallel[KV_TEXT_CAP]; /* "": tp (or the options') */
 } sim_group_t;
 
 typedef struct {

@@ -37,9 +37,22 @@ typedef struct {
  * its quadratic term to attn_pairs only. */
 typedef struct {
     int64_t tokens, seqs, sampled, kv_tokens, attn_pairs;
+    /* Sliding-window layers (presets.h): with window W > 0 (set before adding sequences)
+     * a window layer reads min(c + n, W) positions for the sequence and scores
+     *     sum over j = 1..n of min(c + j, W)
+     * pairs (token j of the chunk sees the last W positions up to itself); kv_tokens_w and
+     * attn_pairs_w are those sums, equal to kv_tokens and attn_pairs when window is 0.
+     * They are not recorded (steps table): a recorded step re-costs its window layers as
+     * full attention, the engine having no window layers to record. Cost models read them
+     * only when window > 0 (cost_kv_w, cost_pairs_w), so features built field by field
+     * price windows as full attention. */
+    int64_t window, kv_tokens_w, attn_pairs_w;
 } cost_features_t;
 
 void cost_features(const cost_seq_t *seqs, int32_t n, cost_features_t *f);
+/* The same with a window of W positions (0: none). */
+void cost_features_window(const cost_seq_t *seqs, int32_t n, int64_t window,
+                          cost_features_t *f);
 /* Adds one sequence (n new tokens after ctx cached ones, `sampled` rows) to f: the one
  * place the formulas above live, for executors that describe batches in their own way. */
 void cost_features_add(cost_features_t *f, int64_t n, int64_t ctx, int64_t sampled);
@@ -70,6 +83,14 @@ typedef struct {
      * byte (0: the hardware's link_latency + bytes / (link_bw x bw_eff)), and the MoE
      * kernel's efficiency against a dense product (0: 1). */
     double attn_bw_eff, ar_latency_s, ar_s_per_byte, moe_eff;
+    /* Parallelism beyond tp (sim/parallel.h; 0 is read as 1): dp data-parallel attention
+     * ranks, whose attention, dense layers, shared experts, embedding and LM head run the
+     * busiest rank's share of the step's work (cost_rank_share), and ep expert-parallel GPUs, each holding
+     * n_experts / ep whole experts and computing the tokens of all ranks routed to them;
+     * each MoE layer then adds a2a_latency_s + a2a_s_per_token x T (dispatch and combine,
+     * par_a2a). */
+    int32_t dp, ep;
+    double a2a_latency_s, a2a_s_per_token;
 } cost_roofline_params_t;
 
 void cost_roofline_defaults(cost_roofline_params_t *p);
@@ -147,6 +168,17 @@ typedef struct {
     int32_t n_moe_knots;
     double moe_knot_rows[COST_MAX_KNOTS];
     double moe_knot_s[COST_MAX_KNOTS];
+    /* Data-parallel attention and expert parallelism (sim/parallel.h; set for a run, never
+     * read from a file; dp 0 is read as 1): every term but moe(T) prices the busiest rank's
+     * share of the work (cost_rank_share), moe(T) all ranks' tokens over the local experts (the moe_ fields then one
+     * GPU's: n_experts / ep experts, top_k / ep of them a token, whole experts), and each
+     * of moe_layers adds a2a_latency_s + a2a_s_per_token x T. */
+    int32_t dp;
+    double a2a_latency_s, a2a_s_per_token;
+    /* The window layers' share of the layers (0: none; set for a run from the shape): kv()
+     * and the attention pairs read (1 - window_share) x the full sums + window_share x the
+     * windowed ones (cost_features_t). */
+    double window_share;
 } cost_linear_params_t;
 
 /* 0, or -1 with a message naming the field (negative or non-finite values, knots not
@@ -186,6 +218,21 @@ typedef struct {
 /* Fills out for the batch. Returns 0, or -1 when m is not a roofline model. */
 int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t n,
                           cost_breakdown_t *out);
+
+/* The busiest of dp data-parallel ranks' share of a step's work (cost_roofline_params_t):
+ * ceil(seqs / dp) of its seqs sequences (all of it at dp <= 1, or one sequence), as a
+ * fraction; the ranks run in lockstep, so the busiest sets the time. */
+static inline double cost_rank_share(const cost_features_t *f, int32_t dp) {
+    if (dp <= 1 || f->seqs <= 1) return 1.0;
+    return (double)((f->seqs + dp - 1) / dp) / (double)f->seqs;
+}
+
+static inline double cost_kv_w(const cost_features_t *f) {
+    return (double)(f->window > 0 ? f->kv_tokens_w : f->kv_tokens);
+}
+static inline double cost_pairs_w(const cost_features_t *f) {
+    return (double)(f->window > 0 ? f->attn_pairs_w : f->attn_pairs);
+}
 
 static inline double cost_pass_time(const cost_model_t *m, const cost_features_t *f) {
     return m->pass_time(m, f);

@@ -94,11 +94,20 @@ double cost_linear_moe_time(const cost_linear_params_t *p, double tokens) {
 static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) {
     const cost_linear_params_t *p = &((const linear_t *)m)->p;
     if (f->tokens <= 0) return 0.0;
-    return p->step_s + p->seq_s * (double)f->seqs +
-           p->layer_params * gemm(p, (double)f->tokens) +
-           p->lm_params * gemm(p, (double)f->sampled) + p->sampled_s * (double)f->sampled +
-           cost_linear_kv_time(p, (double)f->kv_tokens) + p->attn_pair_s * (double)f->attn_pairs +
-           cost_linear_comm_time(p, (double)f->tokens) + cost_linear_moe_time(p, (double)f->tokens);
+    /* one data-parallel rank's share of all but the experts (cost.h) */
+    const double r = cost_rank_share(f, p->dp);
+    const double T = (double)f->tokens, S = (double)f->sampled * r;
+    double a2a = 0;
+    if (p->dp > 1 && p->moe_layers > 0)
+        a2a = p->moe_layers * (p->a2a_latency_s + p->a2a_s_per_token * T);
+    /* window layers read their windows only (cost.h) */
+    const double w = p->window_share;
+    const double kv = (1 - w) * (double)f->kv_tokens + w * cost_kv_w(f);
+    const double pairs = (1 - w) * (double)f->attn_pairs + w * cost_pairs_w(f);
+    return p->step_s + p->seq_s * (double)f->seqs * r + p->layer_params * gemm(p, T * r) +
+           p->lm_params * gemm(p, S) + p->sampled_s * S + cost_linear_kv_time(p, kv * r) +
+           p->attn_pair_s * pairs * r + cost_linear_comm_time(p, T * r) +
+           cost_linear_moe_time(p, T) + a2a;
 }
 
 static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
@@ -123,6 +132,8 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
         {"moe_layers", p->moe_layers}, {"moe_experts", p->moe_experts},
         {"moe_top_k", p->moe_top_k}, {"moe_expert_params", p->moe_expert_params},
         {"moe_eff", p->moe_eff},
+        {"a2a_latency_s", p->a2a_latency_s}, {"a2a_s_per_token", p->a2a_s_per_token},
+        {"window_share", p->window_share},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
         if (!isfinite(terms[i].v) || terms[i].v < 0)
@@ -131,6 +142,10 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
     if (!(p->layer_params > 0))
         return errf(err, errlen, "layer_params must be > 0 (the model's layer matrix "
                     "parameters)");
+    if (p->window_share > 1)
+        return errf(err, errlen, "window_share must be in [0, 1] (got %g)", p->window_share);
+    if (p->dp < 0 || p->dp > 65536)
+        return errf(err, errlen, "dp must be a data-parallel degree >= 1 (got %d)", (int)p->dp);
     if (p->tp < 0 || p->tp > 4096)
         return errf(err, errlen, "tp must be a tensor-parallel degree >= 1 (got %d)", (int)p->tp);
     if (p->tp > 1 && !(p->allreduces > 0 && p->ar_bytes_per_token > 0))
@@ -152,10 +167,11 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
                         "%d: %g after %g): a product of more rows cannot take less time",
                         (int)k + 1, p->knot_s[k], p->knot_s[k - 1]);
     }
-    if (p->moe_layers > 0 && !(p->moe_experts >= 1 && p->moe_top_k >= 1 &&
+    /* top_k below 1: one GPU's share under expert parallelism (k / ep of its experts) */
+    if (p->moe_layers > 0 && !(p->moe_experts >= 1 && p->moe_top_k > 0 &&
                                p->moe_top_k <= p->moe_experts && p->moe_expert_params > 0))
-        return errf(err, errlen, "moe_layers %g needs moe_experts >= 1, moe_top_k in 1..experts "
-                    "and moe_expert_params > 0 (got %g, %g, %g)", p->moe_layers,
+        return errf(err, errlen, "moe_layers %g needs moe_experts >= 1, moe_top_k in (0, "
+                    "experts] and moe_expert_params > 0 (got %g, %g, %g)", p->moe_layers,
                     p->moe_experts, p->moe_top_k, p->moe_expert_params);
     if (p->moe_eff > 1)
         return errf(err, errlen, "moe_eff must be in (0, 1] (got %g)", p->moe_eff);

@@ -20,6 +20,8 @@
  *               bytes 2*KV*hd*b * sum_i (c_i + n_i)   read K and V of every attended token
  *                   + 2*KV*hd*b * T                   write the new K and V
  *                   + 2*T*H*hd*b                      read Q, write the output
+ *               A sliding-window layer (n_window_layers of them) sums min(c_i + j, W) for
+ *               its pairs and min(c_i + n_i, W) positions read (cost.h's windowed sums)
  *   o proj      FLOPs 2*T*Wo, Wo = H*hd*d   bytes Wo*b + T*H*hd*b + T*d*b
  *   mlp         FLOPs 2*T*Wmlp, Wmlp = 3*d*d_ff (SwiGLU gate, up, down as one fused operator:
  *               only its input and output activations count)   bytes Wmlp*b + 2*T*d*b
@@ -68,6 +70,14 @@
  * 2*(tp-1)/tp of that per device, at link_bw * bw_eff, after the hardware's link_latency
  * (the fixed cost of one all-reduce). Communication does not overlap compute.
  *
+ * Beyond tp (sim/parallel.h): at dp > 1 data-parallel ranks every operator above but the
+ * experts prices the busiest rank's share of T, S and the attention sums (cost_rank_share:
+ * ceil(seqs / dp) of the sequences); with ep > 1 this GPU holds
+ * n_experts / ep whole experts and computes the tokens of every rank routed to them (top_k
+ * / ep a token on average), and at dp > 1 each MoE layer adds its all-to-all (a2a_latency_s
+ * + a2a_s_per_token x T, dispatch and combine). Pipeline stages are priced by the caller
+ * with a stage's shape (par_pipeline_new).
+ *
  * Speed: step_time is called ~1e5 times per simulated trace, so every per-model constant is
  * precomputed in the object, a layer is evaluated once and multiplied by n_layers (all
  * layers are the same), and it reads only the batch's sums (cost_features: T = tokens,
@@ -110,6 +120,8 @@ typedef struct {
     int moe;
     double n_exp, top_k, w_exp, moe_eff;
     double dense_layers, moe_layers, w_shared;
+    double dp;               /* data-parallel attention ranks (1: none) */
+    double win_layers;       /* layers with a sliding window (presets.h; 0: none) */
 } roofline_t;
 
 /* Running totals of a step; the same code serves step_time and explain so they agree. */
@@ -149,9 +161,14 @@ static inline void acc_add_scaled(acc_t *dst, const acc_t *src, double k) {
 
 /* Evaluates the work into a (zeroed by the caller). Returns the step time in seconds. */
 static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t *a) {
-    const double T = (double)f->tokens, S = (double)f->sampled;
-    const double attn_pairs = (double)f->attn_pairs, attended = (double)f->kv_tokens;
-    if (T == 0) return 0.0;
+    /* the busiest data-parallel rank's share of the step (all of it at dp 1); the experts
+     * see every rank's tokens (Tall) */
+    const double share = cost_rank_share(f, (int32_t)r->dp);
+    const double Tall = (double)f->tokens, T = Tall * share, S = (double)f->sampled * share;
+    const double attn_pairs = (double)f->attn_pairs * share;
+    const double attended = (double)f->kv_tokens * share;
+    const double pairs_w = cost_pairs_w(f) * share, attended_w = cost_kv_w(f) * share;
+    if (Tall == 0) return 0.0;
     const double d = r->d, b = r->b;
     const double act = T * d * b;  /* one d-wide activation of the step, bytes */
 
@@ -162,8 +179,14 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     op(r, &norm, 4.0 * T * d, r->inv_gemm, d * b, 0, 2.0 * act);
     acc_add_scaled(&layer, &norm, 2.0);
     op(r, &layer, 2.0 * T * r->w_qkv, r->inv_mm, r->w_qkv * r->bm, 0, act + T * r->qkv_out * b);
-    op(r, &layer, r->attn_flop * attn_pairs, r->inv_attn, 0,
-       r->kv_tok * (attended + T), 2.0 * T * r->q_dim * b);
+    /* attention: the full layers over every position, the window layers over their
+     * windows (cost.h's windowed sums) */
+    acc_t attn = {0}, attn_w = {0};
+    op(r, &attn, r->attn_flop * attn_pairs, r->inv_attn, 0, r->kv_tok * (attended + T),
+       2.0 * T * r->q_dim * b);
+    if (r->win_layers > 0)
+        op(r, &attn_w, r->attn_flop * pairs_w, r->inv_attn, 0, r->kv_tok * (attended_w + T),
+           2.0 * T * r->q_dim * b);
     op(r, &layer, 2.0 * T * r->w_o, r->inv_mm, r->w_o * r->bm, 0, T * r->q_dim * b + act);
     acc_t dense = {0}, sparse = {0};
     if (r->dense_layers > 0)
@@ -171,12 +194,17 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     if (r->moe) {
         /* the router over every token, then each touched expert's weights read once and
          * its tokens' products (sim/cost.h: E_t), and a shared expert every token passes */
-        double touched = cost_moe_experts_touched(r->n_exp, r->top_k, T);
-        op(r, &sparse, 2.0 * T * r->d * r->n_exp, r->inv_gemm, r->d * r->n_exp * b, 0, act);
-        op_bw(r, &sparse, 2.0 * T * r->top_k * r->w_exp, r->inv_mm, touched * r->w_exp * r->bm, 0,
-              2.0 * T * r->top_k * r->d * b, 1.0 / r->moe_eff);
+        /* (under expert parallelism n_exp and top_k are this GPU's share, over Tall) */
+        double touched = cost_moe_experts_touched(r->n_exp, r->top_k, Tall);
+        const double E = r->m.n_experts;
+        op(r, &sparse, 2.0 * T * r->d * E, r->inv_gemm, r->d * E * b, 0, act);
+        op_bw(r, &sparse, 2.0 * Tall * r->top_k * r->w_exp, r->inv_mm,
+              touched * r->w_exp * r->bm, 0, 2.0 * Tall * r->top_k * r->d * b, 1.0 / r->moe_eff);
         if (r->w_shared > 0)
             op(r, &sparse, 2.0 * T * r->w_shared, r->inv_mm, r->w_shared * r->bm, 0, 2.0 * act);
+        if (r->dp > 1) {
+            sparse.t_comm += r->p.a2a_latency_s + r->p.a2a_s_per_token * Tall;
+        }
     }
     if (r->ar_bytes > 0 && r->p.ar_s_per_byte > 0) {
         /* a serving profile's all-reduce: latency + message bytes x time per byte */
@@ -187,6 +215,8 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
         layer.t_comm = layer.comm_bytes * r->inv_link + 2.0 * r->hw.link_latency;
     }
     acc_add_scaled(a, &layer, r->layers);
+    acc_add_scaled(a, &attn, r->layers - r->win_layers);
+    acc_add_scaled(a, &attn_w, r->win_layers);
     acc_add_scaled(a, &dense, r->dense_layers);
     acc_add_scaled(a, &sparse, r->moe_layers);
 
@@ -212,6 +242,8 @@ void cost_roofline_defaults(cost_roofline_params_t *p) {
     p->overhead_s = 4e-4;
     p->tp = 1;
     p->attn_bw_eff = p->ar_latency_s = p->ar_s_per_byte = p->moe_eff = 0;
+    p->dp = p->ep = 1;
+    p->a2a_latency_s = p->a2a_s_per_token = 0;
 }
 
 static int eff_ok(double e) { return isfinite(e) && e > 0 && e <= 1; }
@@ -233,6 +265,12 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (!isfinite(p->overhead_s) || p->overhead_s < 0)
         return errf(err, errlen, "overhead_s must be >= 0 (got %g)", p->overhead_s);
     if (p->tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)p->tp);
+    if (p->dp < 0 || p->ep < 0 || !isfinite(p->a2a_latency_s) || p->a2a_latency_s < 0 ||
+        !isfinite(p->a2a_s_per_token) || p->a2a_s_per_token < 0)
+        return errf(err, errlen, "dp and ep must be >= 1 and the all-to-all's figures >= 0");
+    if (p->ep > 1 && (!preset_model_is_moe(m) || m->n_experts % p->ep != 0))
+        return errf(err, errlen, "ep %d does not divide %s's %d experts", (int)p->ep, m->name,
+                    (int)m->n_experts);
     if (m->n_heads % p->tp != 0)
         return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
                     m->name, (int)m->n_heads);
@@ -289,9 +327,17 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->ar_bytes = p->tp > 1 ? 2.0 * (tp - 1.0) / tp * r->d * r->b : 0.0;
     r->inv_attn_bw = 1.0 / (hw->mem_bw * (p->attn_bw_eff > 0 ? p->attn_bw_eff : p->bw_eff));
     r->moe = preset_model_is_moe(m);
-    r->n_exp = m->n_experts;
-    r->top_k = m->experts_per_tok;
-    r->w_exp = preset_model_expert_params(m) / tp;
+    r->dp = p->dp > 1 ? p->dp : 1;
+    r->win_layers = m->sliding_window > 0 ? m->n_window_layers : 0;
+    if (p->ep > 1) {   /* whole experts, n_experts / ep of them on this GPU */
+        r->n_exp = (double)m->n_experts / p->ep;
+        r->top_k = (double)m->experts_per_tok / p->ep;
+        r->w_exp = preset_model_expert_params(m);
+    } else {
+        r->n_exp = m->n_experts;
+        r->top_k = m->experts_per_tok;
+        r->w_exp = preset_model_expert_params(m) / tp;
+    }
     r->moe_eff = p->moe_eff > 0 ? p->moe_eff : 1.0;
     r->moe_layers = preset_model_moe_layers(m);
     r->dense_layers = m->n_layers - r->moe_layers;
@@ -308,7 +354,7 @@ int cost_roofline_explain(const cost_model_t *m, const cost_seq_t *seqs, int32_t
     const roofline_t *r = (const roofline_t *)m;
     acc_t a = {0};
     cost_features_t f;
-    cost_features(seqs, n, &f);
+    cost_features_window(seqs, n, r->m.sliding_window, &f);
     double t = roofline_eval(r, &f, &a);
     memset(out, 0, sizeof *out);
     out->flops = a.flops;

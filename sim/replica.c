@@ -67,14 +67,14 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
         return 0;
     }
     int shipped = preset_hw_find(hw->name) &&
-                  cost_file_builtin_by_shape(model, hw->name, r->spec.tp, path, sizeof path) == 0;
+                  cost_file_builtin_by_shape(model, hw->name, r->spec.par.tp, path, sizeof path) == 0;
     cost_file_t *cf = malloc(sizeof *cf);
     if (!cf) return sim_fail(m, "out of memory (cost file)");
     if (!shipped) {
         /* no profile of this model: the GPU's operator rates by shape (sim/gpu_ops.h) */
         gpu_ops_t *ops = malloc(sizeof *ops);
         int have_ops = ops && preset_hw_find(hw->name) && gpu_ops_builtin(hw->name, ops) == 0;
-        int got = have_ops && gpu_ops_linear(ops, model, hw, r->spec.tp, cf, e, sizeof e) == 0;
+        int got = have_ops && gpu_ops_linear(ops, model, hw, r->spec.par.tp, cf, e, sizeof e) == 0;
         free(ops);
         if (!got) {
             free(cf);
@@ -84,14 +84,14 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
             else
                 snprintf(r->calibration, sizeof r->calibration, "none: no shipped calibration "
                          "or operator rates for %.60s on %.60s at tp %d; the roofline's "
-                         "efficiencies are guesses", model->name, hw->name, (int)r->spec.tp);
+                         "efficiencies are guesses", model->name, hw->name, (int)r->spec.par.tp);
             note_unmeasured(r, hw);
             return 0;
         }
         r->cf = cf;
         snprintf(r->calibration, sizeof r->calibration, "synthesized:%.60s.%.40s.tp%d "
                  "(builtin:%.40s operator rates by shape)", model->name, hw->name,
-                 (int)r->spec.tp, hw->name);
+                 (int)r->spec.par.tp, hw->name);
         snprintf(cf->path, sizeof cf->path, "%s", r->calibration);
         return 0;
     }
@@ -124,7 +124,7 @@ static int pick_builtin(sim_t *m, sim_rep_t *r, const preset_model_t *model,
 static double policy_estimate(void *ud, const sched_shape_t *seqs, int32_t n) {
     const sim_rep_t *r = ud;
     const sim_t *m = r->owner;
-    cost_features_t f = {0};
+    cost_features_t f = {.window = r->model.sliding_window};
     for (int32_t i = 0; i < n; i++)
         cost_features_add(&f, seqs[i].n_new, seqs[i].ctx, seqs[i].n_sampled);
     double host, dur;
@@ -154,14 +154,29 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
     else if (preset_hw_get(sp->hw ? sp->hw : fitted_hw ? fitted_hw : SIM_DEFAULT_HW, hw, e,
                            sizeof e) != 0)
         return sim_fail(m, "--hw: %s", e);
-    if (sp->tp < 1) return sim_fail(m, "--tp must be >= 1 (got %d)", sp->tp);
+    const par_t *par = &sp->par;
+    const int32_t tp = par->tp;
+    if (tp < 1) return sim_fail(m, "--tp must be >= 1 (got %d)", tp);
     if (r->cf && r->cf->kind == COST_FILE_LINEAR && sp->kv_blocks <= 0 && !fitted_hw)
         return sim_fail(m, "--cost %s models one machine, not a hardware preset: give its KV "
                         "capacity with --kv-blocks N (an engine run's num_blocks)", o->cost_path);
-    if (!r->cf && sp->tp > 1 && model->n_heads % sp->tp != 0)
-        return sim_fail(m, "--tp %d does not divide %s's %d attention heads", (int)sp->tp,
+    if (!r->cf && tp > 1 && model->n_heads % tp != 0)
+        return sim_fail(m, "--tp %d does not divide %s's %d attention heads", (int)tp,
                         model->name, (int)model->n_heads);
-    if (pick_builtin(m, r, model, hw)) return -1;
+    if (!par_is_tp_only(par)) {
+        char spec[128];
+        par_format(par, spec, sizeof spec);
+        if (par_check(par, model, hw, e, sizeof e) != 0)
+            return sim_fail(m, "--parallel %s on %s: %s", spec, hw->name, e);
+        if (par->pp > 1 && o->cost_path)
+            return sim_fail(m, "--parallel %s: a --cost file prices the whole model on one "
+                            "device group, not one pipeline stage; pipelines are priced from "
+                            "the GPU's operator rates or the roofline (leave out --cost)", spec);
+    }
+    /* what one device group computes: the fullest pipeline stage (the model at pp 1) */
+    preset_model_t stage;
+    par_stage_model(model, par, &stage);
+    if (pick_builtin(m, r, &stage, hw)) return -1;
     /* the run's serving profile follows replica 0's hardware (sim_serving.c) */
     if (r->index == 0 && sim_serving_pick(m, hw->name, r->cf)) return -1;
     const serving_t *sv = &m->serving;
@@ -200,17 +215,31 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
         r->num_blocks = sp->kv_blocks;
     } else if (sv->active && !has_draft) {
         /* vLLM sizes its KV cache by profiling its memory at startup (serving.h) */
-        r->num_blocks = serving_kv_blocks(sv, model, hw, sp->tp, sp->gpu_util, o->block_size,
-                                          o->max_tokens, o->max_seqs, NULL, e, sizeof e);
+        r->num_blocks = serving_kv_blocks(sv, &stage, hw, tp, par->dp, sp->gpu_util,
+                                          o->block_size, o->max_tokens, o->max_seqs, NULL, e,
+                                          sizeof e);
         if (r->num_blocks < 0) return sim_fail(m, "%s", e);
     } else {
-        r->num_blocks = sim_kv_blocks(model, has_draft ? &draft : NULL, hw, sp->tp, sp->gpu_util,
-                                      o->block_size, o->max_tokens, o->max_seqs, e, sizeof e);
+        r->num_blocks = sim_kv_blocks(&stage, has_draft ? &draft : NULL, hw, tp, par->dp,
+                                      sp->gpu_util, o->block_size, o->max_tokens, o->max_seqs, e,
+                                      sizeof e);
         if (r->num_blocks < 0) return sim_fail(m, "%s", e);
     }
+    if (has_draft && !par_is_tp_only(par))
+        return sim_fail(m, "a draft model with --parallel beyond tp is not modelled (the draft "
+                        "runs on one device of a tensor-parallel replica)");
 
+    /* the split's communication beyond tp (sim/parallel.h) */
+    double a2a_lat, a2a_spt, p2p_lat, p2p_spt;
+    if (par_a2a(par, &stage, hw, o->cost.bw_eff, &a2a_lat, &a2a_spt, e, sizeof e) != 0 ||
+        par_p2p(par, &stage, hw, o->cost.bw_eff, &p2p_lat, &p2p_spt, e, sizeof e) != 0)
+        return sim_fail(m, "--parallel: %s", e);
     cost_roofline_params_t cp = o->cost;
-    cp.tp = sp->tp;
+    cp.tp = tp;
+    cp.dp = par->dp;
+    cp.ep = par->ep;
+    cp.a2a_latency_s = a2a_lat;
+    cp.a2a_s_per_token = a2a_spt;
     serving_adjust_roofline(sv, &cp);
     if (r->cf) {
         /* the serving engine's kernels change the file's own terms (serving_cost.h) */
@@ -221,19 +250,27 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
             adj->lin.tp = adj->lin.tp > 1 ? adj->lin.tp : 1;
             /* a file fitted for a hardware preset (a shipped or synthesized GPU
              * calibration) knows its bandwidth; one of a single machine does not */
-            serving_adjust_linear(sv, &adj->lin, model, adj->hw_preset[0] ? hw : NULL);
+            serving_adjust_linear(sv, &adj->lin, &stage, adj->hw_preset[0] ? hw : NULL);
+            if (stage.sliding_window > 0)
+                adj->lin.window_share = (double)stage.n_window_layers / stage.n_layers;
+            par_apply_linear(par, &stage, a2a_lat, a2a_spt, &adj->lin);
         } else {
             serving_adjust_roofline(sv, &adj->roof);
+            par_apply_roofline(par, a2a_lat, a2a_spt, &adj->roof);
         }
-        r->cost = cost_file_model(adj, sp->tp, e, sizeof e);
+        r->cost = cost_file_model(adj, tp, e, sizeof e);
         free(adj);
         if (!r->cost) return sim_fail(m, "%s", e);
     } else {
-        if (cost_roofline_check(model, hw, &cp, e, sizeof e) != 0) return sim_fail(m, "%s", e);
-        r->cost = cost_roofline_new(model, hw, &cp);
+        if (cost_roofline_check(&stage, hw, &cp, e, sizeof e) != 0) return sim_fail(m, "%s", e);
+        r->cost = cost_roofline_new(&stage, hw, &cp);
     }
+    /* each rank's CUDA graphs are for its own batch; each stage's step is graphed or eager
+     * on its own, and the pipeline runs the stages' steps */
     r->graph_max = serving_graph_max(sv, o->max_seqs, o->max_tokens);
-    if (r->cost && !(r->cost = serving_cost_wrap(sv, r->cost, model, r->graph_max)))
+    if (r->cost && !(r->cost = serving_cost_wrap(sv, r->cost, &stage, r->graph_max)))
+        return sim_fail(m, "out of memory (cost model)");
+    if (r->cost && !(r->cost = par_pipeline_new(r->cost, par, p2p_lat, p2p_spt)))
         return sim_fail(m, "out of memory (cost model)");
     if (has_draft && draft_by_cf) {
         if (!(r->draft_cost = cost_file_model(r->cf, 1, e, sizeof e))) return sim_fail(m, "%s", e);
@@ -248,12 +285,20 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
 
     sched_config_t cfg = {
         .num_blocks = r->num_blocks, .block_size = o->block_size, .watermark = o->watermark,
-        .max_tokens = o->max_tokens, .max_seqs = o->max_seqs,
+        /* dp ranks' schedulers as one: their per-rank limits summed (sim/parallel.h) */
+        .max_tokens = o->max_tokens * par->dp, .max_seqs = o->max_seqs * par->dp,
         .max_model_len = o->max_model_len > 0 ? o->max_model_len : model->max_seq,
         .seed = o->seed, .prefix_caching = o->prefix_caching,
         .max_output_tokens = o->max_output_tokens, .oracle_lengths = o->oracle_lengths,
         .clip_to_context = o->clip_to_context,
     };
+    /* vLLM's hybrid allocator frees a window layer's blocks that left its window (sched.h);
+     * not with prefix caching (not modelled with it) or a draft model's KV in the blocks */
+    if (stage.sliding_window > 0 && stage.n_window_layers > 0 && !o->prefix_caching &&
+        !has_draft) {
+        cfg.window_tokens = stage.sliding_window;
+        cfg.window_share = (double)stage.n_window_layers / stage.n_layers;
+    }
     r->pushed_wake = INFINITY;
     if (replay_start_sched_at(&m->rp, r->index, &cfg)) return -1;
     r->owner = m;
@@ -296,8 +341,8 @@ double sim_step_cost(sim_t *m, sim_rep_t *r, const sched_plan_t *p, cost_feature
     for (int32_t i = 0; i < p->n_pads; i++)
         m->seqs[n++] = (cost_seq_t){ p->pads[i].num_tokens, p->pads[i].ctx,
                                      p->pads[i].ctx > 0 ? p->pads[i].num_tokens : 0 };
-    cost_features(m->seqs, n, f);
-    double t = cost_step_time(r->cost, m->seqs, n);
+    cost_features_window(m->seqs, n, r->model.sliding_window, f);
+    double t = cost_pass_time(r->cost, f);
     if (!r->draft_cost) return t;
     int32_t kmax = 0;
     n = 0;

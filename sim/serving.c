@@ -269,18 +269,20 @@ double serving_cpu_time(const serving_t *s, double seqs, double tokens) {
 
 /* ------------------------------------------------------------------ vLLM's KV capacity */
 
-double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp) {
+double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp, int32_t dp) {
     const double t = tp > 0 ? tp : 1, d = m->d_model, b = m->dtype_bytes;
     /* VocabParallelEmbedding pads the vocabulary to a multiple of 64 per device group */
     double pad = 64.0 * t;
     double vocab_dev = ceil((double)m->vocab / pad) * pad / t;
     double embed = vocab_dev * d, head = m->tied_embeddings ? 0.0 : vocab_dev * d;
     double router = (double)preset_model_moe_layers(m) * d * m->n_experts;
-    double matrices = preset_model_layer_matrix_params(m) - router +
-                      preset_model_all_expert_params(m);
+    /* the routed experts over the tp x dp GPUs of a stage (sim/parallel.h), the rest over tp */
+    double dense = preset_model_layer_matrix_params(m) - router;
+    double experts = preset_model_all_expert_params(m) / (dp > 1 ? dp : 1);
     double norms = (2.0 * m->n_layers + 1.0) * d;
     /* the layers' matrices at their weight format (presets.h), the rest at the dtype */
-    return (embed + head + router + norms) * b + matrices / t * preset_model_matrix_bytes(m);
+    return (embed + head + router + norms) * b +
+           (dense + experts) / t * preset_model_matrix_bytes(m);
 }
 
 /* The torch peak of vLLM's profiling pass (gpu_model_runner.py, profile_run: a dummy
@@ -309,15 +311,16 @@ static double activation_peak(const serving_t *s, const preset_model_t *m, int32
 }
 
 int32_t serving_kv_blocks(const serving_t *s, const preset_model_t *m, const preset_hw_t *hw,
-                          int32_t tp, double gpu_util, int32_t block_size, int32_t max_tokens,
+                          int32_t tp, int32_t dp, double gpu_util, int32_t block_size,
+                          int32_t max_tokens,
                           int32_t max_seqs, serving_kv_parts_t *parts, char *err,
                           size_t errlen) {
     serving_kv_parts_t p;
     p.total = hw->mem_cuda > 0 ? hw->mem_cuda : hw->mem_bytes;
     p.requested = p.total * gpu_util;
-    p.weights = serving_weight_bytes_per_device(m, tp);
+    p.weights = serving_weight_bytes_per_device(m, tp, dp);
     p.activations = activation_peak(s, m, tp, max_tokens, max_seqs);
-    p.nontorch = s->nontorch_bytes + (tp > 1 ? s->nccl_bytes : 0.0);
+    p.nontorch = s->nontorch_bytes + (tp > 1 || dp > 1 ? s->nccl_bytes : 0.0);
     p.per_block = (double)block_size * preset_model_kv_bytes_device(m, tp);
     if (parts) *parts = p;
     double avail = p.requested - p.weights - p.activations - p.nontorch;
@@ -329,5 +332,7 @@ int32_t serving_kv_blocks(const serving_t *s, const preset_model_t *m, const pre
                     m->name, (int)tp, hw->name, p.requested / 1073741824.0,
                     p.total / 1073741824.0, gpu_util, p.weights / 1073741824.0,
                     p.activations / 1073741824.0, p.nontorch / 1073741824.0);
+    /* each data-parallel rank its own pool of as many (a block lives on one rank) */
+    blocks *= dp > 1 ? dp : 1;
     return blocks > INT32_MAX ? INT32_MAX : (int32_t)blocks;
 }

@@ -130,18 +130,22 @@ double serving_cpu_time(const serving_t *s, double seqs, double tokens);
  * activations: the largest live tensors of a forward pass of max_tokens tokens (residual,
  * hidden, and the MLP's or the MoE kernel's intermediates, per device) plus the sampler's
  * dummy run over max_seqs rows of the vocabulary. The parts go to *parts (may be NULL).
- * -1 with the reason in err when nothing fits. */
+ * -1 with the reason in err when nothing fits. With dp > 1 data-parallel attention ranks
+ * (sim/parallel.h; m one pipeline stage's shape) each rank of tp devices keeps as many
+ * blocks for its own sequences, the routed experts split tp x dp ways; max_tokens and
+ * max_seqs are one rank's, and the count returned is the ranks' together. */
 typedef struct {
     double total, requested, weights, activations, nontorch, per_block;
 } serving_kv_parts_t;
 int32_t serving_kv_blocks(const serving_t *s, const preset_model_t *m, const preset_hw_t *hw,
-                          int32_t tp, double gpu_util, int32_t block_size, int32_t max_tokens,
-                          int32_t max_seqs, serving_kv_parts_t *parts, char *err,
-                          size_t errlen);
+                          int32_t tp, int32_t dp, double gpu_util, int32_t block_size,
+                          int32_t max_tokens, int32_t max_seqs, serving_kv_parts_t *parts,
+                          char *err, size_t errlen);
 
 /* The weights one device of tp holds (vLLM's sharding: every matrix split tp ways, the
  * embedding and LM head by vocabulary rows padded to a multiple of 64 x tp, norms and the
- * router replicated), bytes. */
-double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp);
+ * router replicated; with dp > 1 data-parallel ranks the routed experts tp x dp ways),
+ * bytes. */
+double serving_weight_bytes_per_device(const preset_model_t *m, int32_t tp, int32_t dp);
 
 #endif

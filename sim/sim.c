@@ -42,14 +42,21 @@ void sim_opts_defaults(sim_opts_t *o) {
 }
 
 int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
-                      const preset_hw_t *hw, int32_t tp, double gpu_util, int32_t block_size,
-                      int32_t max_tokens, int32_t max_seqs, char *err, size_t errlen) {
-    double mem = hw->mem_bytes * tp * gpu_util;
-    double weights = preset_model_weight_bytes(m) + (draft ? preset_model_weight_bytes(draft) : 0);
+                      const preset_hw_t *hw, int32_t tp, int32_t dp, double gpu_util,
+                      int32_t block_size, int32_t max_tokens, int32_t max_seqs, char *err,
+                      size_t errlen) {
+    const double ranks = dp > 1 ? dp : 1;
+    double mem = hw->mem_bytes * tp * ranks * gpu_util;
+    /* every rank holds all but the routed experts, which the ranks split */
+    double whole = preset_model_weight_bytes(m);
+    double experts = preset_model_all_expert_params(m) * preset_model_matrix_bytes(m);
+    double weights = whole + (ranks - 1) * (whole - experts) +
+                     (draft ? preset_model_weight_bytes(draft) : 0);
     /* Peak activations of the largest step (hidden states, QKV, MLP intermediates) plus
-     * fp32 logits for every sequence: what vLLM's profiling run would find, roughly. */
-    double act = (double)max_tokens * (4.0 * m->d_model + 2.0 * m->d_ff) * m->dtype_bytes +
-                 (double)max_seqs * m->vocab * 4.0;
+     * fp32 logits for every sequence, on each rank: what vLLM's profiling run would find,
+     * roughly. */
+    double act = ranks * ((double)max_tokens * (4.0 * m->d_model + 2.0 * m->d_ff) *
+                          m->dtype_bytes + (double)max_seqs * m->vocab * 4.0);
     /* a token's KV over the tp devices: heads split (one replicated each past the KV heads),
      * MLA's latent whole on every device; a draft model runs on one device (its KV there) */
     double per_block = (double)block_size * (tp * preset_model_kv_bytes_device(m, tp) +
@@ -58,7 +65,7 @@ int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
     if (blocks < 1) {
         snprintf(err, errlen, "%s does not fit on %d x %s: weights %.1f GB + activations %.1f "
                  "GB exceed %.1f GB (memory x gpu_util %.2f); use a larger --tp or --hw",
-                 m->name, tp, hw->name, weights / 1e9, act / 1e9, mem / 1e9, gpu_util);
+                 m->name, (int)(tp * ranks), hw->name, weights / 1e9, act / 1e9, mem / 1e9, gpu_util);
         return -1;
     }
     return blocks > INT32_MAX ? INT32_MAX : (int32_t)blocks;
@@ -193,6 +200,31 @@ static void client_json(FILE *f, const sim_t *m) {
 
 /* ------------------------------------------------------------------ setup */
 
+/* A replica's split: its group's parallel spec or tp, else the options' (--parallel, whose
+ * tp --tp must not contradict, or --tp). */
+static int pick_par(sim_t *m, const sim_group_t *g, par_t *out) {
+    const sim_opts_t *o = m->o;
+    char e[512];
+    if (g && g->parallel[0]) {
+        if (par_parse(g->parallel, out, e, sizeof e) != 0)
+            return fail(m, "%s:%d: group '%s': %s", m->cluster.path, g->line, g->name, e);
+        return 0;
+    }
+    if (g && g->tp > 0) {
+        par_default(out, g->tp);
+        return 0;
+    }
+    if (!o->parallel) {
+        par_default(out, o->tp);
+        return 0;
+    }
+    if (par_parse(o->parallel, out, e, sizeof e) != 0) return fail(m, "--parallel: %s", e);
+    if (o->tp > 1 && o->tp != out->tp)
+        return fail(m, "--tp %d and --parallel %s disagree on the tensor-parallel degree (give "
+                    "it once, in the spec)", (int)o->tp, o->parallel);
+    return 0;
+}
+
 /* Group g's replicas from index *next on: the options, overridden by what g gives. */
 static int make_group(sim_t *m, int gi, int32_t *next) {
     const sim_opts_t *o = m->o;
@@ -200,6 +232,8 @@ static int make_group(sim_t *m, int gi, int32_t *next) {
     const char **sets = calloc((size_t)(g->n_sets + m->n_policy_sets) + 1, sizeof *sets);
     if (!sets) return fail(m, "out of memory (replicas)");
     m->group_sets[gi] = sets;
+    par_t par;
+    if (pick_par(m, g, &par)) return -1;
     for (int i = 0; i < g->n_sets; i++) sets[i] = g->sets[i];
     for (int i = 0; i < m->n_policy_sets; i++) sets[g->n_sets + i] = m->policy_sets[i];
     for (int32_t k = 0; k < g->count; k++, (*next)++)
@@ -210,7 +244,7 @@ static int make_group(sim_t *m, int gi, int32_t *next) {
                       .hw = g->hw[0] ? g->hw : o->hw,
                       .policy_path = g->policy[0] ? g->policy : o->policy_path,
                       .sets = sets, .n_sets = g->n_sets + m->n_policy_sets,
-                      .tp = g->tp > 0 ? g->tp : o->tp,
+                      .par = par,
                       .kv_blocks = g->kv_blocks > 0 ? g->kv_blocks : o->kv_blocks,
                       .gpu_util = g->gpu_util > 0 ? g->gpu_util : o->gpu_util },
         };
@@ -237,11 +271,13 @@ static int make_replicas(sim_t *m) {
         for (int g = 0; g < c->n_groups; g++)
             if (make_group(m, g, &next)) return -1;
     } else {
+        par_t par;
+        if (pick_par(m, NULL, &par)) return -1;
         for (int32_t i = 0; i < n; i++)
             m->reps[i] = (sim_rep_t){
                 .index = i,
                 .spec = { .model = o->model, .hw = o->hw, .policy_path = o->policy_path,
-                          .sets = sets, .n_sets = m->n_policy_sets, .tp = o->tp,
+                          .sets = sets, .n_sets = m->n_policy_sets, .par = par,
                           .kv_blocks = o->kv_blocks, .gpu_util = o->gpu_util },
             };
     }
@@ -448,11 +484,11 @@ static int record_replicas(sim_t *m) {
     for (int32_t i = 0; i < m->n_reps; i++) {
         const sim_rep_t *r = &m->reps[i];
         char hw[128];
-        snprintf(hw, sizeof hw, "%s x%d", r->hw.name, (int)r->spec.tp);
+        snprintf(hw, sizeof hw, "%s x%d", r->hw.name, (int)par_gpus(&r->spec.par));
         rec_replica_t x = {
             .replica = i, .group = r->spec.group, .role = sim_role_name(r->spec.role),
             .model = r->model.name, .hardware = hw, .policy = r->spec.policy_path,
-            .params = lhost_params_json_for(m->rp.reps[i].host, "sim"), .tp = r->spec.tp,
+            .params = lhost_params_json_for(m->rp.reps[i].host, "sim"), .tp = r->spec.par.tp,
             .kv_blocks = r->num_blocks,
         };
         if (rec_replica(m->rp.rec, m->rp.run_id, &x) != 0)
@@ -511,8 +547,13 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     if (r0->cf && r0->cf->kind == COST_FILE_LINEAR)
         snprintf(hw_desc, sizeof hw_desc, "cost file: %.100s",
                  r0->cf->fitted_for[0] ? r0->cf->fitted_for : o->cost_path);
-    else
-        snprintf(hw_desc, sizeof hw_desc, "%s x%d", r0->hw.name, r0->spec.tp);
+    else if (!par_is_tp_only(&r0->spec.par)) {
+        char spec[96];
+        par_format(&r0->spec.par, spec, sizeof spec);
+        snprintf(hw_desc, sizeof hw_desc, "%.40s x%d (%.60s)", r0->hw.name,
+                 (int)par_gpus(&r0->spec.par), spec);
+    } else
+        snprintf(hw_desc, sizeof hw_desc, "%s x%d", r0->hw.name, (int)par_gpus(&r0->spec.par));
     FILE *cf = open_memstream(&config, &config_len);
     if (!cf) {
         fail(&m, "out of memory (run config)");
@@ -525,7 +566,7 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
                 "\"prefix_caching\":%s,\"kv_blocks_given\":%s,\"cost\":",
             num_blocks, o->block_size, o->max_tokens, o->max_seqs,
             o->max_model_len > 0 ? o->max_model_len : model->max_seq,
-            o->watermark, o->gpu_util, o->tp, o->prefix_caching ? "true" : "false",
+            o->watermark, o->gpu_util, (int)r0->spec.par.tp, o->prefix_caching ? "true" : "false",
             o->kv_blocks > 0 ? "true" : "false");
     if (r0->cf)
         cost_file_json(cf, r0->cf);
@@ -533,6 +574,11 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fprintf(cf, "{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
                     "\"attn_eff\":%.17g,\"overhead_s\":%.17g}",
                 o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+    if (!par_is_tp_only(&r0->spec.par)) {
+        char spec[128];
+        par_format(&r0->spec.par, spec, sizeof spec);
+        fprintf(cf, ",\"parallel\":\"%s\",\"gpus\":%d", spec, (int)par_gpus(&r0->spec.par));
+    }
     fputs(",\"calibration\":", cf);
     json_write_str(cf, r0->calibration);
     fputc(',', cf);
@@ -603,11 +649,15 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         warn(res, "--max-model-len %d is past %s's %d-token context: the simulator serves it, "
              "a real model was not trained for it", o->max_model_len, model->name,
              model->max_seq);
-    if (model->sliding_window > 0)
-        warn(res, "%s's %d-token sliding window (%d of its %d layers) is priced as full "
-             "attention: step costs and the KV capacity count the whole context, an "
-             "overestimate past %d tokens", model->name, model->sliding_window,
-             model->n_window_layers, model->n_layers, model->sliding_window);
+    /* windows are priced and their blocks freed (sched.h), except where that is not
+     * modelled */
+    const sched_config_t *sc = sched_config(m.rp.reps[0].sched);
+    if (model->sliding_window > 0 && model->n_window_layers > 0 && sc->window_tokens == 0)
+        warn(res, "%s's %d-token sliding window (%d of its %d layers): the KV capacity counts "
+             "every layer at the whole context with %s (vLLM's hybrid allocator frees the "
+             "blocks that left a window), an overestimate of the KV past %d tokens",
+             model->name, model->sliding_window, model->n_window_layers, model->n_layers,
+             o->prefix_caching ? "--prefix-caching" : "a draft model", model->sliding_window);
     if (res->requests >= 100 && m.last_arrival - m.first_arrival < 1e-3)
         warn(res, "all %lld requests arrive within 1 ms (--rate-scale %g): the trace is one "
              "burst, its arrival times no longer matter", (long long)res->requests,

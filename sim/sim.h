@@ -145,6 +145,8 @@ typedef struct {
     int32_t kv_blocks;        /* > 0: the KV capacity in blocks, as an engine run's (else
                                * from hw and gpu_util; required with a linear cost file) */
     int32_t tp;               /* tensor-parallel degree (default 1) */
+    const char *parallel;     /* a parallel spec (sim/parallel.h: "tp=8,ep=8,pp=2"); NULL:
+                               * tp alone. Its tp and --tp must agree when both are given. */
     const char *weight_format;/* NULL: the model's; else bf16|fp8|int4|mxfp4|nvfp4 for every
                                * replica's model (preset_model_set_format) */
     const char *kv_dtype;     /* NULL: the model's; else bf16|fp8 (the KV cache's element) */
@@ -241,9 +243,12 @@ void sim_opts_defaults(sim_opts_t *o);
 int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen);
 
 /* The KV capacity in blocks for a model on hardware (see above); -1 with err when the
- * weights do not fit. draft may be NULL. */
+ * weights do not fit. draft may be NULL. m is one pipeline stage's shape (the model at pp
+ * 1) on tp x dp devices: dp > 1 data-parallel ranks (sim/parallel.h) replicate all but the
+ * routed experts, and a block lives on one rank's tp devices. */
 int32_t sim_kv_blocks(const preset_model_t *m, const preset_model_t *draft,
-                      const preset_hw_t *hw, int32_t tp, double gpu_util, int32_t block_size,
+                      const preset_hw_t *hw, int32_t tp, int32_t dp, double gpu_util,
+                      int32_t block_size,
                       int32_t max_tokens, int32_t max_seqs, char *err, size_t errlen);
 
 #endif

@@ -20,6 +20,7 @@
 #include "sim/cluster.h"
 #include "sim/cost_file.h"
 #include "sim/heap.h"
+#include "sim/parallel.h"
 #include "sim/presets.h"
 #include "sim/serving.h"
 #include "sim/sim.h"
@@ -31,7 +32,8 @@ typedef struct {
     const char *model, *hw, *policy_path;
     const char *const *sets;
     int n_sets;
-    int32_t tp, kv_blocks;
+    par_t par;                /* its GPUs' split (par.tp: the tensor-parallel degree) */
+    int32_t kv_blocks;
     double gpu_util;
 } sim_spec_t;
 

@@ -75,6 +75,49 @@ START_TEST(test_features_by_hand) {
 }
 END_TEST
 
+START_TEST(test_window_features_by_hand) {
+    /* window 8: a decode after 9 (sees 8), a chunk of 4 after 6 (tokens see 7, 8, 8, 8), a
+     * chunk of 3 after 0 (1, 2, 3), a chunk of 12 after 20 (all 8) */
+    cost_seq_t b[4] = {{1, 9, 1}, {4, 6, 0}, {3, 0, 1}, {12, 20, 1}};
+    cost_features_t f, g;
+    cost_features_window(b, 4, 8, &f);
+    cost_features(b, 4, &g);
+    ck_assert_int_eq(f.kv_tokens, g.kv_tokens);
+    ck_assert_int_eq(f.attn_pairs, g.attn_pairs);
+    ck_assert_int_eq(f.kv_tokens_w, 8 + 8 + 3 + 8);
+    ck_assert_int_eq(f.attn_pairs_w, 8 + (7 + 8 + 8 + 8) + (1 + 2 + 3) + 12 * 8);
+    /* no window: the windowed sums are the full ones, and a model reads the full ones from
+     * features without a window whatever the _w fields hold */
+    ck_assert_int_eq(g.kv_tokens_w, g.kv_tokens);
+    ck_assert_int_eq(g.attn_pairs_w, g.attn_pairs);
+    cost_features_t bare = {.tokens = 5, .seqs = 1, .kv_tokens = 100, .attn_pairs = 300};
+    ck_assert(cost_kv_w(&bare) == 100 && cost_pairs_w(&bare) == 300);
+    /* the roofline prices a windowed model's window layers over their windows only: gpt-oss
+     * (half its layers at 128) decoding after 32k reads about half the KV of its
+     * window-less twin */
+    preset_model_t go;
+    preset_hw_t h100;
+    char err[128];
+    ck_assert(preset_model_get("gpt-oss-120b", &go, err, sizeof err) == 0);
+    ck_assert(preset_hw_get("h100", &h100, err, sizeof err) == 0);
+    preset_model_t full = go;
+    full.sliding_window = full.n_window_layers = 0;
+    cost_model_t *mw = cost_roofline_new(&go, &h100, NULL), *mf = cost_roofline_new(&full, &h100, NULL);
+    cost_seq_t dec[16];
+    for (int i = 0; i < 16; i++) dec[i] = (cost_seq_t){1, 32768, 1};
+    cost_breakdown_t bw, bf;
+    ck_assert(cost_roofline_explain(mw, dec, 16, &bw) == 0);
+    ck_assert(cost_roofline_explain(mf, dec, 16, &bf) == 0);
+    const double layer_tok = preset_model_kv_bytes_per_token(&go) / go.n_layers;
+    /* 18 full layers read 32769 positions, 18 window layers 128; both write one */
+    double want = 16 * layer_tok * (18.0 * 32769 + 18.0 * 128 + 36.0);
+    ck_assert_double_eq_tol(bw.kv_bytes, want, want * 1e-9);
+    ck_assert(bw.kv_bytes < 0.51 * bf.kv_bytes);
+    cost_free(mw);
+    cost_free(mf);
+}
+END_TEST
+
 START_TEST(test_empty_batch) {
     cost_model_t *m = tiny_model();
     ck_assert(cost_step_time(m, NULL, 0) == 0.0);
@@ -419,6 +462,7 @@ static Suite *cost_suite(void) {
     TCase *tc = tcase_create("roofline");
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_features_by_hand);
+    tcase_add_test(tc, test_window_features_by_hand);
     tcase_add_test(tc, test_empty_batch);
     tcase_add_test(tc, test_hand_decode);
     tcase_add_test(tc, test_hand_prefill);

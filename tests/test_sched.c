@@ -611,6 +611,47 @@ START_TEST(bad_configs) {
 }
 END_TEST
 
+START_TEST(window_layers_free_their_old_blocks) {
+    /* half the layers see the last 64 tokens: past ceil(64/16) + 1 = 5 blocks, half of each
+     * further block's worth is freed (sched.h) */
+    probe_t p = { .fn = fcfs };
+    sched_config_t c = cfg(1000);
+    c.window_tokens = 64;
+    c.window_share = 0.5;
+    sched_t *s = make(&p, c);
+    add(s, 1, 0, 320, 40);
+    ck_assert_int_eq(sched_blocks_needed(s, 1, 320), 20 - 7);   /* 20 blocks, 15 past: 7 freed */
+    ck_assert_int_eq(sched_blocks_needed(s, 1, 64), 4);         /* inside the window: all */
+    const sched_plan_t *plan = step(s, 1.0);
+    ck_assert_int_eq(plan->entries[0].num_blocks, 13);
+    ck_assert_int_eq(sched_kv_used(s), 13);
+    ck_assert_int_eq(sched_commit(s, plan, NULL, 1.5), 0);
+    /* decoding on: a block's worth every other block past the window */
+    int32_t last = 13;
+    for (int i = 0; i < 39; i++) {
+        plan = step(s, 2.0 + i);
+        ck_assert_int_ge(plan->entries[0].num_blocks, last);   /* never shrinks */
+        last = plan->entries[0].num_blocks;
+        ck_assert_int_eq(sched_commit(s, plan, NULL, 2.5 + i), 0);
+    }
+    /* 359 tokens held after the last commit were 23 blocks: 18 past, 9 freed */
+    ck_assert_int_eq(last, 23 - 9);
+    ck_assert_int_eq(p.finished, 1);
+    ck_assert_int_eq(sched_kv_used(s), 0);
+    sched_free(s);
+    /* not with prefix caching; a share past 1 is refused */
+    sched_policy_t pol = { .schedule = probe_schedule, .ud = &p };
+    const char *why = NULL;
+    c.prefix_caching = 1;
+    ck_assert_ptr_null(sched_new(&c, &pol, &why));
+    ck_assert_ptr_nonnull(strstr(why, "prefix caching"));
+    c.prefix_caching = 0;
+    c.window_share = 1.5;
+    ck_assert_ptr_null(sched_new(&c, &pol, &why));
+    ck_assert_ptr_nonnull(strstr(why, "window_share"));
+}
+END_TEST
+
 START_TEST(many_requests_recycle_slots) {
     /* Thousands of short requests through a small cache: ids stay findable until they
      * finish, the map survives deletions, KV returns to zero. */
@@ -744,6 +785,7 @@ int main(void) {
     tcase_add_test(tc, rejected_leave_the_queue_at_once);
     tcase_add_test(tc, padding_counts_tokens_not_sequences);
     tcase_add_test(tc, bad_configs);
+    tcase_add_test(tc, window_layers_free_their_old_blocks);
     tcase_add_test(tc, many_requests_recycle_slots);
     tcase_add_loop_test(tc, random_plans_keep_invariants, 0, 2);
     suite_add_tcase(s, tc);

@@ -91,7 +91,7 @@ static int32_t kv(const char *model, int tp) {
     ck_assert_msg(preset_model_get(model, &m, err, sizeof err) == 0, "%s", err);
     ck_assert(preset_hw_get("h100", &hw, err, sizeof err) == 0);
     serving_kv_parts_t parts;
-    int32_t n = serving_kv_blocks(&s, &m, &hw, tp, 0.9, 16, 2048, 128, &parts, err, sizeof err);
+    int32_t n = serving_kv_blocks(&s, &m, &hw, tp, 1, 0.9, 16, 2048, 128, &parts, err, sizeof err);
     ck_assert_msg(n > 0, "%s", err);
     ck_assert(parts.weights > 0 && parts.activations > 0 && parts.per_block > 0);
     return n;
@@ -110,11 +110,11 @@ START_TEST(kv_blocks_as_vllm_sized_them) {
     ck_assert(serving_get("vllm", &s, err, sizeof err) == 0);
     ck_assert(preset_model_get("llama-2-70b", &m, err, sizeof err) == 0);
     ck_assert(preset_hw_get("h100", &hw, err, sizeof err) == 0);
-    ck_assert_int_eq(serving_kv_blocks(&s, &m, &hw, 1, 0.9, 16, 2048, 128, NULL, err, sizeof err),
+    ck_assert_int_eq(serving_kv_blocks(&s, &m, &hw, 1, 1, 0.9, 16, 2048, 128, NULL, err, sizeof err),
                      -1);
     ck_assert_msg(strstr(err, "llama-2-70b"), "%s", err);
-    ck_assert(serving_kv_blocks(&s, &m, &hw, 4, 0.95, 16, 2048, 128, NULL, err, sizeof err) >
-              serving_kv_blocks(&s, &m, &hw, 4, 0.9, 16, 2048, 128, NULL, err, sizeof err));
+    ck_assert(serving_kv_blocks(&s, &m, &hw, 4, 1, 0.95, 16, 2048, 128, NULL, err, sizeof err) >
+              serving_kv_blocks(&s, &m, &hw, 4, 1, 0.9, 16, 2048, 128, NULL, err, sizeof err));
 }
 END_TEST
 

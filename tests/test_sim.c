@@ -102,16 +102,16 @@ START_TEST(kv_capacity_from_memory_budget) {
     const preset_model_t *m = preset_model_find("llama-2-7b");
     const preset_hw_t *hw = preset_hw_find("a100-80g");
     char err[256];
-    int32_t b = sim_kv_blocks(m, NULL, hw, 1, 0.9, 16, 8192, 256, err, sizeof err);
+    int32_t b = sim_kv_blocks(m, NULL, hw, 1, 1, 0.9, 16, 8192, 256, err, sizeof err);
     /* (80e9 x 0.9 - weights - activations) / (16 tokens x 512 KiB per token) */
     double act = 8192.0 * (4 * m->d_model + 2 * m->d_ff) * 2 + 256.0 * m->vocab * 4;
     double want = floor((72e9 - preset_model_weight_bytes(m) - act) / (16 * 524288.0));
     ck_assert_int_eq(b, (int32_t)want);
     ck_assert_int_gt(b, 6000);
     const preset_model_t *big = preset_model_find("llama-2-70b");
-    ck_assert_int_eq(sim_kv_blocks(big, NULL, hw, 1, 0.9, 16, 8192, 256, err, sizeof err), -1);
+    ck_assert_int_eq(sim_kv_blocks(big, NULL, hw, 1, 1, 0.9, 16, 8192, 256, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "does not fit"));
-    ck_assert_int_gt(sim_kv_blocks(big, NULL, hw, 4, 0.9, 16, 8192, 256, err, sizeof err), 0);
+    ck_assert_int_gt(sim_kv_blocks(big, NULL, hw, 4, 1, 0.9, 16, 8192, 256, err, sizeof err), 0);
 }
 END_TEST
 
