@@ -12,6 +12,10 @@ void cost_features_add(cost_features_t *f, int64_t n, int64_t ctx, int64_t sampl
     f->kv_tokens += c + n;
     const int64_t pairs = n * c + n * (n + 1) / 2;
     f->attn_pairs += pairs;
+    if (n > 1) {
+        f->pf_kv_tokens += c + n;
+        f->pf_attn_pairs += pairs;
+    }
     const int64_t W = f->window;
     if (W <= 0 || c + n <= W) {
         f->kv_tokens_w += c + n;

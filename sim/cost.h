@@ -47,6 +47,10 @@ typedef struct {
      * only when window > 0 (cost_kv_w, cost_pairs_w), so features built field by field
      * price windows as full attention. */
     int64_t window, kv_tokens_w, attn_pairs_w;
+    /* The prefill sequences' (n > 1) shares of kv_tokens and attn_pairs: latent attention
+     * prefills in the expanded form (presets.h). Not recorded either (0 in a recorded
+     * step: every pair priced as decode's). */
+    int64_t pf_kv_tokens, pf_attn_pairs;
 } cost_features_t;
 
 void cost_features(const cost_seq_t *seqs, int32_t n, cost_features_t *f);
@@ -179,6 +183,11 @@ typedef struct {
      * and the attention pairs read (1 - window_share) x the full sums + window_share x the
      * windowed ones (cost_features_t). */
     double window_share;
+    /* Latent attention (0: other attention; set for a run from the shape): a prefill's
+     * pairs cost mla_pf_pair_scale x a decode's (the expanded form's FLOPs over the
+     * absorbed form's), and its positions add the expansion, mla_expand_params x
+     * gemm(pf_kv_tokens) (kv_b's product over every position of the prefill sequences). */
+    double mla_pf_pair_scale, mla_expand_params;
 } cost_linear_params_t;
 
 /* 0, or -1 with a message naming the field (negative or non-finite values, knots not

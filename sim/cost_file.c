@@ -560,6 +560,18 @@ void cost_file_json(FILE *f, const cost_file_t *cf) {
     fputc('}', f);
 }
 
+void cost_file_attn_shape(const preset_model_t *m, cost_linear_params_t *p) {
+    const int32_t tp = p->tp > 1 ? p->tp : 1;
+    p->window_share = m->sliding_window > 0 && m->n_layers > 0
+                          ? (double)m->n_window_layers / m->n_layers : 0;
+    p->mla_pf_pair_scale = p->mla_expand_params = 0;
+    if (m->kv_lora_rank > 0) {
+        p->mla_pf_pair_scale = preset_model_mla_prefill_pair_flops(m, tp) /
+                               preset_model_attn_pair_flops(m, tp);
+        p->mla_expand_params = m->n_layers * preset_model_mla_expand_params(m, tp);
+    }
+}
+
 void cost_file_moe_shape(const preset_model_t *m, cost_linear_params_t *p) {
     if (!preset_model_is_moe(m)) {
         p->moe_layers = p->moe_experts = p->moe_top_k = p->moe_expert_params = 0;

@@ -110,6 +110,10 @@ void cost_file_json(FILE *f, const cost_file_t *cf);
 /* A linear model's expert terms from the model's shape (sim/cost.h: moe): every layer a
  * mixture of m's experts, each device holding 1/tp of each expert; all 0 for a dense model. */
 void cost_file_moe_shape(const preset_model_t *m, cost_linear_params_t *p);
+/* The attention terms a run takes from the shape, never from a file: the window layers'
+ * share (window_share) and latent attention's prefill (mla_pf_pair_scale,
+ * mla_expand_params at p->tp). Zero for a model without them. */
+void cost_file_attn_shape(const preset_model_t *m, cost_linear_params_t *p);
 
 /* 0 when a and b have the same shape (names aside), else -1 with the first difference in
  * err ("n_layers 30 vs 32"). */

@@ -103,11 +103,16 @@ static double linear_pass_time(const cost_model_t *m, const cost_features_t *f) 
     /* window layers read their windows only (cost.h) */
     const double w = p->window_share;
     const double kv = (1 - w) * (double)f->kv_tokens + w * cost_kv_w(f);
-    const double pairs = (1 - w) * (double)f->attn_pairs + w * cost_pairs_w(f);
+    double pairs = (1 - w) * (double)f->attn_pairs + w * cost_pairs_w(f), mla = 0;
+    if (p->mla_pf_pair_scale > 0 && f->pf_attn_pairs > 0) {
+        /* latent attention prefills in the expanded form (cost.h) */
+        pairs -= (1 - p->mla_pf_pair_scale) * (double)f->pf_attn_pairs;
+        mla = p->mla_expand_params * gemm(p, (double)f->pf_kv_tokens * r);
+    }
     return p->step_s + p->seq_s * (double)f->seqs * r + p->layer_params * gemm(p, T * r) +
            p->lm_params * gemm(p, S) + p->sampled_s * S + cost_linear_kv_time(p, kv * r) +
            p->attn_pair_s * pairs * r + cost_linear_comm_time(p, T * r) +
-           cost_linear_moe_time(p, T) + a2a;
+           cost_linear_moe_time(p, T) + a2a + mla;
 }
 
 static double linear_host_time(const cost_model_t *m, const cost_features_t *f) {
@@ -133,7 +138,8 @@ int cost_linear_check(const cost_linear_params_t *p, char *err, size_t errlen) {
         {"moe_top_k", p->moe_top_k}, {"moe_expert_params", p->moe_expert_params},
         {"moe_eff", p->moe_eff},
         {"a2a_latency_s", p->a2a_latency_s}, {"a2a_s_per_token", p->a2a_s_per_token},
-        {"window_share", p->window_share},
+        {"window_share", p->window_share}, {"mla_pf_pair_scale", p->mla_pf_pair_scale},
+        {"mla_expand_params", p->mla_expand_params},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
         if (!isfinite(terms[i].v) || terms[i].v < 0)

@@ -35,9 +35,10 @@
  * (q_a and kv_a replicated on every device, as vLLM keeps them); attention runs in the
  * latent space, as vLLM's decode does: per (token, position) 2*H*(2*kv_lora + rope) FLOPs
  * over the latent's (kv_lora + rope)*b bytes a position, which every device reads whole.
- * vLLM's prefill instead expands the context's latent into per-head K and V (fewer
- * attention FLOPs, a kv_b product over the context); pricing it as decode is an
- * overestimate of a long prefill's attention. Fine-grained MoE: the first n_dense_layers
+ * A prefill sequence (n > 1: cost.h's pf_ sums) runs as vLLM's prefill does instead: kv_b
+ * expands every position's latent into per-head keys and values (2 x kv_lora x H x (nope +
+ * v) FLOPs a position, writing and reading back H x (nope + v) elements), then plain
+ * attention over the expanded heads, 2 x H x (nope + rope + v) FLOPs a pair. Fine-grained MoE: the first n_dense_layers
  * layers have the dense MLP, the others the experts plus a shared expert of shared_d_ff
  * every token passes through (a dense product).
  *
@@ -122,6 +123,10 @@ typedef struct {
     double dense_layers, moe_layers, w_shared;
     double dp;               /* data-parallel attention ranks (1: none) */
     double win_layers;       /* layers with a sliding window (presets.h; 0: none) */
+    /* latent attention's prefill (0: not MLA): FLOPs a (token, position) pair of a prefill
+     * in the expanded form, kv_b's parameters a position expands through, and the
+     * expanded K and V elements a position writes and reads back */
+    double pf_pair_flop, w_expand, expand_elems;
 } roofline_t;
 
 /* Running totals of a step; the same code serves step_time and explain so they agree. */
@@ -168,6 +173,9 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     const double attn_pairs = (double)f->attn_pairs * share;
     const double attended = (double)f->kv_tokens * share;
     const double pairs_w = cost_pairs_w(f) * share, attended_w = cost_kv_w(f) * share;
+    /* a latent-attention prefill's pairs and positions (the expanded form) */
+    const double pf_pairs = r->pf_pair_flop > 0 ? (double)f->pf_attn_pairs * share : 0;
+    const double pf_kv = r->pf_pair_flop > 0 ? (double)f->pf_kv_tokens * share : 0;
     if (Tall == 0) return 0.0;
     const double d = r->d, b = r->b;
     const double act = T * d * b;  /* one d-wide activation of the step, bytes */
@@ -182,8 +190,11 @@ static double roofline_eval(const roofline_t *r, const cost_features_t *f, acc_t
     /* attention: the full layers over every position, the window layers over their
      * windows (cost.h's windowed sums) */
     acc_t attn = {0}, attn_w = {0};
-    op(r, &attn, r->attn_flop * attn_pairs, r->inv_attn, 0, r->kv_tok * (attended + T),
-       2.0 * T * r->q_dim * b);
+    op(r, &attn, r->attn_flop * (attn_pairs - pf_pairs) + r->pf_pair_flop * pf_pairs,
+       r->inv_attn, 0, r->kv_tok * (attended + T),
+       2.0 * T * r->q_dim * b + 2.0 * pf_kv * r->expand_elems * b);
+    if (pf_kv > 0)   /* kv_b over every position of the prefills (its weights: w_qkv's) */
+        op(r, &attn, 2.0 * pf_kv * r->w_expand, r->inv_gemm, 0, 0, 0);
     if (r->win_layers > 0)
         op(r, &attn_w, r->attn_flop * pairs_w, r->inv_attn, 0, r->kv_tok * (attended_w + T),
            2.0 * T * r->q_dim * b);
@@ -329,6 +340,11 @@ cost_model_t *cost_roofline_new(const preset_model_t *m, const preset_hw_t *hw,
     r->moe = preset_model_is_moe(m);
     r->dp = p->dp > 1 ? p->dp : 1;
     r->win_layers = m->sliding_window > 0 ? m->n_window_layers : 0;
+    r->pf_pair_flop = preset_model_mla_prefill_pair_flops(m, p->tp);
+    r->w_expand = preset_model_mla_expand_params(m, p->tp);
+    r->expand_elems = m->kv_lora_rank > 0
+                          ? m->n_heads / tp * ((double)m->qk_nope_head_dim + m->v_head_dim)
+                          : 0;
     if (p->ep > 1) {   /* whole experts, n_experts / ep of them on this GPU */
         r->n_exp = (double)m->n_experts / p->ep;
         r->top_k = (double)m->experts_per_tok / p->ep;

@@ -223,6 +223,8 @@ void par_split_features(const cost_features_t *f, int32_t m, cost_features_t *ou
     out->window = f->window;
     out->kv_tokens_w = (f->kv_tokens_w + d - 1) / d;
     out->attn_pairs_w = (f->attn_pairs_w + d - 1) / d;
+    out->pf_kv_tokens = (f->pf_kv_tokens + d - 1) / d;
+    out->pf_attn_pairs = (f->pf_attn_pairs + d - 1) / d;
 }
 
 typedef struct {

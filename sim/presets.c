@@ -210,6 +210,19 @@ double preset_model_attn_pair_flops(const preset_model_t *m, int32_t tp) {
     return 4.0 * heads * m->head_dim;
 }
 
+double preset_model_mla_expand_params(const preset_model_t *m, int32_t tp) {
+    if (m->kv_lora_rank <= 0) return 0;
+    const double heads = m->n_heads / (tp > 1 ? (double)tp : 1.0);
+    return (double)m->kv_lora_rank * heads * (m->qk_nope_head_dim + (double)m->v_head_dim);
+}
+
+double preset_model_mla_prefill_pair_flops(const preset_model_t *m, int32_t tp) {
+    if (m->kv_lora_rank <= 0) return 0;
+    const double heads = m->n_heads / (tp > 1 ? (double)tp : 1.0);
+    return 2.0 * heads *
+           ((double)m->qk_nope_head_dim + m->qk_rope_head_dim + (double)m->v_head_dim);
+}
+
 void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in, double *w_out,
                               double *act_in, double *act_out) {
     const double t = tp > 1 ? tp : 1, d = m->d_model, heads = m->n_heads / t;

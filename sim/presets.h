@@ -205,6 +205,13 @@ const char *preset_model_format_name(const preset_model_t *m);
  *    and the elements per token they write (in) and attention writes (out). */
 double preset_model_kv_bytes_device(const preset_model_t *m, int32_t tp);
 double preset_model_attn_pair_flops(const preset_model_t *m, int32_t tp);
+/* Latent attention's prefill as vLLM runs it (0 for other attention): the context's latent
+ * expanded by kv_b into per-head keys and values, kv_lora_rank x heads x (qk_nope_head_dim
+ * + v_head_dim) parameters per layer on a device, 2 FLOPs each per position, then plain
+ * attention over the expanded heads, 2 x heads x (qk_nope + qk_rope + v_head_dim) FLOPs
+ * per (token, position) (fewer than the absorbed form's: 3.4x for deepseek-v3). */
+double preset_model_mla_expand_params(const preset_model_t *m, int32_t tp);
+double preset_model_mla_prefill_pair_flops(const preset_model_t *m, int32_t tp);
 void preset_model_attn_device(const preset_model_t *m, int32_t tp, double *w_in, double *w_out,
                               double *act_in, double *act_out);
 /* Layers whose MLP is a mixture of experts (n_layers - n_dense_layers; 0 if dense). */

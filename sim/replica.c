@@ -251,8 +251,7 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
             /* a file fitted for a hardware preset (a shipped or synthesized GPU
              * calibration) knows its bandwidth; one of a single machine does not */
             serving_adjust_linear(sv, &adj->lin, &stage, adj->hw_preset[0] ? hw : NULL);
-            if (stage.sliding_window > 0)
-                adj->lin.window_share = (double)stage.n_window_layers / stage.n_layers;
+            cost_file_attn_shape(&stage, &adj->lin);
             par_apply_linear(par, &stage, a2a_lat, a2a_spt, &adj->lin);
         } else {
             serving_adjust_roofline(sv, &adj->roof);

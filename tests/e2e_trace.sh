@@ -387,7 +387,7 @@ want_out "at 4,096 tokens: 155,713,536 B a sequence with the window, 301,989,888
     "= 155,713,536 B"
 end
 
-begin "latent attention and shared experts are priced, a window is warned of"
+begin "latent attention and shared experts are priced, windows free blocks, parallel specs recorded or refused"
 "$BIN" trace gen --n 20 --rate 2 --seed 1 --out "$T/few.csv" >/dev/null
 # deepseek-v3 in bf16 (1.34 TB) does not fit on 8 H200s; with fp8 weights and KV it does
 run simmla "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model deepseek-v3 \
@@ -441,10 +441,38 @@ want_err "bad value 'fp6' for --weight-format (bf16, fp8, int4, mxfp4 or nvfp4)"
 run roofmla "$BIN" roofline --model deepseek-v3 --hw h200
 want_rc 0
 want_out "tokens/s <= bandwidth / weight bytes" "decode B=64"
+# windows free their blocks (no warning); with prefix caching the capacity is counted in full
 run simswa "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-20b \
     --hw h100 --db "$T/swa.db"
 want_rc 0
-want_err "gpt-oss-20b's 128-token sliding window (12 of its 24 layers) is priced as full attention"
+grep -q "sliding window" "$T/simswa.err" && bad " a window warning without prefix caching"
+run simswapc "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-20b \
+    --hw h100 --prefix-caching --db "$T/swa.db"
+want_rc 0
+want_err "gpt-oss-20b's 128-token sliding window (12 of its 24 layers): the KV capacity counts every layer at the whole context with --prefix-caching"
+# parallelism beyond tp: recorded, and refused with the reason
+run simpar "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model deepseek-v3 \
+    --weight-format fp8 --kv-dtype fp8 --hw h200 --parallel tp=1,dp=8,ep=8 --db "$T/par.db"
+want_rc 0
+[ "$(sql "$T/par.db" "select json_extract(config, '$.parallel') || ' ' ||
+      json_extract(config, '$.gpus') || ' ' || hardware from runs")" = \
+  "tp=1,dp=8,ep=8,pp=1 8 h200 x8 (tp=1,dp=8,ep=8,pp=1)" ] || bad " the config lacks the split"
+run simbadpar "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" \
+    --model deepseek-v3 --weight-format fp8 --hw h200 --parallel tp=8,dp=2 --db "$T/par.db"
+want_rc 2
+want_err "dp 2 needs expert parallelism over its ranks: ep=16"
+run simbadkey "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" \
+    --model deepseek-v3 --parallel tp=8,xp=2 --db "$T/par.db"
+want_rc 2
+want_err "unknown key 'xp' (keys: tp, dp, ep, pp, mb, sched)"
+run simtppar "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" \
+    --model deepseek-v3 --tp 4 --parallel tp=8 --db "$T/par.db"
+want_rc 2
+want_err "--tp 4 and --parallel tp=8 disagree"
+run roofpp "$BIN" roofline --model llama-3.1-405b --hw h100 --parallel tp=8,pp=2
+want_rc 0
+want_out "Parallel tp=8,dp=1,ep=1,pp=2,mb=2,sched=async: 16 GPUs; the fullest stage has 63 of the 126" \
+    "the pipeline hands"
 run engswa "$BIN" generate --model dummy:gpt-oss-20b -n 1
 want_rc 1
 want_err "dummy:gpt-oss-20b: a sliding window; the engine runs" "with full attention only"

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "sim/cost.h"
+#include "sim/cost_file.h"
 #include "sim/presets.h"
 #include "tests/testutil.h"
 
@@ -115,6 +116,67 @@ START_TEST(test_window_features_by_hand) {
     ck_assert(bw.kv_bytes < 0.51 * bf.kv_bytes);
     cost_free(mw);
     cost_free(mf);
+}
+END_TEST
+
+START_TEST(test_mla_prefill_expanded) {
+    /* features: a prefill's (n > 1) positions and pairs apart from the decodes' */
+    cost_seq_t b[3] = {{1, 9, 1}, {4, 6, 0}, {3, 0, 1}};
+    cost_features_t f;
+    cost_features(b, 3, &f);
+    ck_assert_int_eq(f.pf_kv_tokens, 10 + 3);
+    ck_assert_int_eq(f.pf_attn_pairs, (7 + 8 + 9 + 10) + (1 + 2 + 3));
+    /* the roofline: 512 prompt tokens in one prefill against 512 one-token sequences (the
+     * same rows, one sampled): the difference is attention's, expanded against absorbed */
+    preset_model_t ds;
+    preset_hw_t h200;
+    char err[128];
+    ck_assert(preset_model_get("deepseek-v3", &ds, err, sizeof err) == 0);
+    ck_assert(preset_hw_get("h200", &h200, err, sizeof err) == 0);
+    cost_roofline_params_t rp;
+    cost_roofline_defaults(&rp);
+    rp.tp = 8;
+    cost_model_t *m = cost_roofline_new(&ds, &h200, &rp);
+    ck_assert_ptr_nonnull(m);
+    cost_seq_t pf = {512, 0, 1}, dec[512];
+    for (int i = 0; i < 512; i++) dec[i] = (cost_seq_t){1, 0, i == 0};
+    cost_breakdown_t a, d;
+    ck_assert(cost_roofline_explain(m, &pf, 1, &a) == 0);
+    ck_assert(cost_roofline_explain(m, dec, 512, &d) == 0);
+    const double L = ds.n_layers, pairs = 512.0 * 513 / 2;
+    double want = L * (preset_model_mla_prefill_pair_flops(&ds, 8) * pairs +
+                       2.0 * 512 * preset_model_mla_expand_params(&ds, 8) -
+                       preset_model_attn_pair_flops(&ds, 8) * 512);
+    ck_assert_double_eq_tol(a.flops - d.flops, want, fabs(want) * 1e-9);
+    /* 3.4x fewer FLOPs a pair in the expanded form */
+    ck_assert_double_eq_tol(preset_model_attn_pair_flops(&ds, 8) /
+                            preset_model_mla_prefill_pair_flops(&ds, 8), 1088.0 / 320, 1e-12);
+    cost_free(m);
+    /* the linear model: a prefill's pairs at the scale, its positions through kv_b */
+    cost_linear_params_t lp;
+    memset(&lp, 0, sizeof lp);
+    lp.layer_params = 1e9;
+    lp.n_knots = 1;
+    lp.knot_rows[0] = 1;
+    lp.knot_s[0] = 1e-12;
+    lp.attn_pair_s = 1e-9;
+    cost_model_t *plain = cost_linear_new(&lp);
+    lp.tp = 8;
+    lp.allreduces = 2;
+    lp.ar_bytes_per_token = 1;
+    cost_file_attn_shape(&ds, &lp);
+    lp.tp = 0;
+    ck_assert_double_eq_tol(lp.mla_pf_pair_scale, 320.0 / 1088, 1e-12);
+    ck_assert_double_eq_tol(lp.mla_expand_params, L * preset_model_mla_expand_params(&ds, 8), 1);
+    cost_model_t *mla = cost_linear_new(&lp);
+    cost_features_t g;
+    cost_features(&pf, 1, &g);
+    double extra = -(1 - lp.mla_pf_pair_scale) * pairs * 1e-9 +
+                   lp.mla_expand_params * 1e-12 * 512;   /* gemm past the last knot: x rows */
+    ck_assert_double_eq_tol(cost_pass_time(mla, &g) - cost_pass_time(plain, &g), extra,
+                            fabs(extra) * 1e-9);
+    cost_free(plain);
+    cost_free(mla);
 }
 END_TEST
 
@@ -463,6 +525,7 @@ static Suite *cost_suite(void) {
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_features_by_hand);
     tcase_add_test(tc, test_window_features_by_hand);
+    tcase_add_test(tc, test_mla_prefill_expanded);
     tcase_add_test(tc, test_empty_batch);
     tcase_add_test(tc, test_hand_decode);
     tcase_add_test(tc, test_hand_prefill);

@@ -79,7 +79,7 @@ static void sample_profile(profile_t *p) {
         pt.max_s = 0.002 * (i + 1), pt.p10_s = 0.00095 * (i + 1), pt.p90_s = 0.0015 * (i + 1);
         ck_assert_int_eq(profile_add_point(p, &pt), 0);
     }
-    cost_features_t hf = {40, 12, 12, 3000, 3500};
+    cost_features_t hf = {.tokens = 40, .seqs = 12, .sampled = 12, .kv_tokens = 3000, .attn_pairs = 3500};
     profile_point_t hp;
     profile_point_init(&hp, "host", &hf);
     hp.reps = 12;
