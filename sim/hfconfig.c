@@ -128,24 +128,66 @@ static int enter_text_config(hf_t *h) {
     return hfd_read_members(h, t->text, strlen(t->text), TEXT_PRE);
 }
 
-/* Quantized checkpoints carry this object; their weight bytes are not dtype_bytes (which
- * also sizes the KV cache, so an fp8 or MXFP4 file cannot be described by changing it). */
-static int refuse_quantized(hf_t *h) {
+/* A JSON member of the quantization_config object as text ("" when absent or not a
+ * scalar), by SQLite's json_extract path. */
+static int quant_member(hf_t *h, const member_t *q, const char *path, char *out, size_t n) {
+    out[0] = '\0';
+    sqlite3_stmt *st = hfd_prep(h, "SELECT json_extract(?1, ?2)", q->text, strlen(q->text));
+    if (!st) return -1;
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_type(st, 0) != SQLITE_BLOB)
+        snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* A quantized checkpoint's quantization_config as one of the weight formats of presets.h,
+ * into fmt ("" when the config has none):
+ *   quant_method fp8 (DeepSeek-V3, Qwen3-FP8: e4m3, 128 x 128 block scales)     -> fp8
+ *   quant_method mxfp4 (gpt-oss: the experts in MXFP4)                          -> mxfp4
+ *   quant_method awq or gptq with bits 4 (group scales per group_size)          -> int4
+ *   quant_method modelopt, quant_algo FP8 / NVFP4                               -> fp8 / nvfp4
+ *   quant_method compressed-tensors, format float-quantized / nvfp4-pack-quantized /
+ *     pack-quantized (int4)                                                     -> fp8 / nvfp4 / int4
+ * Anything else is refused naming the method. The format covers every layer matrix: a
+ * checkpoint that keeps some in bf16 (gpt-oss's attention, modules_to_not_convert) is
+ * slightly understated (the run's note says so). */
+static int quant_format(hf_t *h, char *fmt, size_t n, char *why, size_t whylen) {
     const member_t *q = hfd_given(h, "quantization_config");
-    char method[32] = "";
+    char method[48], bits[16], group[16], form[48], algo[48];
+    fmt[0] = why[0] = '\0';
     if (!q) return 0;
-    if (!strcmp(q->type, "object")) {
-        sqlite3_stmt *st = hfd_prep(h, "SELECT json_extract(?1, '$.quant_method')", q->text,
-                                strlen(q->text));
-        if (!st) return -1;
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_TEXT)
-            snprintf(method, sizeof method, "%s", (const char *)sqlite3_column_text(st, 0));
-        sqlite3_finalize(st);
-    }
-    return hfd_fail(h, "%squantization_config: quantized weights are not supported%s%s%s: the "
-                   "simulator models bf16/fp16/fp32 weights only (a later issue adds "
-                   "precisions); remove the key to simulate this shape with bf16 weights",
-                   q->pre, method[0] ? " (quant_method '" : "", method, method[0] ? "')" : "");
+    if (strcmp(q->type, "object") != 0)
+        return hfd_fail(h, "%squantization_config must be an object (got a %s)", q->pre, q->type);
+    if (quant_member(h, q, "$.quant_method", method, sizeof method) != 0 ||
+        quant_member(h, q, "$.bits", bits, sizeof bits) != 0 ||
+        quant_member(h, q, "$.group_size", group, sizeof group) != 0 ||
+        quant_member(h, q, "$.format", form, sizeof form) != 0 ||
+        quant_member(h, q, "$.quant_algo", algo, sizeof algo) != 0)
+        return -1;
+    const char *f = NULL;
+    if (!strcmp(method, "fp8")) f = "fp8";
+    else if (!strcmp(method, "mxfp4")) f = "mxfp4";
+    else if ((!strcmp(method, "awq") || !strcmp(method, "gptq")) && !strcmp(bits, "4")) {
+        f = "int4";
+        if (group[0] && strcmp(group, "128") != 0)
+            snprintf(why, whylen, "%s's group_size %s is priced as 128", method, group);
+    } else if (!strcmp(method, "modelopt") && !strcasecmp(algo, "fp8")) f = "fp8";
+    else if (!strcmp(method, "modelopt") && !strcasecmp(algo, "nvfp4")) f = "nvfp4";
+    else if (!strcmp(method, "compressed-tensors") && !strcmp(form, "float-quantized")) f = "fp8";
+    else if (!strcmp(method, "compressed-tensors") && !strcmp(form, "nvfp4-pack-quantized"))
+        f = "nvfp4";
+    else if (!strcmp(method, "compressed-tensors") && !strcmp(form, "pack-quantized")) f = "int4";
+    if (!f)
+        return hfd_fail(h, "%squantization_config: quant_method '%s'%s%s%s is not one of the "
+                       "weight formats modelled (fp8, mxfp4, awq/gptq 4-bit, modelopt FP8 or "
+                       "NVFP4, compressed-tensors float-quantized, pack-quantized or "
+                       "nvfp4-pack-quantized); remove the key to simulate the shape in bf16, "
+                       "or give --weight-format", q->pre, method[0] ? method : "(none)",
+                       bits[0] ? ", bits " : "", bits, form[0] ? " (its format)" : "");
+    snprintf(fmt, n, "%s", f);
+    return 0;
 }
 
 /* Qwen-MoE: a layer is sparse unless mlp_only_layers names it or (index + 1) is not a
@@ -655,11 +697,24 @@ int hfcfg_parse(const char *path, const char *text, size_t len, preset_model_t *
     }
     if (hfd_read_members(&h, text, len, "") != 0 || get_arch(&h) != 0) goto done;
     if ((h.arch->extras & X_TEXT_CONFIG) && enter_text_config(&h) != 0) goto done;
-    if (refuse_quantized(&h) != 0) goto done;
+    char fmt[16], qwhy[96];
+    if (quant_format(&h, fmt, sizeof fmt, qwhy, sizeof qwhy) != 0) goto done;
     name_from_path(h.path, m.name);
     if (get_common(&h, &m) != 0 || get_experts(&h, &m) != 0 || get_window(&h, &m) != 0 ||
         validate(&h, &m) != 0 || note_extras(&h, &m) != 0)
         goto done;
+    if (fmt[0]) {   /* the checkpoint's weight format (presets.h), said in the note */
+        char e[256];
+        if (preset_model_set_format(&m, fmt, e, sizeof e) != 0) {
+            hfd_fail(&h, "quantization_config: %s", e);
+            goto done;
+        }
+        size_t k = strlen(h.note);
+        if (k < sizeof h.note)
+            snprintf(h.note + k, sizeof h.note - k, "%sweights in %s (its quantization_config; "
+                     "every layer matrix counted in it%s%s)", k ? "; " : "", fmt,
+                     qwhy[0] ? ", " : "", qwhy);
+    }
     if (note && notelen) snprintf(note, notelen, "%s", h.note);
     *out = m;
     rc = 0;

@@ -835,9 +835,14 @@ START_TEST(test_refused_deepseek) {
                           "{\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
                           "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}"},
                          {NULL, NULL}};
-    refused(deepseek_v3, fp8, "quantization_config: quantized weights are not supported "
-                              "(quant_method 'fp8')");
-    refused(deepseek_v3, fp8, "remove the key to simulate this shape with bf16 weights");
+    /* the published checkpoint's fp8 (W8A8, block scales): the weight format, noted */
+    preset_model_t q;
+    load_ok("q/config.json", deepseek_v3, fp8, &q);
+    ck_assert_int_eq(q.weight_bits, 8);
+    ck_assert_int_eq(q.act_bits, 8);
+    ck_assert_str_eq(preset_model_format_name(&q), "fp8");
+    ck_assert_msg(strstr(g_note, "weights in fp8 (its quantization_config"), "%s", g_note);
+    ck_assert_int_eq(q.kv_lora_rank, 512);
     const kvp_t freq[] = {{"moe_layer_freq", "2"}, {NULL, NULL}};
     refused(deepseek_v3, freq, "key 'moe_layer_freq' is 2: only every 2th layer");
     const kvp_t all_dense[] = {{"first_k_dense_replace", "61"}, {NULL, NULL}};
@@ -874,8 +879,10 @@ START_TEST(test_refused_gpt_oss) {
                             "\"model.embed_tokens\", \"lm_head\"], \"quant_method\": "
                             "\"mxfp4\"}"},
                            {NULL, NULL}};
-    refused(gpt_oss_120b, mxfp4, "quantization_config: quantized weights are not supported "
-                                 "(quant_method 'mxfp4')");
+    preset_model_t q;
+    load_ok("q/config.json", gpt_oss_120b, mxfp4, &q);
+    ck_assert_str_eq(preset_model_format_name(&q), "mxfp4");
+    ck_assert_int_eq(q.weight_group, 32);
     const kvp_t disagree[] = {{"experts_per_token", "2"}, {NULL, NULL}};
     refused(gpt_oss_120b, disagree, "keys 'num_experts_per_tok' (4) and 'experts_per_token' "
                                     "(2) disagree");
@@ -948,8 +955,15 @@ START_TEST(test_refused_gemma) {
     /* the wrapper's own keys are read at its top */
     const kvp_t quant[] = {{"quantization_config", "{\"quant_method\": \"gptq\"}"},
                            {NULL, NULL}};
-    refused(gemma3_27b, quant, "quantization_config: quantized weights are not supported "
-                               "(quant_method 'gptq')");
+    refused(gemma3_27b, quant, "quantization_config: quant_method 'gptq' is not one of the "
+                               "weight formats modelled");
+    const kvp_t gptq4[] = {{"quantization_config", "{\"quant_method\": \"gptq\", \"bits\": 4, "
+                                                   "\"group_size\": 64}"},
+                           {NULL, NULL}};
+    preset_model_t q;
+    load_ok("q/config.json", gemma3_27b, gptq4, &q);
+    ck_assert_str_eq(preset_model_format_name(&q), "int4");
+    ck_assert_msg(strstr(g_note, "group_size 64 is priced as 128"), "%s", g_note);
     const kvp_t i8[] = {{"torch_dtype", "\"int8\""}, {NULL, NULL}};
     refused(gemma3_27b, i8, "key 'torch_dtype': \"int8\" is not supported");
     const kvp_t tie[] = {{"tie_word_embeddings", "\"yes\""}, {NULL, NULL}};
@@ -1069,10 +1083,37 @@ START_TEST(test_refused_keys) {
     refused(llama2_7b, twice, "key 'vocab_size' appears twice");
     const kvp_t quant[] = {{"quantization_config", "{\"quant_method\": \"fp8\"}"},
                            {NULL, NULL}};
-    refused(llama2_7b, quant, "quantization_config: quantized weights are not supported "
-                              "(quant_method 'fp8'): the simulator models bf16/fp16/fp32 "
-                              "weights only");
-    refused(llama2_7b, quant, "remove the key to simulate this shape with bf16 weights");
+    preset_model_t q;
+    load_ok("q/config.json", llama2_7b, quant, &q);
+    ck_assert_str_eq(preset_model_format_name(&q), "fp8");
+    /* the other methods of the checkpoints in use, and the ones refused */
+    static const struct { const char *json, *format; } ok[] = {
+        {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128}", "int4"},
+        {"{\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\"}", "nvfp4"},
+        {"{\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\"}", "fp8"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", "fp8"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"nvfp4-pack-quantized\"}",
+         "nvfp4"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\"}", "int4"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        const kvp_t e[] = {{"quantization_config", ok[i].json}, {NULL, NULL}};
+        load_ok("q/config.json", llama2_7b, e, &q);
+        ck_assert_msg(!strcmp(preset_model_format_name(&q), ok[i].format), "%s: %s", ok[i].json,
+                      preset_model_format_name(&q));
+    }
+    const kvp_t bnb[] = {{"quantization_config", "{\"quant_method\": \"bitsandbytes\", "
+                                                 "\"load_in_4bit\": true}"},
+                         {NULL, NULL}};
+    refused(llama2_7b, bnb, "quant_method 'bitsandbytes' is not one of the weight formats "
+                            "modelled");
+    refused(llama2_7b, bnb, "remove the key to simulate the shape in bf16, or give "
+                            "--weight-format");
+    const kvp_t awq8[] = {{"quantization_config", "{\"quant_method\": \"awq\", \"bits\": 8}"},
+                          {NULL, NULL}};
+    refused(llama2_7b, awq8, "quant_method 'awq', bits 8 is not one of");
+    const kvp_t str[] = {{"quantization_config", "\"fp8\""}, {NULL, NULL}};
+    refused(llama2_7b, str, "quantization_config must be an object");
     const kvp_t odd[] = {{"hidden_size", "4095"}, {NULL, NULL}};
     refused(llama2_7b, odd, "key 'head_dim' is missing and hidden_size (4095) is not a "
                             "multiple of num_attention_heads (32)");
