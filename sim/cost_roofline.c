@@ -282,12 +282,7 @@ int cost_roofline_check(const preset_model_t *m, const preset_hw_t *hw,
     if (p->ep > 1 && (!preset_model_is_moe(m) || m->n_experts % p->ep != 0))
         return errf(err, errlen, "ep %d does not divide %s's %d experts", (int)p->ep, m->name,
                     (int)m->n_experts);
-    if (m->n_heads % p->tp != 0)
-        return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
-                    m->name, (int)m->n_heads);
-    if (m->n_kv_heads % p->tp != 0 && p->tp % m->n_kv_heads != 0)
-        return errf(err, errlen, "tp %d and %s's %d KV heads: one must divide the other",
-                    (int)p->tp, m->name, (int)m->n_kv_heads);
+    if (preset_model_check_tp(m, p->tp, err, errlen) != 0) return -1;
     if (p->tp > 1 && !(hw->link_bw > 0))
         return errf(err, errlen, "tp %d needs the interconnect bandwidth: %s has no link_bw",
                     (int)p->tp, hw->name);

@@ -83,12 +83,7 @@ int par_check(const par_t *p, const preset_model_t *m, const preset_hw_t *hw, ch
               size_t errlen) {
     const int moe = preset_model_is_moe(m);
     const int32_t stage = p->tp * p->dp, all = par_gpus(p);
-    if (m->n_heads % p->tp != 0)
-        return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)p->tp,
-                    m->name, (int)m->n_heads);
-    if (m->n_kv_heads % p->tp != 0 && p->tp % m->n_kv_heads != 0)
-        return errf(err, errlen, "tp %d and %s's %d KV heads: one must divide the other",
-                    (int)p->tp, m->name, (int)m->n_kv_heads);
+    if (preset_model_check_tp(m, p->tp, err, errlen) != 0) return -1;
     if (p->dp > 1 && !moe)
         return errf(err, errlen, "dp %d: %s is dense, and dense data-parallel ranks are "
                     "independent replicas (use --replicas %d)", (int)p->dp, m->name, (int)p->dp);

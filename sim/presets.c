@@ -181,6 +181,17 @@ int preset_hw_multinode_allreduce(const preset_hw_t *hw, int32_t tp, double *lat
     return 1;
 }
 
+int preset_model_check_tp(const preset_model_t *m, int32_t tp, char *err, size_t errlen) {
+    if (tp < 1) return errf(err, errlen, "tp must be >= 1 (got %d)", (int)tp);
+    if (m->n_heads % tp != 0)
+        return errf(err, errlen, "tp %d does not divide %s's %d attention heads", (int)tp,
+                    m->name, (int)m->n_heads);
+    if (m->n_kv_heads % tp != 0 && tp % m->n_kv_heads != 0)
+        return errf(err, errlen, "tp %d and %s's %d KV heads: one must divide the other",
+                    (int)tp, m->name, (int)m->n_kv_heads);
+    return 0;
+}
+
 double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m) {
     if (m->act_bits == 8 && hw->flops_fp8 > 0) return hw->flops_fp8;
     if (m->act_bits == 4 && hw->flops_fp4 > 0) return hw->flops_fp4;

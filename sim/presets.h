@@ -149,6 +149,10 @@ double preset_hw_matrix_flops(const preset_hw_t *hw, const preset_model_t *m);
 int preset_hw_multinode_allreduce(const preset_hw_t *hw, int32_t tp, double *latency_s,
                                   double *s_per_byte, char *err, size_t errlen);
 
+/* tp against the heads: it divides the attention heads, and it and the KV heads divide one
+ * or the other (one replicated KV head a device past them). 0, or -1 with the reason. */
+int preset_model_check_tp(const preset_model_t *m, int32_t tp, char *err, size_t errlen);
+
 /* Derived figures. */
 double preset_model_params(const preset_model_t *m);       /* total parameters */
 double preset_model_weight_bytes(const preset_model_t *m);
