@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "sim/sim.h"
 
 #define BAND_KNEE_ELASTICITY 3.0

@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "analysis/report.h"
-#include "analysis/stats.h"
-#include "analysis/summary.h"
+#include "traces/stats.h"
+#include "traces/summary.h"
 #include "sim/errf.h"
 #include "sim/profile.h"
 

@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "analysis/stats.h"
-#include "analysis/summary.h"
+#include "traces/stats.h"
+#include "traces/summary.h"
 #include "sim/errf.h"
 #include "traces/recorder.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "sim/errf.h"
 #include "traces/recorder.h"
 

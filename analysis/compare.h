@@ -80,7 +80,7 @@
 #include <stdio.h>
 
 #include "analysis/report.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 struct sqlite3;
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/stats.h"
-#include "policies/rng.h"
+#include "traces/stats.h"
+#include "traces/rng.h"
 
 double compare_stat(compare_stat_t stat, const double *x, size_t n) {
     double *v = malloc((n ? n : 1) * sizeof *v);

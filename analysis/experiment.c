@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 static int parse_u64(const char *s, const char *end, uint64_t *v) {
     char buf[32];

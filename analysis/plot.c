@@ -18,7 +18,7 @@
 
 #include "analysis/experiment.h"
 #include "analysis/plot_internal.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 int plot_fail(plot_t *p, const char *fmt, ...) {
     va_list ap;

@@ -8,8 +8,8 @@
 
 #include "analysis/plot_internal.h"
 #include "analysis/report.h"
-#include "analysis/stats.h"
-#include "analysis/summary.h"
+#include "traces/stats.h"
+#include "traces/summary.h"
 
 /* ------------------------------------------------------------------ CDFs */
 

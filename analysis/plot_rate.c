@@ -11,7 +11,7 @@
 
 #include "analysis/plot_internal.h"
 #include "analysis/report.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 /* A run of a sweep. */
 typedef struct {

@@ -381,7 +381,7 @@ void report_print(FILE *f, const report_t *r) {
         summary_print_dist(f, "ITL", &r->itl);
     else
         fprintf(f, "  %-6s (no per-token times recorded)\n", "ITL");
-    /* A measured run has requests only (traces/import.h): say so instead of two blanks. */
+    /* A measured run has requests only (analysis/import.h): say so instead of two blanks. */
     if (r->base.steps == 0 && !strcmp(r->base.kind, "measured")) {
         fprintf(f, "steps     none: a measured run records requests, not the server's steps "
                    "(no KV or batch figures)\n");

@@ -1,5 +1,5 @@
 /* report: one run's full metrics from a twinserve database (simulator and engine alike):
- * the summary (analysis/summary.h) plus inter-token latency, SLO attainment and goodput,
+ * the summary (traces/summary.h) plus inter-token latency, SLO attainment and goodput,
  * KV utilisation and batch size over time.
  *
  * CONTRACT (other modules rely on these names; implementation in analysis/report.c):
@@ -37,7 +37,7 @@
 #include <stdio.h>
 
 #include "analysis/report_replicas.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 struct sqlite3;
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 
 int report_by_parse(const char *key, const char **column, char *err, size_t errlen) {
     /* NULLs group with the defaults the trace reader gives: no tenant, priority 0

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "analysis/report_by.h"
-#include "analysis/stats.h"
+#include "traces/stats.h"
 
 typedef struct {
     double *v[3];              /* ttft, e2e, tpot of the stage's requests that have them */

@@ -5,7 +5,7 @@
 #include <sqlite3.h>
 #include <string.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 /* A JSON array of integers at `path` of the run's config into v (at most SPEC_CURVE_MAX). */
 static int load_array(sqlite3 *db, int64_t id, const char *path, int64_t *v, int *n) {

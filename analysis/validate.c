@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analysis/stats.h"
-#include "analysis/summary.h"
+#include "traces/stats.h"
+#include "traces/summary.h"
 #include "analysis/validate_internal.h"
 #include "engine/engine.h"
 #include "sim/cost_file.h"

@@ -12,7 +12,7 @@
  * throughput. The spread of a metric over the measured runs is (max - min) / median; a
  * prediction is "within noise" when it lies between the measured runs' min and max.
  *
- * Measured runs (kind 'measured', traces/import.h: measurements taken elsewhere) have no
+ * Measured runs (kind 'measured', analysis/import.h: measurements taken elsewhere) have no
  * workload record, so the caller supplies the policy and the simulator's options (sim).
  * Their requests are replayed exactly when the import recorded arrivals (a CSV), or over
  * arrivals regenerated as vLLM's benchmark draws them (its request rate and burstiness,
@@ -110,7 +110,7 @@ typedef struct {
 
 typedef struct {
     int64_t engine_id, sim_id;            /* engine_*: the measured run, engine or measured */
-    int measured;                         /* it is a measured run (traces/import.h) */
+    int measured;                         /* it is a measured run (analysis/import.h) */
     char note[512];                       /* how a measured run was replayed; "" otherwise */
     char engine_name[256], sim_name[256], cost_desc[300];
     int n_runs;                           /* measured runs: 1 + repeats */

@@ -1,5 +1,5 @@
 /* validate_internal: what validate.c (engine runs) and validate_measured.c (measured runs,
- * traces/import.h) share. Nothing else includes this header.
+ * analysis/import.h) share. Nothing else includes this header.
  *
  * Ownership: as validate.h; db connections are the caller's. */
 #ifndef TWIN_VALIDATE_INTERNAL_H

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/stats.h"
-#include "analysis/summary.h"
+#include "traces/stats.h"
+#include "traces/summary.h"
 #include "analysis/validate_internal.h"
 
 typedef struct {

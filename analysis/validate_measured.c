@@ -1,5 +1,5 @@
 /* validate_measured: validate for a measured run (validate.h; the run comes from
- * traces/import.h). What the import lacks, the policy and the simulator's options, comes
+ * analysis/import.h). What the import lacks, the policy and the simulator's options, comes
  * from the caller; what it has, the requests, becomes a plain trace in a temporary file
  * that the simulator replays like any other:
  *  - arrivals recorded (a CSV, or vLLM's start_times): each finished request at its
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "analysis/validate_internal.h"
 #include "sim/cost_file.h"
 #include "sim/presets.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "analysis/band.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "analysis/validate.h"
 #include "traces/json.h"
 

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "analysis/csvtab.h"
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "sim/errf.h"
 #include "sim/nnls.h"
 #include "traces/json.h"

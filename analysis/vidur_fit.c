@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "sim/errf.h"
 #include "sim/nnls.h"
 

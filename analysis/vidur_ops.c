@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "analysis/vidur_internal.h"
 #include "sim/errf.h"
 #include "sim/nnls.h"

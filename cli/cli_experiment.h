@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "traces/trace.h"
 
 /* One member of an experiment: its run name, seed and config member ("experiment":{...});

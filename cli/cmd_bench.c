@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "analysis/report.h"
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "engine/backend.h"
@@ -120,7 +120,7 @@ typedef struct {
     int32_t ctx, steps;
 } bench_ctx_t;
 
-/* The median of v [n], which it sorts (analysis/stats.h). */
+/* The median of v [n], which it sorts (traces/stats.h). */
 static double median_of(double *v, int n) {
     stats_sort(v, (size_t)n);
     return stats_percentile_sorted(v, (size_t)n, 50);

@@ -1,5 +1,5 @@
 /* cmd_import: `twinserve import`, measurements taken elsewhere as a run of kind 'measured'
- * (traces/import.h). */
+ * (analysis/import.h). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/cli_util.h"
-#include "traces/import.h"
+#include "analysis/import.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -8,7 +8,7 @@
 
 #include "analysis/plot.h"
 #include "analysis/report.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "cli/cli.h"
 #include "traces/recorder.h"
 

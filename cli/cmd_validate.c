@@ -10,7 +10,7 @@
 
 #include "analysis/band.h"
 #include "analysis/plot.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "analysis/validate.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"

@@ -17,7 +17,7 @@
 #include "engine/model.h"
 #include "engine/spec.h"
 #include "policies/replay.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "traces/json.h"
 #include "traces/recorder.h"
 

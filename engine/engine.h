@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "policies/lua_host.h"
 #include "traces/trace.h"
 

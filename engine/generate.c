@@ -13,7 +13,7 @@
 #include "engine/model.h"
 #include "engine/spec.h"
 #include "engine/tokenizer.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 
 static double wall(void) {
     struct timespec ts;

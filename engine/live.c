@@ -12,7 +12,7 @@
 
 #include "engine/live_internal.h"
 #include "policies/replay.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "policies/sched.h"
 
 live_t *live_new(tok_t *tok) {

@@ -9,13 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/roofs.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "sim/errf.h"
 #include "traces/recorder.h"
 

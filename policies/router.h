@@ -34,7 +34,7 @@
 
 #include "policies/lua_host.h"
 #include "policies/prefix.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "policies/sched.h"
 
 typedef enum { ROUTER_MIXED = 0, ROUTER_PREFILL = 1, ROUTER_DECODE = 2 } router_role_t;

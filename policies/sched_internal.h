@@ -16,7 +16,7 @@
 
 #include "policies/kv.h"
 #include "policies/prefix.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "policies/sched.h"
 
 enum { POOL_CHUNK = 1024 };

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/stats.h"
-#include "policies/rng.h"
+#include "traces/stats.h"
+#include "traces/rng.h"
 #include "sim/errf.h"
 #include "sim/nnls.h"
 

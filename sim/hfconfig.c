@@ -8,7 +8,7 @@
  * "text_config": that object's members become the ones read, the document's own staying
  * behind for the few keys a wrapper holds at its top (the dtype, tied embeddings,
  * quantization_config); a message names such a key "text_config.KEY". SQLite is the parser
- * because every build already links it (traces/import_vllm.c does the same); a private
+ * because every build already links it (analysis/import_vllm.c does the same); a private
  * in-memory database per call keeps callers on different threads apart.
  *
  * Defaults are those of the Hugging Face config class when a key is absent or null, since

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "sim/gpu_ops.h"
 #include "sim/serving_cost.h"
 #include "sim/sim_internal.h"

@@ -88,7 +88,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "policies/lua_host.h"
 #include "policies/sched.h"
 #include "sim/cost.h"

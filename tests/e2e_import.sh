@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e_import.sh: end-to-end tests of `twinserve import` (traces/import.h) and of the commands
+# e2e_import.sh: end-to-end tests of `twinserve import` (analysis/import.h) and of the commands
 # that read its measured runs: report (text and JSON), compare, plot, validate, runs.
 #
 # Good input: the hand-made fixtures in tests/data (a per-request CSV, the same requests on

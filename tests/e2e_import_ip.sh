@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# e2e_import_ip.sh: end-to-end tests of `twinserve import --inference-perf DIR` (traces/import.h,
-# traces/import_ip*.c) and `report --by stage` on the real vLLM-H100 experiment folders
+# e2e_import_ip.sh: end-to-end tests of `twinserve import --inference-perf DIR` (analysis/import.h,
+# analysis/import_ip*.c) and `report --by stage` on the real vLLM-H100 experiment folders
 # (${TWIN_DATA:-../shared/data}/vllm-h100; the suite prints SKIP and passes without them;
 # tests/test_import_ip.c covers the same code on synthetic folders).
 #

@@ -11,7 +11,7 @@
 #include "analysis/calibrate_sim.h"
 #include "sim/cost_file.h"
 #include "sim/sim.h"
-#include "traces/import.h"
+#include "analysis/import.h"
 #include "testutil.h"
 
 static char db[256], meas_db[256], trace[256], truth[256], csv[256];

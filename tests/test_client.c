@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "sim/cost.h"
 #include "sim/cost_file.h"
 #include "sim/presets.h"
@@ -392,7 +392,7 @@ START_TEST(summary_says_which_side) {
     ck_assert_msg(summary_load(h, cli, &s, err, sizeof err) == 0, "%s", err);
     ck_assert_double_eq(s.client_token_s, 5e-5);
 
-    /* Measured runs (traces/import.h) say nothing of the side: vLLM's serving benchmark
+    /* Measured runs (analysis/import.h) say nothing of the side: vLLM's serving benchmark
      * times at its HTTP client; a CSV may come from anywhere. */
     char *msg = NULL;
     if (sqlite3_exec(h, "INSERT INTO runs (id, name, kind, config, status) VALUES "

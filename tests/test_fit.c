@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "sim/cost.h"
 #include "sim/cost_file.h"
 #include "sim/fit.h"

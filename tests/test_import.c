@@ -1,5 +1,5 @@
-/* test_import: `twinserve import` (traces/import.c, import_vllm.c) and what reads a measured
- * run: report's metrics (analysis/summary.c, report.c) and validate's replay of it
+/* test_import: `twinserve import` (analysis/import.c, import_vllm.c) and what reads a measured
+ * run: report's metrics (traces/summary.c, report.c) and validate's replay of it
  * (analysis/validate_measured.c).
  *
  * The fixtures are hand-made (tests/data/measured.csv, measured_abs.csv, vllm_result.json),
@@ -17,7 +17,7 @@
 #include "analysis/report.h"
 #include "analysis/validate.h"
 #include "tests/testutil.h"
-#include "traces/import.h"
+#include "analysis/import.h"
 
 #define CSV_FIXTURE "tests/data/measured.csv"
 #define CSV_ABS_FIXTURE "tests/data/measured_abs.csv"

@@ -1,4 +1,4 @@
-/* test_import_ip: `twinserve import --inference-perf DIR` (traces/import_ip*.c) and
+/* test_import_ip: `twinserve import --inference-perf DIR` (analysis/import_ip*.c) and
  * `report --by stage` (analysis/report_by_stage.c), on small synthetic experiment folders
  * written to a temp dir, so the suite needs no data (tests/e2e_import_ip.sh imports the
  * real ones).
@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "analysis/report_by.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "tests/testutil.h"
-#include "traces/import.h"
+#include "analysis/import.h"
 
 #define N_REQ 12
 

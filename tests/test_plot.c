@@ -24,7 +24,7 @@
 
 #include "analysis/plot.h"
 #include "analysis/plot_internal.h"
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "tests/testutil.h"
 #include "traces/recorder.h"
 

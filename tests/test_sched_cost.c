@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "policies/sched.h"
 #include "sim/sim.h"
 #include "tests/sched_fixture.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "sim/cost.h"
 #include "sim/cost_file.h"
 #include "sim/heap.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 #include "tests/testutil.h"
 
 #define EQ(a, b) ck_assert_double_eq_tol((a), (b), 1e-12)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/summary.h"
+#include "traces/summary.h"
 #include "tests/testutil.h"
 #include "traces/recorder.h"
 

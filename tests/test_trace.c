@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "traces/trace.h"
 #include "traces/trace_reuse.h"
 #include "tests/testutil.h"

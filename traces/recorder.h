@@ -30,7 +30,7 @@ struct sqlite3;
 
 typedef struct {
     const char *name;     /* NULL: "<kind>-<policy stem>-<run id>" */
-    const char *kind;     /* "sim" | "engine" | "measured" (imported, traces/import.h) */
+    const char *kind;     /* "sim" | "engine" | "measured" (imported, analysis/import.h) */
     const char *policy;   /* policy file path */
     const char *params;   /* JSON object of the policy's effective params */
     const char *trace;    /* trace path, plus replay options */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/rng.h"
+#include "traces/rng.h"
 #include "traces/trace.h"
 #include "traces/trace_gen.h"
 

@@ -1,6 +1,6 @@
 /* yaml_lite: a small, strict reader for the subset of YAML that configuration dumps use
  * (inference-perf's resolved config.yaml, its flat exp-config.yaml), so that the importer
- * (traces/import_ip.c) can read them without a YAML library.
+ * (analysis/import_ip.c) can read them without a YAML library.
  *
  * Accepted:
  *  - block mappings by indentation (spaces only): `key: value` and `key:` followed by a

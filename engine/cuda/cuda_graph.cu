@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "engine/cuda/cuda_kernels.h"
-#include "policies/rng.h"
+#include "traces/rng.h"
 
 #define CK_GRAPH_CAP 32 /* graphs held */
 #define CK_SEEN_CAP 256 /* hashes of keys seen once */

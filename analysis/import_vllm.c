@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces/import_internal.h"
+#include "analysis/import_internal.h"
 
 /* Longer than any benchmark result; guards the int length SQLite's bind takes. */
 #define VLLM_MAX_BYTES ((size_t)1 << 30)

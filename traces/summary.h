@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "analysis/stats.h"
+#include "traces/stats.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -58,7 +58,7 @@ typedef struct {
     int prefix_caching;     /* 1 on, 0 off (the config's, or an engine run), -1 unsaid */
 
     double makespan_s;
-    int makespan_is_duration; /* a measured run without arrival times (traces/import.h):
+    int makespan_is_duration; /* a measured run without arrival times (analysis/import.h):
                                * makespan_s is the benchmark's own duration */
     double req_per_s;       /* finished requests / makespan */
     double out_tok_per_s;   /* output tokens / makespan */

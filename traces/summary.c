@@ -1,5 +1,5 @@
 /* summary: a run's headline numbers from the database (contract: summary.h). */
-#include "analysis/summary.h"
+#include "traces/summary.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -443,7 +443,7 @@ static const char SQL_COUNTS[] =
     "   CASE WHEN kind IN ('engine', 'serve') THEN 0 END) FROM runs WHERE id = ?1) "
     "FROM requests WHERE run_id = ?1";
 
-/* A measured run without arrival times has every arrival at 0 (traces/import.h), so its
+/* A measured run without arrival times has every arrival at 0 (analysis/import.h), so its
  * requests cannot say how long the measurement took: the benchmark's duration, which its
  * own throughput figures divide by, stands in. 1 and *dur set; 0 not such a run; -1 error. */
 static int measured_duration(sqlite3 *db, int64_t run_id, double *dur) {

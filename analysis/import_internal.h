@@ -1,6 +1,6 @@
 /* import_internal: what the importer's files share (import.c: the CSV reader and the
  * recording; import_vllm.c: vLLM's benchmark JSON; import_ip.c with import_ip_stages.c:
- * an inference-perf experiment folder). Nothing outside traces/import*.c includes this
+ * an inference-perf experiment folder). Nothing outside analysis/import*.c includes this
  * header.
  *
  * Invariants: a reader fills an import_data_t completely and checked (every request valid
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "traces/import.h"
+#include "analysis/import.h"
 
 typedef struct {
     int32_t id;

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "traces/import_ip_internal.h"
+#include "analysis/import_ip_internal.h"
 
 /* ------------------------------------------------------------------ helpers */
 

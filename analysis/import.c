@@ -1,7 +1,7 @@
 /* import: measured runs from a per-request CSV, vLLM's benchmark JSON or an inference-perf
  * experiment folder (contract: import.h). This file holds the CSV reader and the
  * recording; import_vllm.c the JSON, import_ip.c and import_ip_stages.c the folder. */
-#include "traces/import.h"
+#include "analysis/import.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "traces/import_internal.h"
+#include "analysis/import_internal.h"
 #include "traces/json.h"
 #include "traces/recorder.h"
 

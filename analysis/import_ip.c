@@ -51,8 +51,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "traces/import_internal.h"
-#include "traces/import_ip_internal.h"
+#include "analysis/import_internal.h"
+#include "analysis/import_ip_internal.h"
 #include "traces/json.h"
 
 /* A failure whose e2e_s is at least this share of the client's timeout is that timeout. */

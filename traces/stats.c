@@ -1,5 +1,5 @@
 /* stats: mean and numpy-compatible percentiles (contract: stats.h). */
-#include "analysis/stats.h"
+#include "traces/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "sim/presets.h"
-#include "traces/import_ip_internal.h"
+#include "analysis/import_ip_internal.h"
 
 /* aiohttp.ClientTimeout's default total, what a null load.request_timeout leaves in force */
 #define IP_AIOHTTP_TIMEOUT_S 300.0

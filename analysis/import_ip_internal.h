@@ -2,7 +2,7 @@
  * (import_ip.c: the folder, replay.json's requests, ground_truth.json, the prompt cycle and
  * the run's config; import_ip_config.c: the YAML files and the model; import_ip_stages.c:
  * the JSON helpers, the per-stage summary files and the cross-checks of the optional
- * profile.yaml and summary_lifecycle_metrics.json). Nothing outside traces/import_ip*.c
+ * profile.yaml and summary_lifecycle_metrics.json). Nothing outside analysis/import_ip*.c
  * includes this header. The folder's layout and every
  * convention are in import.h and docs/analysis.md ("inference-perf experiment folders").
  *
@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "traces/import.h"
+#include "analysis/import.h"
 #include "traces/yaml_lite.h"
 
 /* Longer than any per-request file these folders hold (3.5 MB for 16,800 requests). */
