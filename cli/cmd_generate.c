@@ -24,6 +24,8 @@ static void usage(FILE *f) {
         "  --tokenizer FILE      llama2.c tokenizer (default: the GGUF's own, or tok<V>.bin /\n"
         "                        tokenizer.bin next to a .bin model)\n"
         "  --prompt TEXT         the prompt (default: none, BOS alone)\n"
+        "  --ids                 print the token ids, not their text (as without a tokenizer;\n"
+        "                        a GGUF's placeholder tokenizer, from quantize, is ids only)\n"
         "  -n N                  new tokens (256)\n"
         "  --temperature T       0 = greedy (default)\n"
         "  --top-k K, --top-p P  sampling filters (off by default)\n"
@@ -38,14 +40,15 @@ static void usage(FILE *f) {
 }
 
 enum { O_MODEL = 256, O_TOK, O_PROMPT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_BACKEND, O_THREADS,
-       O_DTYPE, O_WEIGHTS, O_DRAFT, O_SPECK, O_KVTYPE, O_HELP };
+       O_DTYPE, O_WEIGHTS, O_DRAFT, O_SPECK, O_KVTYPE, O_IDS, O_HELP };
 
 static const struct option opts[] = {
     { "model", 1, 0, O_MODEL }, { "tokenizer", 1, 0, O_TOK }, { "prompt", 1, 0, O_PROMPT },
     { "temperature", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK }, { "top-p", 1, 0, O_TOPP },
     { "seed", 1, 0, O_SEED }, { "backend", 1, 0, O_BACKEND }, { "threads", 1, 0, O_THREADS },
     { "dtype", 1, 0, O_DTYPE }, { "weights", 1, 0, O_WEIGHTS }, { "draft", 1, 0, O_DRAFT },
-    { "spec-k", 1, 0, O_SPECK }, { "kv-type", 1, 0, O_KVTYPE }, { "help", 0, 0, O_HELP },
+    { "spec-k", 1, 0, O_SPECK }, { "kv-type", 1, 0, O_KVTYPE }, { "ids", 0, 0, O_IDS },
+    { "help", 0, 0, O_HELP },
     { 0, 0, 0, 0 },
 };
 
@@ -78,6 +81,7 @@ int cmd_generate(int argc, char **argv) {
         case O_DRAFT: o.draft = optarg; ok = *optarg != 0; break;
         case O_SPECK: ok = cli_int(optarg, 1, 64, &o.spec_k); break;
         case O_KVTYPE: ok = cli_kv_type_ok(o.kv_type = optarg); break;
+        case O_IDS: o.print_ids = 1; break;
         case O_HELP: usage(stdout); return 0;
         default: return cli_bad_option("generate", argv, opts);
         }

@@ -211,10 +211,12 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
     rng_seed3(&r, o->seed, 0, 0x73616d706c65ULL);
     bk_sample_t sp = { .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p,
                        .seed = rng_u64(&r) };
-    for (int32_t i = 1; i < n_prompt; i++) put_piece(out, tok, ids[i - 1], ids[i]);
+    /* --ids: the token ids, whatever the tokenizer (the prompt was encoded with it) */
+    tok_t *show = o->print_ids ? NULL : tok;
+    for (int32_t i = 1; i < n_prompt; i++) put_piece(out, show, ids[i - 1], ids[i]);
     fflush(out);
     int32_t n = n_prompt, start = 0;
-    gen_spec_t g = { o, out, tok, fwd, draft, k, ctx, nb, ids, pos, table, gen, sp };
+    gen_spec_t g = { o, out, show, fwd, draft, k, ctx, nb, ids, pos, table, gen, sp };
     if (k > 0 && spec_loop(&g, &n, st, err, errlen) != 0) goto done;
     while (k == 0 && st->generated < o->n && n < ctx) {
         int32_t len = n - start, seq_start[2] = { 0, len }, seq_len = n, bt[2] = { 0, nb };
@@ -233,7 +235,7 @@ int gen_run(const gen_opts_t *o, FILE *out, gen_stats_t *st, char *err, size_t e
         if (start == 0) st->prefill_s = wall() - w;
         else st->decode_s += wall() - w;
         if (next == TOK_BOS || next == TOK_EOS) break;
-        put_piece(out, tok, ids[n - 1], next);
+        put_piece(out, show, ids[n - 1], next);
         fflush(out);
         gen[st->generated++] = next;
         ids[n++] = next;

@@ -37,6 +37,7 @@ typedef struct {
     const char *kv_type;     /* bk_opts_t.kv_type: "f32" (NULL) or "f16" */
     const char *draft;       /* NULL: no speculation; FILE|dummy:PRESET|"ngram" */
     int32_t spec_k;          /* drafts per step with a draft (GEN_SPEC_K when 0) */
+    int print_ids;           /* 1: print token ids, not text (always so without a tokenizer) */
 } gen_opts_t;
 
 #define GEN_SPEC_K 4

@@ -138,6 +138,8 @@ static int add_tensors(gguf_writer_t *w, bufs_t *bufs, const model_t *m, uint32_
 static void add_config(gguf_writer_t *w, const model_config_t *c, uint32_t type) {
     gguf_w_str(w, "general.architecture", "llama");
     gguf_w_u32(w, "general.file_type", file_type(type));
+    /* the block formats' version, as llama.cpp's quantiser writes it (Q8_0/Q4_0 are 2) */
+    gguf_w_u32(w, "general.quantization_version", 2);
     gguf_w_u32(w, "llama.vocab_size", (uint32_t)c->vocab);
     gguf_w_u32(w, "llama.context_length", (uint32_t)c->max_seq);
     gguf_w_u32(w, "llama.embedding_length", (uint32_t)c->dim);
@@ -204,11 +206,57 @@ done:
     return rc;
 }
 
+/* A model without a tokenizer (dummy: weights, a .bin without its tok512.bin) still needs
+ * one for llama.cpp, whose loader requires tokenizer.ggml.model and its arrays: a valid
+ * SentencePiece-style vocabulary of the model's size that says nothing about text. Ids 0-2
+ * are <unk>, <s>, </s> (llama.cpp's types 2 and 3), 3-258 the byte tokens <0x00>..<0xFF>
+ * (type 6) where the vocabulary has room, the rest "[ID]" (normal, score -ID).
+ * twinserve.tokenizer = "placeholder" tells our own loader to use the file for ids only. */
+static int add_placeholder_tokenizer(gguf_writer_t *w, bufs_t *bufs, int32_t vocab,
+                                     quant_report_t *r, char *err, size_t errlen) {
+    if (vocab < 3) {
+        snprintf(err, errlen, "a vocabulary of %d cannot hold the placeholder tokenizer's "
+                 "<unk>, <s> and </s>", (int)vocab);
+        return -1;
+    }
+    const char **p = buf_new(bufs, (size_t)vocab * sizeof *p);
+    uint32_t *len = buf_new(bufs, (size_t)vocab * sizeof *len);
+    float *score = buf_new(bufs, (size_t)vocab * sizeof *score);
+    int32_t *type = buf_new(bufs, (size_t)vocab * sizeof *type);
+    char *text = buf_new(bufs, (size_t)vocab * 16);
+    if (!p || !len || !score || !type || !text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    static const char *const special[3] = {"<unk>", "<s>", "</s>"};
+    for (int32_t i = 0; i < vocab; i++) {
+        char *o = text + (size_t)i * 16;
+        if (i < 3) snprintf(o, 16, "%s", special[i]);
+        else if (i < 259) snprintf(o, 16, "<0x%02X>", (unsigned)(i - 3));
+        else snprintf(o, 16, "[%d]", (int)i);
+        p[i] = o;
+        len[i] = (uint32_t)strlen(o);
+        score[i] = i < 259 ? 0.0f : -(float)i;
+        type[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+    }
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", p, len, (uint64_t)vocab);
+    gguf_w_arr_num(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)vocab);
+    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, type, (uint64_t)vocab);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", TOK_BOS);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", TOK_EOS);
+    gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gguf_w_str(w, "twinserve.tokenizer", "placeholder");
+    snprintf(r->tokenizer, sizeof r->tokenizer, "a placeholder (ids only: the model has none)");
+    return 0;
+}
+
 /* tokenizer.* keys of a GGUF input, verbatim (its gguf_t stays open until the write). */
 static int copy_gguf_tokenizer(gguf_writer_t *w, const gguf_t *g, quant_report_t *r) {
     int n = 0;
     for (uint64_t i = 0; i < g->n_kv; i++)
-        if (strncmp(g->kv[i].key, "tokenizer.", 10) == 0) {
+        if (strncmp(g->kv[i].key, "tokenizer.", 10) == 0 ||
+            strcmp(g->kv[i].key, "twinserve.tokenizer") == 0) {
             gguf_w_copy(w, &g->kv[i]);
             n++;
         }
@@ -253,6 +301,9 @@ int quant_write(const char *in, const char *out, const quant_opts_t *o, quant_re
             snprintf(r->tokenizer, sizeof r->tokenizer, "%s", tp);
         }
     }
+    if (!strcmp(r->tokenizer, "none") &&
+        add_placeholder_tokenizer(w, &bufs, m->cfg.vocab, r, err, errlen) != 0)
+        goto done;
     if (add_tensors(w, &bufs, m, o->type, r, err, errlen) != 0) goto done;
     if (gguf_w_write(w, out) != 0) {
         snprintf(err, errlen, "%s", gguf_w_errmsg(w));

@@ -207,6 +207,12 @@ int tok_load_gguf(const char *path, tok_t **out, char *err, size_t errlen) {
     *out = NULL;
     if (gguf_open(path, &g, err, errlen) != 0) return -1;
     char model[64];
+    /* a placeholder (quantize.c) stands in for a model without one: ids only */
+    if (gguf_get_str(g, "twinserve.tokenizer", model, sizeof model, err, errlen) > 0 &&
+        !strcmp(model, "placeholder")) {
+        rc = 0;
+        goto done;
+    }
     int r = gguf_get_str(g, "tokenizer.ggml.model", model, sizeof model, err, errlen);
     if (r <= 0 || strcmp(model, "llama") != 0) {
         if (r >= 0)
