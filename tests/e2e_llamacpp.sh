@@ -26,6 +26,11 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     echo "SKIP: node and npm are needed for llama.cpp's prebuilt binaries: interop checks skipped"
     exit 0
 fi
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 20 ]; then
+    echo "SKIP: node-llama-cpp needs node 20 or newer (found $(node --version 2>/dev/null)): interop checks skipped"
+    exit 0
+fi
 if [ ! -f "$BINS/libggml-base.so" ] || [ ! -d "$NPMDIR/node_modules/node-llama-cpp" ]; then
     mkdir -p "$NPMDIR"
     # the library without its optional per-platform packages, then linux-x64's alone;
