@@ -1,5 +1,6 @@
 /* cli_sim: see cli_sim.h. */
 #include "cli/cli_sim.h"
+#include "engine/model.h"
 #include "sim/parallel.h"
 
 #include <string.h>
@@ -30,7 +31,24 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
         snprintf(cli_want, sizeof cli_want, "azure, burstgpt, mooncake or plain");
         break;
     case CLI_SIM_SET: ((const char **)o->sets)[o->n_sets++] = arg; break;
-    case CLI_SIM_MODEL: o->model = arg; break;
+    case CLI_SIM_MODEL:
+        if (model_is_gguf(arg)) {
+            /* a GGUF's shape from its header (engine/model.h's resolver): the simulator
+             * takes it as a shape; a few --model options at most in one process */
+            static preset_model_t shapes[8];
+            static int n_shapes;
+            char e[512];
+            if (n_shapes >= 8 || model_gguf_shape(arg, &shapes[n_shapes], e, sizeof e) != 0) {
+                fprintf(stderr, "twinserve %s: --model: %s\n", cmd,
+                        n_shapes >= 8 ? "too many GGUF models" : e);
+                return 0;
+            }
+            o->model_shape = &shapes[n_shapes++];
+            o->model = NULL;
+        } else {
+            o->model = arg;
+        }
+        break;
     case CLI_SIM_HW: o->hw = arg; break;
     case CLI_SIM_TP: ok = cli_int(arg, 1, 1024, &o->tp); break;
     case CLI_SIM_PARALLEL: {
@@ -64,7 +82,7 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
     case CLI_SIM_ROOFLINE: o->roofline = 1; break;
     case CLI_SIM_WFORMAT:
         ok = known_name(preset_model_set_format, o->weight_format = arg,
-                        "bf16, fp8, int4, mxfp4 or nvfp4");
+                        "bf16, fp8, int4, mxfp4, nvfp4, q8_0 or q4_0");
         break;
     case CLI_SIM_KVDTYPE:
         ok = known_name(preset_model_set_kv_dtype, o->kv_dtype = arg, "bf16 or fp8");
@@ -149,8 +167,10 @@ void cli_sim_usage(FILE *f) {
         "  --roofline            the roofline model even where a calibration is shipped\n"
         "  --weight-format F     the layers' weights: bf16 (the model's), fp8 (W8A8), int4\n"
         "                        (W4A16, AWQ/GPTQ), mxfp4 (W4A16, gpt-oss), nvfp4 (W4A4 on\n"
-        "                        a GPU with FP4); priced on the roofline (the shipped rates\n"
-        "                        are bf16 measurements)\n"
+        "                        a GPU with FP4), q8_0, q4_0 (ggml's blocks, a GGUF's);\n"
+        "                        priced on the roofline (the shipped rates are bf16\n"
+        "                        measurements). --model FILE.gguf takes the file's shape\n"
+        "                        and matrix type from its header\n"
         "  --kv-dtype bf16|fp8   the KV cache's element (fp8: half the bytes, twice the blocks)\n"
         "  --flops-eff F, --bw-eff F, --attn-eff F, --overhead S\n"
         "                        roofline efficiency factors and fixed per-step overhead\n"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/model.h"
 #include "sim/cost.h"
 #include "sim/parallel.h"
 #include "sim/cost_file.h"
@@ -184,7 +185,7 @@ int cmd_kv(int argc, char **argv) {
     }
     preset_model_t m;
     char note[768];
-    if (preset_model_get_noted(model, &m, note, sizeof note, err, sizeof err) != 0) {
+    if (model_shape_resolve(model, &m, note, sizeof note, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve kv: %s\n", err);
         return 1;
     }
@@ -416,7 +417,7 @@ int cmd_roofline(int argc, char **argv) {
     tp = par.tp;
     preset_model_t m;
     preset_hw_t hw;
-    if (preset_model_get(model, &m, err, sizeof err) != 0) {
+    if (model_shape_resolve(model, &m, NULL, 0, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve roofline: %s\n", err);
         goto done;
     }

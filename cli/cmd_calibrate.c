@@ -12,6 +12,7 @@
 #include "analysis/calibrate_serving.h"
 #include "analysis/calibrate_sim.h"
 #include "analysis/spec_curve.h"
+#include "engine/model.h"
 #include "cli/cli_sim.h"
 #include "analysis/vidur.h"
 #include "analysis/vidur_ops.h"
@@ -399,7 +400,7 @@ int cmd_calibrate(int argc, char **argv) {
     have_in = 1;
     if (model) {
         preset_model_t m;
-        if (preset_model_get(model, &m, err, sizeof err) != 0) {
+        if (model_shape_resolve(model, &m, NULL, 0, err, sizeof err) != 0) {
             fprintf(stderr, "twinserve calibrate: --model: %s\n", err);
             goto done;
         }

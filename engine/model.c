@@ -253,6 +253,23 @@ int model_load(const char *spec, uint64_t seed, model_t **out, char *err, size_t
     return model_open(spec, seed, 0, out, err, errlen);
 }
 
+int model_is_gguf(const char *path) {
+    char magic[4] = {0};
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return 0;
+    struct stat sb;
+    size_t got = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) ? fread(magic, 1, 4, f) : 0;
+    fclose(f);
+    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+int model_shape_resolve(const char *name, preset_model_t *out, char *note, size_t notelen,
+                        char *err, size_t errlen) {
+    if (note && notelen) note[0] = '\0';
+    if (model_is_gguf(name)) return model_gguf_shape(name, out, err, errlen);
+    return preset_model_get_noted(name, out, note, notelen, err, errlen);
+}
+
 int model_open(const char *spec, uint64_t seed, int flags, model_t **out, char *err,
                size_t errlen) {
     *out = NULL;

@@ -147,6 +147,17 @@ double model_params(const model_config_t *c);
 void model_preset_shape(const model_config_t *c, const char *name, int32_t dtype_bytes,
                         preset_model_t *out);
 
+/* The one resolver of a model's description for every command (issue #29's Design): a
+ * GGUF file's shape from its header and tensor shapes (model_gguf_shape: the engine's own
+ * reading of it, matrices' type as the weight format, nothing loaded), and every other name
+ * (a built-in preset, a .model file, a config.json) through sim/presets.h's
+ * preset_model_get_noted. note gets what a config.json holds that is not modelled ("" for
+ * the others; may be NULL). 0, or -1 with a message. */
+int model_gguf_shape(const char *path, preset_model_t *out, char *err, size_t errlen);
+int model_is_gguf(const char *path);
+int model_shape_resolve(const char *name, preset_model_t *out, char *note, size_t notelen,
+                        char *err, size_t errlen);
+
 /* Allocates a model for a checked configuration: one 64-byte-aligned arena of fp32 weights
  * (uninitialised) laid out in llama2.c's order (tok_emb, then each per-layer tensor for all
  * layers: attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, then a mixture of experts' router,

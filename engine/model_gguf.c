@@ -293,6 +293,38 @@ static int load_all(const gguf_t *g, const model_config_t *cp, model_t *m, char 
     return 0;
 }
 
+int model_gguf_shape(const char *path, preset_model_t *out, char *err, size_t errlen) {
+    gguf_t *g = NULL;
+    model_config_t c;
+    int rc = -1;
+    if (gguf_open(path, &g, err, errlen) != 0) return -1;
+    /* the header and the tensors' shapes and types only: nothing is dequantised */
+    if (read_config(g, &c, err, errlen) != 0 || load_all(g, &c, NULL, err, errlen) != 0)
+        goto done;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char name[48];
+    snprintf(name, sizeof name, "%.*s", (int)(strcspn(base, ".") ? strcspn(base, ".") : strlen(base)),
+             base);
+    /* the layers' matrices' type (the first layer's query; a file is written in one type,
+     * llama.cpp's mixes keep most matrices in it): 16-bit files at 2 bytes, F32 at 4, the
+     * block types as their formats, with an fp16 scale per 32 */
+    const gguf_tensor_t *wq = gguf_tensor(g, "blk.0.attn_q.weight");
+    uint32_t t = wq ? wq->type : DQ_F32;
+    model_preset_shape(&c, name, t == DQ_F32 ? 4 : 2, out);
+    if (t == DQ_Q8_0 || t == DQ_Q4_0) {
+        if (preset_model_set_format(out, t == DQ_Q8_0 ? "q8_0" : "q4_0", err, errlen) != 0)
+            goto done;
+    } else if (t != DQ_F32 && t != DQ_F16 && t != DQ_BF16) {
+        snprintf(err, errlen, "%s: its matrices are of ggml type %u, which the model "
+                 "description does not know", path, (unsigned)t);
+        goto done;
+    }
+    rc = 0;
+done:
+    gguf_close(g);
+    return rc;
+}
+
 int model_load_gguf(const char *path, int flags, model_t **out, char *err, size_t errlen) {
     int rc = -1;
     gguf_t *g = NULL;

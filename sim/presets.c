@@ -134,6 +134,8 @@ static const format_t formats[] = {
     {"int4", 4, 128, 16, 16},   /* AWQ/GPTQ: fp16 scales per 128 weights, bf16 products */
     {"mxfp4", 4, 32, 8, 16},    /* OCP MX: e8m0 scales per 32 (gpt-oss's experts) */
     {"nvfp4", 4, 16, 8, 4},     /* NVIDIA: fp8 scales per 16, FP4 products on Blackwell */
+    {"q8_0", 8, 32, 16, 16},    /* ggml: fp16 scale per 32 (a GGUF's Q8_0), dequantised */
+    {"q4_0", 4, 32, 16, 16},    /* ggml: fp16 scale per 32 (Q4_0) */
 };
 
 int preset_model_set_format(preset_model_t *m, const char *format, char *err, size_t errlen) {
@@ -149,7 +151,7 @@ int preset_model_set_format(preset_model_t *m, const char *format, char *err, si
             m->act_bits = formats[i].act_bits;
             return 0;
         }
-    return errf(err, errlen, "unknown weight format '%s' (bf16, fp8, int4, mxfp4 or nvfp4)",
+    return errf(err, errlen, "unknown weight format '%s' (bf16, fp8, int4, mxfp4, nvfp4, q8_0 or q4_0)",
                 format);
 }
 
@@ -490,6 +492,17 @@ int preset_model_get_noted(const char *name, preset_model_t *out, char *note, si
     if (b) {
         *out = *b;
         rc = 0;
+        goto done;
+    }
+    /* a GGUF's shape is the engine's to read (engine/model.h: model_shape_resolve, which
+     * every --model goes through); a name that reaches here unresolved is refused plainly */
+    FILE *gf = fopen(name, "rb");
+    char magic[4] = {0};
+    size_t got = gf ? fread(magic, 1, 4, gf) : 0;
+    if (gf) fclose(gf);
+    if (got == 4 && !memcmp(magic, "GGUF", 4)) {
+        errf(err, errlen, "%s is a GGUF model: give it as a command's --model (its shape is "
+             "read from the file's header there), not in a cluster file or a policy param", name);
         goto done;
     }
     /* before the preset-file test: a missing "x.json" is a missing config, not a typo */

@@ -190,7 +190,8 @@ double preset_model_matrix_bytes(const preset_model_t *m);
 int32_t preset_model_kv_elem_bytes(const preset_model_t *m);
 /* The weight format by name: bf16 (the model's dtype), fp8 (W8A8), int4 (W4A16, fp16 scales
  * per 128: AWQ/GPTQ), mxfp4 (W4A16, e8m0 scales per 32: gpt-oss's experts), nvfp4 (W4A4,
- * fp8 scales per 16, on a GPU with FP4 products; W4A16 elsewhere, as vLLM falls back). And
+ * fp8 scales per 16, on a GPU with FP4 products; W4A16 elsewhere, as vLLM falls back),
+ * q8_0 and q4_0 (ggml's blocks: an fp16 scale per 32, dequantised; a GGUF's types). And
  * the KV element: bf16 or fp8. 0, or -1 with the names accepted in err. */
 int preset_model_set_format(preset_model_t *m, const char *format, char *err, size_t errlen);
 int preset_model_set_kv_dtype(preset_model_t *m, const char *dtype, char *err, size_t errlen);

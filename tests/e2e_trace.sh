@@ -437,7 +437,7 @@ want_rc 0
 run simbadfmt "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --model gpt-oss-120b \
     --weight-format fp6 --db "$T/fmt.db"
 want_rc 2
-want_err "bad value 'fp6' for --weight-format (bf16, fp8, int4, mxfp4 or nvfp4)"
+want_err "bad value 'fp6' for --weight-format (bf16, fp8, int4, mxfp4, nvfp4, q8_0 or q4_0)"
 run roofmla "$BIN" roofline --model deepseek-v3 --hw h200
 want_rc 0
 want_out "tokens/s <= bandwidth / weight bytes" "decode B=64"

@@ -8,7 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/dequant.h"
 #include "engine/model.h"
+#include "engine/quantize.h"
 #include "sim/presets.h"
 #include "tests/testutil.h"
 
@@ -17,6 +19,42 @@ static void assert_same(const float *a, const float *b, size_t n, const char *wh
         if (a[i] != b[i]) /* not ck_assert: it writes its location on every call */
             ck_abort_msg("%s[%zu]: %g != %g", what, i, (double)a[i], (double)b[i]);
 }
+
+/* The one resolver: a GGUF's shape from its header (the matrices' type as the weight
+ * format, nothing dequantised), the other names through the presets. */
+START_TEST(test_shape_resolve) {
+    char path[64], err[512], note[256];
+    ck_assert_ptr_nonnull(testutil_tmpfile(path, sizeof path, ".gguf"));
+    const uint32_t types[] = {DQ_Q4_0, DQ_Q8_0, DQ_F16, DQ_F32};
+    const char *names[] = {"q4_0", "q8_0", "bf16", "bf16"};
+    preset_model_t want, got;
+    ck_assert(preset_model_get("stories260k", &want, err, sizeof err) == 0);
+    for (int k = 0; k < 4; k++) {
+        quant_opts_t o = {.type = types[k], .seed = 1};
+        quant_report_t r;
+        ck_assert_msg(quant_write("dummy:stories260k", path, &o, &r, err, sizeof err) == 0,
+                      "%s", err);
+        ck_assert(model_is_gguf(path));
+        ck_assert_msg(model_shape_resolve(path, &got, note, sizeof note, err, sizeof err) == 0,
+                      "%s", err);
+        ck_assert_int_eq(got.n_layers, want.n_layers);
+        ck_assert_int_eq(got.d_model, want.d_model);
+        ck_assert_int_eq(got.n_heads, want.n_heads);
+        ck_assert_int_eq(got.n_kv_heads, want.n_kv_heads);
+        ck_assert_int_eq(got.d_ff, want.d_ff);
+        ck_assert_int_eq(got.vocab, want.vocab);
+        ck_assert_str_eq(preset_model_format_name(&got), names[k]);
+        ck_assert_int_eq(got.dtype_bytes, types[k] == DQ_F32 ? 4 : 2);
+        ck_assert_str_eq(note, "");
+    }
+    unlink(path);
+    ck_assert(model_shape_resolve("llama-2-7b", &got, NULL, 0, err, sizeof err) == 0);
+    ck_assert_int_eq(got.n_layers, 32);
+    ck_assert(!model_is_gguf("llama-2-7b") && !model_is_gguf("/"));
+    ck_assert_int_eq(model_shape_resolve("no-such-model", &got, NULL, 0, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "no-such-model"));
+}
+END_TEST
 
 /* Both copies of stories260K: the GGUF file is all F32 (checked), so the weights are equal
  * bit for bit; it stores the shared classifier as a separate output.weight. */
@@ -278,6 +316,7 @@ static Suite *model_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_bin_equals_gguf);
+    tcase_add_test(tc, test_shape_resolve);
     tcase_add_test(tc, test_dummy_deterministic);
     tcase_add_test(tc, test_dummy_shapes);
     tcase_add_test(tc, test_dummy_errors);

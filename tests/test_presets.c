@@ -184,7 +184,7 @@ START_TEST(test_precision) {
     ck_assert_int_eq(preset_model_set_format(&m, "bf16", err, sizeof err), 0);
     ck_assert(preset_model_weight_bytes(&m) == preset_model_weight_bytes(model("gpt-oss-120b")));
     ck_assert_int_eq(preset_model_set_format(&m, "fp6", err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "unknown weight format 'fp6' (bf16, fp8, int4, mxfp4 or nvfp4)"),
+    ck_assert_msg(strstr(err, "unknown weight format 'fp6' (bf16, fp8, int4, mxfp4, nvfp4, q8_0 or q4_0)"),
                   "%s", err);
     /* fp8 KV halves the cache */
     preset_model_t k = *model("llama-3-8b");
