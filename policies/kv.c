@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 
+#include "policies/kv_tier.h"
+
 struct kv {
     int32_t num_blocks;
     int32_t block_size;
@@ -21,6 +23,7 @@ struct kv {
     int32_t *map;        /* [map_cap] block ids, -1 empty */
     int32_t map_cap;     /* a power of two >= 2 x num_blocks */
     int32_t num_keyed;
+    struct kv_tiers *tiers; /* below HBM (kv_tier.h), not owned; NULL: none */
 };
 
 kv_t *kv_new(int32_t num_blocks, int32_t block_size) {
@@ -69,6 +72,8 @@ int kv_enable_cache(kv_t *kv) {
     kv->map_cap = cap;
     return 0;
 }
+
+void kv_set_tiers(kv_t *kv, struct kv_tiers *tiers) { kv->tiers = tiers; }
 
 int32_t kv_num_blocks(const kv_t *kv) { return kv->num_blocks; }
 int32_t kv_block_size(const kv_t *kv) { return kv->block_size; }
@@ -160,6 +165,7 @@ int kv_alloc(kv_t *kv, int32_t n, int32_t *ids) {
         } else { /* evict the least recently used cached block */
             id = kv->lru_head;
             lru_unlink(kv, id);
+            kv_tiers_put(kv->tiers, kv->key[id]);   /* written down a tier, if any */
             map_remove(kv, id);
         }
         kv->ref[id] = 1;

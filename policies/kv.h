@@ -48,6 +48,10 @@ int kv_release(kv_t *kv, const int32_t *ids, int32_t n);
 int32_t kv_refcount(const kv_t *kv, int32_t id);
 
 /* --- prefix cache ----------------------------------------------------------------------- */
+struct kv_tiers;
+/* The tiers below (kv_tier.h; NULL: none): a keyed block the cache evicts is written there
+ * (its key; the cache never owns the tiers). */
+void kv_set_tiers(kv_t *kv, struct kv_tiers *tiers);
 int kv_enable_cache(kv_t *kv);                 /* 0, or -1 when out of memory */
 /* The block holding key, held or idle, or -1. */
 int32_t kv_cache_lookup(const kv_t *kv, uint64_t key);

@@ -2,6 +2,8 @@
 #include "policies/prefix.h"
 
 #include <stdlib.h>
+
+#include "policies/kv_tier.h"
 #include <string.h>
 
 enum { CHAIN_SEED = 0x2545F491 };
@@ -64,6 +66,26 @@ int32_t prefix_match(const prefix_t *p, const kv_t *kv, int32_t max_blocks, int3
         *idle += kv_cache_is_idle(kv, id);
     }
     return h;
+}
+
+int32_t prefix_match_tiers(const prefix_t *p, const kv_t *kv, const struct kv_tiers *tiers,
+                           int32_t hbm_hits, int32_t max_blocks, int8_t *tier_of,
+                           uint64_t *keys, int32_t *ids) {
+    if (!tiers || kv_tiers_count(tiers) == 0) return 0;
+    uint64_t key = CHAIN_SEED;
+    int32_t j = 0, last_tier = -1;
+    for (; j < hbm_hits; j++) key = key_of(p, key, j);
+    for (; j < max_blocks; j++) {
+        key = key_of(p, key, j);
+        int32_t id = kv_cache_lookup(kv, key);
+        int t = id >= 0 ? -1 : kv_tiers_find(tiers, key);
+        if (id < 0 && t < 0) break;
+        tier_of[j - hbm_hits] = (int8_t)t;
+        keys[j - hbm_hits] = key;
+        ids[j - hbm_hits] = id;
+        if (t >= 0) last_tier = j;
+    }
+    return last_tier < 0 ? 0 : last_tier + 1 - hbm_hits;
 }
 
 void prefix_take(prefix_t *p, int32_t hits) {

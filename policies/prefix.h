@@ -49,6 +49,15 @@ void prefix_reset(prefix_t *p);
  * blocks). Pure. */
 int32_t prefix_match(const prefix_t *p, const kv_t *kv, int32_t max_blocks, int32_t *ids,
                      int32_t *idle);
+/* After the first hbm_hits blocks found in HBM (prefix_match): how many of the next blocks
+ * (up to max_blocks in all) are held in a row by a tier below or by HBM again (a chain's
+ * later blocks can outlive its earlier ones there), the run ending at its last tier block.
+ * tier_of[], keys[] and ids[] (indexed from hbm_hits) say where (a tier, or -1 for HBM,
+ * whose block id is then ids[]) and what. Pure. */
+struct kv_tiers;
+int32_t prefix_match_tiers(const prefix_t *p, const kv_t *kv, const struct kv_tiers *tiers,
+                           int32_t hbm_hits, int32_t max_blocks, int8_t *tier_of,
+                           uint64_t *keys, int32_t *ids);
 /* After taking the first `hits` blocks from the cache: the chain continues from there. */
 void prefix_take(prefix_t *p, int32_t hits);
 /* Keys the request's blocks that became full (computed tokens) and were not yet keyed. */

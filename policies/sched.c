@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "policies/sched_internal.h"
+#include "policies/kv_tier.h"
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -92,6 +93,9 @@ void sched_free(sched_t *s) {
         free(c);
     }
     kv_free(s->kv);
+    free(s->tier_of);
+    free(s->tier_keys);
+    free(s->tier_ids);
     free(s->map);
     free(s->waiting.v);
     free(s->running.v);
@@ -457,7 +461,7 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     }
     /* Prefix cache: a request starting from nothing takes its cached leading blocks
      * (looked up first, taken only once everything below has been checked). */
-    int32_t bs = s->cfg.block_size, hits = 0, idle = 0;
+    int32_t bs = s->cfg.block_size, hits = 0, idle = 0, tier_hits = 0, held_more = 0;
     if (x->prefix && q->computed == 0 && q->num_blocks == 0) {
         int32_t most = (rem - 1) / bs; /* leave a token to compute: the logits need it */
         if (sched_grow((void **)&x->blocks, &x->blocks_cap, most + 1, sizeof(int32_t))) goto oom;
@@ -470,11 +474,46 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
                 break;
             idle -= kv_cache_is_idle(s->kv, x->blocks[hits - 1]);
         }
-        if (n > rem - hits * bs) n = rem - hits * bs; /* cached tokens cost nothing */
+        /* then the blocks after them that a tier below HBM holds (and HBM blocks between
+         * them): reloaded into fresh blocks instead of computed (kv_tier.h), as many as fit */
+        if (s->tiers && hits < most) {
+            if (sched_grow((void **)&s->tier_of, &s->tier_cap, most, 1)) goto oom;
+            uint64_t *keys = realloc(s->tier_keys, sizeof *keys * (size_t)s->tier_cap);
+            if (keys) s->tier_keys = keys;
+            int32_t *ids = keys ? realloc(s->tier_ids, sizeof *ids * (size_t)s->tier_cap) : NULL;
+            if (ids) s->tier_ids = ids;
+            if (!keys || !ids) goto oom;
+            tier_hits = prefix_match_tiers(x->prefix, s->kv, s->tiers, hits, most, s->tier_of,
+                                           keys, ids);
+            for (; tier_hits > 0; tier_hits--) {
+                int32_t c = (hits + tier_hits) * bs, more = 0, more_idle = 0;
+                for (int32_t j = 0; j < tier_hits; j++)
+                    if (s->tier_of[j] < 0) {
+                        more++;
+                        more_idle += kv_cache_is_idle(s->kv, ids[j]);
+                    }
+                int32_t nh = n < rem - c ? n : rem - c;
+                if (sched_blocks_for(s, (int64_t)c + nh + k) - hits - more + idle + more_idle <=
+                    kv_num_free(s->kv)) {
+                    held_more = more;
+                    idle += more_idle;
+                    break;
+                }
+            }
+            if (sched_grow((void **)&x->blocks, &x->blocks_cap, hits + tier_hits + 1,
+                           sizeof(int32_t)))
+                goto oom;
+        }
+        /* cached and reloaded tokens cost no compute */
+        if (n > rem - (hits + tier_hits) * bs) n = rem - (hits + tier_hits) * bs;
     }
     if (budget_check(s, (int64_t)n + k, 1, id)) return -1;
     /* n <= remaining and k <= max_tokens (checked above): the sum fits in int32. */
-    int32_t base = hits ? hits * bs : q->computed, have = hits ? hits : q->num_blocks;
+    const int32_t cached = hits + tier_hits;
+    int32_t base = cached ? cached * bs : q->computed;
+    /* blocks the request holds or takes as they are; the rest are fresh, the reloaded
+     * ones among them */
+    int32_t have = cached ? hits + held_more : q->num_blocks;
     int32_t want = sched_blocks_for(s, (int64_t)base + n + k);
     int32_t need = want - have;
     if (need + idle > kv_num_free(s->kv)) {
@@ -486,15 +525,37 @@ int sched_plan_schedule(sched_t *s, int32_t id, int32_t n, int32_t k) {
     if (sched_grow((void **)&x->blocks, &x->blocks_cap, want, sizeof(int32_t)) ||
         sched_grow((void **)&s->entries, &s->entries_cap, s->plan.n + 1, sizeof(sched_entry_t)))
         goto oom;
-    if (hits) {
+    if (cached) {
         for (int32_t j = 0; j < hits; j++) kv_cache_acquire(s->kv, x->blocks[j]);
         prefix_take(x->prefix, hits);
-        q->computed = hits * bs;
+        q->computed = cached * bs;
         q->num_blocks = hits;
         /* The prompt's share served by the cache: first admission only (a recompute that
          * finds its own blocks again saves work too, but is not prompt served twice). */
-        if (q->first_scheduled_s < 0) q->cached_tokens = hits * bs;
-        rem -= hits * bs;
+        if (q->first_scheduled_s < 0) {
+            q->cached_tokens = cached * bs;
+            q->reloaded_tokens = (tier_hits - held_more) * bs;
+        }
+        rem -= cached * bs;
+    }
+    if (tier_hits) {
+        /* positions hits.. of the run: HBM's blocks taken first (so that no allocation
+         * evicts them), then a fresh block for each reloaded one, keyed into HBM's cache
+         * again and counted in its tier and in the plan for the executor to price */
+        for (int32_t j = 0; j < tier_hits; j++)
+            if (s->tier_of[j] < 0) {
+                x->blocks[hits + j] = s->tier_ids[j];
+                kv_cache_acquire(s->kv, s->tier_ids[j]);
+            }
+        for (int32_t j = 0; j < tier_hits; j++)
+            if (s->tier_of[j] >= 0) {
+                kv_alloc(s->kv, 1, x->blocks + hits + j);
+                kv_tiers_hit(s->tiers, s->tier_of[j], s->tier_keys[j]);
+                s->plan.reload_blocks[s->tier_of[j]]++;
+            }
+        prefix_publish(x->prefix, s->kv, x->blocks, cached * bs);
+        q->num_blocks = cached;
+        need -= tier_hits - held_more;
     }
     if (need > 0) kv_alloc(s->kv, need, x->blocks + q->num_blocks);
     int is_decode = rem == 1 && q->generated >= 1;
@@ -735,6 +796,17 @@ int sched_can_allocate(const sched_t *s, int32_t id, int32_t n) {
     if (!x || x->pub.state >= SCHED_FINISHED) return 0;
     int32_t reserve = x->pub.state == SCHED_RUNNING ? 0 : s->view.watermark_blocks;
     return blocks_needed(s, x, n) <= kv_num_free(s->kv) - reserve;
+}
+
+int sched_set_tiers(sched_t *s, struct kv_tiers *tiers) {
+    if (tiers && !s->cfg.prefix_caching) {
+        sched_set_error(s, "KV tiers below HBM hold prefix-cache blocks: they need prefix "
+                        "caching on");
+        return -1;
+    }
+    s->tiers = tiers;
+    kv_set_tiers(s->kv, tiers);
+    return 0;
 }
 
 int32_t sched_prefix_hit(const sched_t *s, int32_t id) {

@@ -96,6 +96,7 @@ typedef struct sched_req {
     int32_t spec_proposed;
     int32_t spec_accepted;
     int32_t cached_tokens;     /* prompt tokens taken from the prefix cache at admission */
+    int32_t reloaded_tokens;   /* of which reloaded from a tier below HBM (kv_tier.h) */
     int32_t predicted_output_tokens; /* a predictor's guess from the trace; -1: none */
     int32_t priority;          /* the trace's; lower = more urgent; 0 by default */
     double first_scheduled_s;  /* -1 until first scheduled */
@@ -206,6 +207,9 @@ typedef struct {
     int32_t num_preempted;  /* preemptions made while building this plan */
     int32_t num_rejected;   /* requests the policy rejected while building it */
     int64_t step;           /* 0-based index of non-empty plans */
+    /* Prefix hits found in the KV tiers below HBM (kv_tier.h; sched_set_tiers): blocks the
+     * step reloads from each tier before (or, where the tier overlaps, while) it runs */
+    int32_t reload_blocks[4];
 } sched_plan_t;
 
 typedef struct sched sched_t;
@@ -244,6 +248,11 @@ int sched_add(sched_t *s, const sched_new_req_t *r, double now);
 /* Asks the policy for the next plan. 0 with *plan set (possibly empty), or -1 on a policy
  * error (sched_errmsg names the policy and line). */
 int sched_step(sched_t *s, double now, const sched_plan_t **plan);
+/* The KV tiers below HBM (policies/kv_tier.h; not owned, outliving s; NULL: none): blocks the
+ * prefix cache evicts are written there, and a request's prefix found there is reloaded
+ * (plan.reload_blocks) instead of computed. Needs prefix_caching. 0, or -1 (sched_errmsg). */
+struct kv_tiers;
+int sched_set_tiers(sched_t *s, struct kv_tiers *tiers);
 
 /* Applies a finished step at time now. accepted[i] is the number of drafts accepted for
  * entry i (NULL when the plan has none). 0, or -1 on a policy error in on_finish or an

@@ -52,6 +52,11 @@ struct sched {
     sched_sink_fn sink;
     void *sink_ud;
     kv_t *kv;
+    struct kv_tiers *tiers;    /* below HBM (sched_set_tiers; not owned), NULL: none */
+    int8_t *tier_of;           /* scratch for a tier match, [tier_cap] */
+    uint64_t *tier_keys;
+    int32_t *tier_ids;
+    int32_t tier_cap;
     rng_t rng;
     char err[8192]; /* policy errors carry a Lua traceback */
 
