@@ -51,6 +51,13 @@ int cli_sim_apply(const char *cmd, int code, const char *arg, sim_opts_t *o) {
         break;
     case CLI_SIM_HW: o->hw = arg; break;
     case CLI_SIM_TP: ok = cli_int(arg, 1, 1024, &o->tp); break;
+    case CLI_SIM_KVTIER:
+        if (o->n_kv_tiers >= 4) {
+            fprintf(stderr, "twinserve %s: --kv-tier given more than 4 times\n", cmd);
+            return 0;
+        }
+        o->kv_tiers[o->n_kv_tiers++] = arg;
+        break;
     case CLI_SIM_PARALLEL: {
         par_t p;
         char e[256];
@@ -135,6 +142,11 @@ void cli_sim_usage(FILE *f) {
         "                        config.json (docs/models.md)\n"
         "  --hw NAME|FILE        hardware preset (default a100-80g, or the cost file's)\n"
         "  --tp N                tensor-parallel degree (default 1)\n"
+        "  --kv-tier KIND:SIZE[:read=B/s,write=B/s,lat=T,overlap=0|1]\n"
+        "                        a KV tier below each replica's HBM, in order (repeatable):\n"
+        "                        dram:256GB, ssd:2TB; evicted prefix blocks are kept there\n"
+        "                        and reloaded instead of recomputed (needs\n"
+        "                        --prefix-caching; docs/cluster.md, KV tiers)\n"
         "  --parallel SPEC       the replica's GPUs beyond tp: tp=T,dp=D,ep=E,pp=P[,mb=M]\n"
         "                        [,sched=async|sync]: data-parallel attention ranks (MoE,\n"
         "                        with ep=T x D), expert parallelism, pipeline stages and\n"

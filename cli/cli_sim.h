@@ -24,7 +24,7 @@ enum {
     CLI_SIM_MAXOUTTOK, CLI_SIM_ORACLE, CLI_SIM_CLIP,
     CLI_SIM_REPLICAS, CLI_SIM_ROUTER, CLI_SIM_CLUSTER,
     CLI_SIM_SERVING, CLI_SIM_METRICS, CLI_SIM_CTIMEOUT, CLI_SIM_BAND,
-    CLI_SIM_WFORMAT, CLI_SIM_KVDTYPE, CLI_SIM_PARALLEL,
+    CLI_SIM_WFORMAT, CLI_SIM_KVDTYPE, CLI_SIM_PARALLEL, CLI_SIM_KVTIER,
     CLI_SIM_END
 };
 
@@ -52,7 +52,7 @@ enum {
     { "metrics", 1, 0, CLI_SIM_METRICS }, { "client-timeout", 1, 0, CLI_SIM_CTIMEOUT }, \
     { "band", 2, 0, CLI_SIM_BAND }, \
     { "weight-format", 1, 0, CLI_SIM_WFORMAT }, { "kv-dtype", 1, 0, CLI_SIM_KVDTYPE }, \
-    { "parallel", 1, 0, CLI_SIM_PARALLEL }
+    { "parallel", 1, 0, CLI_SIM_PARALLEL }, { "kv-tier", 1, 0, CLI_SIM_KVTIER }
 
 /* Applies one shared option. 1 applied; 0 a bad value (a message naming the option and
  * value went to stderr, prefixed "twinserve CMD: "). */

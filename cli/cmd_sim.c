@@ -210,6 +210,7 @@ int cmd_sim(int argc, char **argv) {
             printf("cluster: %d replicas, %.0f simulated requests per second of wall time\n",
                    (int)res.replicas, res.wall_s > 0 ? (double)res.requests / res.wall_s : 0.0);
         printf("cost model: %s\n", res.calibration[0] ? res.calibration : "the roofline");
+        if (res.kv_tiers[0]) printf("kv tiers: %s\n", res.kv_tiers);
         if (res.have_summary) summary_print(stdout, &res.summary);
     }
     rc = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policies/kv_tier.h"
 #include "traces/rng.h"
 #include "sim/gpu_ops.h"
 #include "sim/serving_cost.h"
@@ -130,6 +131,33 @@ static double policy_estimate(void *ud, const sched_shape_t *seqs, int32_t n) {
     double host, dur;
     sim_serving_step_time(m, r, &f, cost_pass_time(r->cost, &f), &host, &dur);
     return (host + dur) * m->o->cost_scale;
+}
+
+/* The KV tiers below replica r's HBM (sim.h: kv_tiers), sized in blocks of the stage's
+ * layers on one device, given to its scheduler. */
+static int setup_tiers(sim_t *m, sim_rep_t *r, const preset_model_t *stage) {
+    const sim_opts_t *o = m->o;
+    kv_tier_spec_t sp[KV_TIER_MAX];
+    char e[512];
+    if (!o->prefix_caching)
+        return sim_fail(m, "--kv-tier keeps evicted prefix blocks: it needs --prefix-caching");
+    if (o->n_kv_tiers > KV_TIER_MAX)
+        return sim_fail(m, "--kv-tier given %d times: at most %d tiers", o->n_kv_tiers,
+                        KV_TIER_MAX);
+    r->tier_block_bytes = (double)o->block_size * preset_model_kv_bytes_device(stage, r->spec.par.tp);
+    for (int i = 0; i < o->n_kv_tiers; i++) {
+        if (kv_tier_parse(o->kv_tiers[i], r->tier_block_bytes, &sp[i], e, sizeof e) != 0)
+            return sim_fail(m, "--kv-tier: %s", e);
+        if (!strcmp(sp[i].kind, "pool"))
+            return sim_fail(m, "--kv-tier %s: the shared pool needs the cluster-wide index "
+                            "(issue #31, item 2), which is not built yet; use dram or ssd "
+                            "tiers per replica", o->kv_tiers[i]);
+    }
+    if (kv_tier_check(sp, o->n_kv_tiers, e, sizeof e) != 0) return sim_fail(m, "--kv-tier: %s", e);
+    if (!(r->tiers = kv_tiers_new(sp, o->n_kv_tiers))) return sim_fail(m, "out of memory (KV tiers)");
+    sched_t *s = m->rp.reps[r->index].sched;
+    if (sched_set_tiers(s, r->tiers) != 0) return sim_fail(m, "%s", sched_errmsg(s));
+    return 0;
 }
 
 /* Loads replica r's cost file, presets and policy; sizes its KV cache; builds its
@@ -300,12 +328,14 @@ int sim_rep_setup(sim_t *m, sim_rep_t *r) {
     }
     r->pushed_wake = INFINITY;
     if (replay_start_sched_at(&m->rp, r->index, &cfg)) return -1;
+    if (o->n_kv_tiers > 0 && setup_tiers(m, r, &stage)) return -1;
     r->owner = m;
     sched_set_cost_fn(m->rp.reps[r->index].sched, policy_estimate, r);
     return 0;
 }
 
 void sim_rep_free(sim_rep_t *r) {
+    kv_tiers_free(r->tiers);
     cost_free(r->cost);
     cost_free(r->draft_cost);
     free(r->cf);
@@ -342,6 +372,13 @@ double sim_step_cost(sim_t *m, sim_rep_t *r, const sched_plan_t *p, cost_feature
                                      p->pads[i].ctx > 0 ? p->pads[i].num_tokens : 0 };
     cost_features_window(m->seqs, n, r->model.sliding_window, f);
     double t = cost_pass_time(r->cost, f);
+    if (r->tiers) {
+        /* reloads from the tiers below HBM: the overlapped ones run under the pass (layer
+         * by layer), the others before it */
+        double ov, ser;
+        kv_tier_reload_s(r->tiers, p->reload_blocks, r->tier_block_bytes, &ov, &ser);
+        t = fmax(t, ov) + ser;
+    }
     if (!r->draft_cost) return t;
     int32_t kmax = 0;
     n = 0;

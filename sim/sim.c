@@ -13,6 +13,7 @@
 
 #include "policies/sched.h"
 #include "sim/sim_internal.h"
+#include "policies/kv_tier.h"
 #include "traces/json.h"
 #include "traces/recorder.h"
 
@@ -645,6 +646,28 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
     res->stopped = m.stopped;
     snprintf(res->calibration, sizeof res->calibration, "%s", r0->calibration);
     snprintf(res->serving, sizeof res->serving, "%s", m.serving.name);
+    if (r0->tiers) {
+        /* every replica's tiers alike (the options'): their totals */
+        size_t used = 0;
+        for (int i = 0; i < kv_tiers_count(r0->tiers); i++) {
+            const kv_tier_spec_t *sp = kv_tiers_spec(r0->tiers, i);
+            int64_t w = 0, h = 0, e = 0, held = 0;
+            for (int32_t k = 0; k < m.n_reps; k++) {
+                if (!m.reps[k].tiers) continue;
+                const kv_tier_stats_t *st = kv_tiers_stats(m.reps[k].tiers, i);
+                w += st->writes, h += st->hits, e += st->evictions, held += st->held;
+            }
+            int n = snprintf(res->kv_tiers + used, sizeof res->kv_tiers - used,
+                             "%s%s %.1f GB a replica (%lld blocks): %lld blocks written, %lld "
+                             "reloaded (%.2f GB), %lld pushed down or dropped, %lld held at the "
+                             "end", i ? "; " : "", sp->kind,
+                             (double)sp->capacity_blocks * r0->tier_block_bytes / 1e9,
+                             (long long)sp->capacity_blocks, (long long)w, (long long)h,
+                             (double)h * r0->tier_block_bytes / 1e9, (long long)e, (long long)held);
+            if (n < 0 || (size_t)n >= sizeof res->kv_tiers - used) break;
+            used += (size_t)n;
+        }
+    }
     if (o->max_model_len > model->max_seq)
         warn(res, "--max-model-len %d is past %s's %d-token context: the simulator serves it, "
              "a real model was not trained for it", o->max_model_len, model->name,

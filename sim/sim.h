@@ -160,6 +160,11 @@ typedef struct {
     int32_t max_seqs;         /* hard per-step sequences (256) */
     int32_t max_model_len;    /* 0: the model's context length */
     int prefix_caching;       /* reuse KV of equal prompt prefixes (traces with hash ids) */
+    /* KV tiers below each replica's HBM, in order (policies/kv_tier.h: "dram:256GB",
+     * "ssd:2TB:read=6GB/s"; up to 4; needs prefix_caching): evicted prefix blocks are kept
+     * there and reloaded at their read bandwidth instead of recomputed */
+    const char *kv_tiers[4];
+    int n_kv_tiers;
     int32_t max_output_tokens; /* > 0: every request's limit unless the trace gives one
                                * (sched_config_t); 0: the context left after the prompt */
     int oracle_lengths;       /* policies see true output lengths (a research oracle) */
@@ -222,6 +227,8 @@ typedef struct {
     char calibration[320];    /* the cost model's provenance: the --cost file, a shipped
                                * "builtin:MODEL.HW.tpN", or "none: <why the roofline>" */
     char serving[64];         /* the serving profile's name ("none" when inactive) */
+    char kv_tiers[512];       /* replica 0's KV tiers at the end: what each holds, took and
+                               * gave ("" without tiers) */
     /* The half-width of this run's prediction band as a fraction of step time: the larger
      * of the cost model's cross-validated median step error (its cost file's
      * cv_median_err) and the serving profile's held-out step error (step_cv_err); NAN when

@@ -47,6 +47,8 @@ typedef struct {
     sim_spec_t spec;
     cost_model_t *cost, *draft_cost;
     cost_file_t *cf;          /* the --cost file or a shipped calibration; NULL: roofline */
+    struct kv_tiers *tiers;   /* the KV tiers below HBM (owned), NULL: none */
+    double tier_block_bytes;  /* what a block of every layer takes on one device */
     char calibration[320];
     double alpha;
     int32_t num_blocks;

@@ -469,6 +469,24 @@ run simtppar "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" \
     --model deepseek-v3 --tp 4 --parallel tp=8 --db "$T/par.db"
 want_rc 2
 want_err "--tp 4 and --parallel tp=8 disagree"
+# KV tiers below HBM: refused without prefix caching or out of order; on Mooncake's
+# conversation trace with a small HBM cache, evicted prefix blocks come back from DRAM
+run simtier0 "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" \
+    --kv-tier dram:256GB --db "$T/tier.db"
+want_rc 2
+want_err "--kv-tier keeps evicted prefix blocks: it needs --prefix-caching"
+run simtier1 "$BIN" sim -q --trace "$T/few.csv" --policy "$POL/continuous.lua" --prefix-caching \
+    --kv-tier ssd:1TB --kv-tier dram:1GB --db "$T/tier.db"
+want_rc 2
+want_err "KV tier 2 (dram): DRAM below SSD"
+MOON=$DATA/traces/mooncake_conversation_trace.jsonl
+if [ -f "$MOON" ]; then
+    run simtier "$BIN" sim --trace "$MOON" --limit 200 --policy "$POL/continuous.lua" \
+        --model llama-3-8b --hw h100 --prefix-caching --kv-blocks 600 --kv-tier dram:50GB \
+        --db "$T/tier.db"
+    want_rc 0
+    want_out_re "^kv tiers: dram 50.0 GB a replica \(23841 blocks\): [1-9][0-9]* blocks written, [1-9][0-9]* reloaded"
+fi
 run roofpp "$BIN" roofline --model llama-3.1-405b --hw h100 --parallel tp=8,pp=2
 want_rc 0
 want_out "Parallel tp=8,dp=1,ep=1,pp=2,mb=2,sched=async: 16 GPUs; the fullest stage has 63 of the 126" \
