@@ -575,6 +575,14 @@ int sim_run(const sim_opts_t *o, sim_result_t *res, char *err, size_t errlen) {
         fprintf(cf, "{\"model\":\"roofline\",\"flops_eff\":%.17g,\"bw_eff\":%.17g,"
                     "\"attn_eff\":%.17g,\"overhead_s\":%.17g}",
                 o->cost.flops_eff, o->cost.bw_eff, o->cost.attn_eff, o->cost.overhead_s);
+    if (o->n_kv_tiers > 0) {   /* the KV tiers below HBM, as given */
+        fputs(",\"kv_tiers\":[", cf);
+        for (int i = 0; i < o->n_kv_tiers; i++) {
+            if (i) fputc(',', cf);
+            json_write_str(cf, o->kv_tiers[i]);
+        }
+        fputc(']', cf);
+    }
     if (!par_is_tp_only(&r0->spec.par)) {
         char spec[128];
         par_format(&r0->spec.par, spec, sizeof spec);

@@ -486,6 +486,8 @@ if [ -f "$MOON" ]; then
         --db "$T/tier.db"
     want_rc 0
     want_out_re "^kv tiers: dram 50.0 GB a replica \(23841 blocks\): [1-9][0-9]* blocks written, [1-9][0-9]* reloaded"
+    [ "$(sql "$T/tier.db" "select json_extract(config, '$.kv_tiers[0]') from runs")" = dram:50GB ] ||
+        bad " the run's config lacks its tiers"
 fi
 run roofpp "$BIN" roofline --model llama-3.1-405b --hw h100 --parallel tp=8,pp=2
 want_rc 0
