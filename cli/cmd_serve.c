@@ -124,8 +124,8 @@ static int served_trace_path(const char *given, const char *db, char *out, size_
 
 /* The model's tokenizer: --tokenizer, the GGUF's own, or tok<V>.bin / tokenizer.bin next to a
  * llama2.c checkpoint (as generate finds it). 0, or -1 with a message. */
-static int open_tokenizer(const char *model, const char *given, tok_t **out, char *err,
-                          size_t errlen) {
+static int open_tokenizer(const char *model, const char *given, tok_t **out, int32_t *vocab,
+                          char *err, size_t errlen) {
     model_t *m = NULL;
     *out = NULL;
     if (model_open(model, 0, MODEL_SHAPE_ONLY | MODEL_LAZY, &m, err, errlen) != 0) return -1;
@@ -135,6 +135,7 @@ static int open_tokenizer(const char *model, const char *given, tok_t **out, cha
                  "tokenizer, or a GGUF file)", model);
     else
         rc = tok_load_for_model(model, m->format, m->cfg.vocab, given, out, err, errlen);
+    *vocab = m->cfg.vocab;   /* a placeholder tokenizer (ids only) leaves *out NULL */
     model_free(m);
     return rc;
 }
@@ -187,11 +188,12 @@ int cmd_serve(int argc, char **argv) {
         usage(stderr);
         goto done;
     }
-    if (open_tokenizer(o.model, so.tokenizer, &tok, err, sizeof err) != 0) {
+    int32_t vocab = 0;
+    if (open_tokenizer(o.model, so.tokenizer, &tok, &vocab, err, sizeof err) != 0) {
         fprintf(stderr, "twinserve serve: %s\n", err);
         goto done;
     }
-    if (!(live = live_new(tok))) {
+    if (!(live = live_new(tok, vocab))) {
         fprintf(stderr, "twinserve serve: out of memory\n");
         rc = 1;
         goto done;

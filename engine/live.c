@@ -15,13 +15,14 @@
 #include "traces/rng.h"
 #include "policies/sched.h"
 
-live_t *live_new(tok_t *tok) {
+live_t *live_new(tok_t *tok, int32_t vocab) {
     live_t *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->engine_cv, NULL);
     pthread_cond_init(&l->idle_cv, NULL);
     l->tok = tok;
+    l->vocab = tok ? tok_vocab(tok) : vocab;
     return l;
 }
 
@@ -74,7 +75,7 @@ int live_encode(live_t *l, const char *text, int32_t *ids, int32_t cap, int32_t 
     return rc;
 }
 
-int32_t live_vocab(const live_t *l) { return l->tok ? tok_vocab(l->tok) : 0; }
+int32_t live_vocab(const live_t *l) { return l->vocab; }
 
 int live_submit(live_t *l, const live_params_t *p, live_req_t **out, char *msg, size_t len) {
     *out = NULL;

@@ -121,14 +121,16 @@ typedef struct {
     char *mem_;                /* owns the strings */
 } live_piece_t;
 
-live_t *live_new(tok_t *tok);
+/* vocab: the model's vocabulary, which token-id prompts are checked against (the
+ * tokenizer's when there is one; a GGUF's placeholder tokenizer is none) */
+live_t *live_new(tok_t *tok, int32_t vocab);
 void live_free(live_t *l);
 
 /* --- HTTP threads ------------------------------------------------------------------- */
 /* Encodes text (BOS first) under the lock. 0, or -1 with a message. */
 int live_encode(live_t *l, const char *text, int32_t *ids, int32_t cap, int32_t *n,
                 char *err, size_t errlen);
-/* The tokenizer's vocabulary (token-id prompts are checked against it); 0 without one. */
+/* The vocabulary token-id prompts are checked against (live_new's). */
 int32_t live_vocab(const live_t *l);
 /* 0 with *out (hold it until live_release); 1 the server is not ready, is draining or
  * stopped (msg says which); -1 out of memory. */

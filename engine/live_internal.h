@@ -83,6 +83,7 @@ struct live {
     pthread_cond_t engine_cv;       /* the engine's idle wait */
     pthread_cond_t idle_cv;         /* live_wait_idle: in_flight reached 0 */
     tok_t *tok;
+    int32_t vocab;                  /* token ids a prompt may hold: 0 .. vocab - 1 */
     int ready, closed, draining;
     char closed_msg[200], drain_msg[200];
     int32_t next_id;

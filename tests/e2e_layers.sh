@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_layers.sh: no include runs from a lower layer to a higher one. The layers, from the
-# ground up (README.md, "What is here"):
+# ground up (README.md, "Where things are"):
 #   traces     records, trace readers and writers, and what everything shares: the run
 #              summary read back from a database, statistics, the seeded generator
 #   policies   the scheduler core and its Lua host

@@ -40,7 +40,7 @@ end
 if [ ! -f "$AZURE" ]; then
     echo "SKIP: README policy on the Azure trace: $AZURE not found (set TWIN_DATA)"
 else
-    # The README's command ("## Replaying a trace") with the README's policy.
+    # The tour's sim command (README.md) with the README's policy.
     readme_sim() { sim "$1" --trace "$AZURE" --policy "$T/readme.lua" --model llama-3-8b --hw h100 \
         --db "$T/$1.db" "${@:2}"; }
 

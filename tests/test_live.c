@@ -41,7 +41,7 @@ static const char *drain(live_req_t *q, live_status_t *st) {
 static void emit1(live_t *l, int32_t id, int32_t tok) { live_engine_emit(l, id, &tok, 1); }
 
 START_TEST(submissions_wait_for_the_engine_and_pop_in_order) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     int32_t prompt[] = { TOK_BOS, 5 };
     live_params_t p = { .prompt = prompt, .n_prompt = 2, .max_tokens = 4, .top_p = 1 };
     live_req_t *q = NULL;
@@ -82,7 +82,7 @@ START_TEST(submissions_wait_for_the_engine_and_pop_in_order) {
 END_TEST
 
 START_TEST(cancel_asks_the_engine_to_abort_once) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, 10, NULL);
     live_arrival_t x;
@@ -110,7 +110,7 @@ END_TEST
  * max_tokens ends "length"; usage counts come from the core's. */
 START_TEST(eos_and_length_endings) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *a = submit(l, 10, NULL), *b = submit(l, 2, NULL);
     live_arrival_t x;
@@ -149,7 +149,7 @@ END_TEST
  * what follows never reach the client. */
 START_TEST(stop_strings_are_held_back_and_cut) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, 20, "was a");
     live_arrival_t x;
@@ -185,7 +185,7 @@ END_TEST
  * U+FFFD, as does a character cut short at the end. */
 START_TEST(utf8_whole_characters_only) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, 20, NULL);
     live_arrival_t x;
@@ -210,7 +210,7 @@ END_TEST
 /* The trace of the served requests: arrival order, output = what each generated, its
  * max_tokens kept. */
 START_TEST(served_trace_in_arrival_order) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *a = submit(l, 9, NULL), *b = submit(l, 5, NULL);
     live_arrival_t x;
@@ -269,7 +269,7 @@ static void *engine_side(void *arg) {
 }
 
 START_TEST(a_waiting_reader_is_woken) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, 4, NULL);
     live_arrival_t x;

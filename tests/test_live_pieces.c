@@ -36,7 +36,7 @@ static void pop_all(live_t *l) {
  * and text, then the end; the end's text is what a stop string held back. */
 START_TEST(one_piece_per_token) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, (live_params_t){ .stop = { "xyz" }, .n_stop = 1 });
     pop_all(l);
@@ -77,7 +77,7 @@ END_TEST
 /* EOS has no piece of its own: the end stands for it, finish "stop". */
 START_TEST(eos_is_the_end) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, (live_params_t){ 0 });
     pop_all(l);
@@ -102,7 +102,7 @@ END_TEST
 /* n = 2: two engine requests (consecutive ids, one prompt), seeds seed and seed + 1, pieces
  * carrying their choice's index, two ends; in flight counts choices. A cancel ends both. */
 START_TEST(n_choices) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, (live_params_t){ .n = 2, .has_seed = 1, .seed = 42,
                                                .temperature = 1 });
@@ -160,7 +160,7 @@ END_TEST
  * the top alternatives with their texts at that position. */
 START_TEST(logprobs_from_the_rows) {
     tok_t *t = tiny_tokenizer();
-    live_t *l = live_new(t);
+    live_t *l = live_new(t, 0);
     live_engine_offer_logprobs(l);
     live_engine_ready(l, 0, 512, 100);
     live_stats_t st;
@@ -198,7 +198,7 @@ END_TEST
 /* Draining refuses new submissions with the message; live_wait_idle waits for what is in
  * flight. */
 START_TEST(drain_refuses_and_waits) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, (live_params_t){ 0 });
     pop_all(l);
@@ -223,7 +223,7 @@ END_TEST
 /* The engine stops with a request of 3 choices of which it took 1: all three end with the
  * message, and the request is freed when its reader lets go. */
 START_TEST(close_ends_choices_never_taken) {
-    live_t *l = live_new(NULL);
+    live_t *l = live_new(NULL, 512);
     live_engine_ready(l, 0, 512, 100);
     live_req_t *q = submit(l, (live_params_t){ .n = 3 });
     live_arrival_t a;
