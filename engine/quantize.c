@@ -158,6 +158,18 @@ static void add_config(gguf_writer_t *w, const model_config_t *c, uint32_t type)
     }
 }
 
+/* A SentencePiece-style vocabulary as llama.cpp's tokenizer.ggml.* keys (model "llama",
+ * BOS 1, EOS 2): the pieces, their scores and token types. */
+static void put_spm_vocab(gguf_writer_t *w, const char **p, const uint32_t *len,
+                          const float *score, const int32_t *type, int32_t vocab) {
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", p, len, (uint64_t)vocab);
+    gguf_w_arr_num(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)vocab);
+    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, type, (uint64_t)vocab);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", TOK_BOS);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", TOK_EOS);
+}
+
 /* A llama2.c tokenizer as tokenizer.ggml.* arrays: spaces back to U+2581, token types as
  * llama.cpp numbers them (1 normal, 2 unknown, 3 control, 6 byte). */
 static int add_llama2c_tokenizer(gguf_writer_t *w, bufs_t *bufs, const char *path,
@@ -191,12 +203,7 @@ static int add_llama2c_tokenizer(gguf_writer_t *w, bufs_t *bufs, const char *pat
         int byte = n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>';
         type[i] = i == 0 ? 2 : special ? 3 : byte ? 6 : 1;
     }
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    gguf_w_arr_str(w, "tokenizer.ggml.tokens", p, len, (uint64_t)vocab);
-    gguf_w_arr_num(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)vocab);
-    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, type, (uint64_t)vocab);
-    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", TOK_BOS);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", TOK_EOS);
+    put_spm_vocab(w, p, len, score, type, vocab);
     rc = 0;
     goto done;
 oom:
@@ -239,12 +246,7 @@ static int add_placeholder_tokenizer(gguf_writer_t *w, bufs_t *bufs, int32_t voc
         score[i] = i < 259 ? 0.0f : -(float)i;
         type[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
     }
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    gguf_w_arr_str(w, "tokenizer.ggml.tokens", p, len, (uint64_t)vocab);
-    gguf_w_arr_num(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)vocab);
-    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, type, (uint64_t)vocab);
-    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", TOK_BOS);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", TOK_EOS);
+    put_spm_vocab(w, p, len, score, type, vocab);
     gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     gguf_w_str(w, "twinserve.tokenizer", "placeholder");
     snprintf(r->tokenizer, sizeof r->tokenizer, "a placeholder (ids only: the model has none)");
