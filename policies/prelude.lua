@@ -20,7 +20,8 @@ typedef struct sched_req {
     int32_t id; int32_t state; double arrival_s;
     int32_t prompt_tokens; int32_t output_tokens; int32_t generated; int32_t computed;
     int32_t num_blocks; int32_t preemptions; int32_t scheduled; int32_t spec;
-    int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens; int32_t predicted;
+    int32_t spec_proposed; int32_t spec_accepted; int32_t cached_tokens; int32_t reloaded_tokens;
+    int32_t predicted;
     int32_t priority;
     double first_scheduled_s; double first_token_s; double finish_s;
     double deadline; char tenant_name[32];
